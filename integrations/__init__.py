@@ -1,0 +1,1 @@
+"""Web framework integrations for rocketbox (Django and Flask)."""

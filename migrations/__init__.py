@@ -1,0 +1,1 @@
+"""Alembic migrations for the rocketbox tables (env.py and versions/)."""
