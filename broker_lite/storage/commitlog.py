@@ -1,0 +1,235 @@
+"""The CommitLog: every record of every topic, appended to segmented files.
+
+Segments are :class:`MappedFile` s of ``segment_size`` bytes named by their
+20-digit start offset. A record that does not fit in what is left of a segment
+is preceded by a blank end-of-file record filling the rest, and goes at the
+start of the next segment. A physical offset is the position of a record in
+the endless address space the segments cover.
+
+The CommitLog itself takes no lock: :class:`MessageStore` serialises appends.
+Reads may run from any thread while appends go on.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker_lite.errors import CorruptRecordError, MessageTooLargeError, OffsetOutOfRangeError
+from broker_lite.storage.mapped_file import MappedFile, MappedFileQueue
+from broker_lite.storage.record import (
+    BLANK_MAGIC,
+    MIN_BLANK_SIZE,
+    StoredRecord,
+    decode_record,
+    verify_record,
+)
+
+__all__ = ["CommitLog", "Corruption", "ScanEntry"]
+
+_BLANK = struct.Struct(">II")
+
+
+@dataclass(frozen=True, slots=True)
+class Corruption:
+    """Where a log stops being sound, and why."""
+
+    offset: int
+    reason: str
+    segment: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScanEntry:
+    """One sound record met by :meth:`CommitLog.walk`."""
+
+    offset: int
+    size: int
+    segment: MappedFile
+
+
+class CommitLog:
+    """Segmented append-only log of records."""
+
+    def __init__(self, directory: Path, segment_size: int) -> None:
+        if segment_size < 4096:
+            raise ValueError(f"segment_size must be at least 4096 bytes, got {segment_size}")
+        self.segment_size = segment_size
+        self.queue = MappedFileQueue(directory, segment_size)
+        self._write_offset = self.queue.min_offset
+        self._flushed_offset = self._write_offset
+
+    # -- positions ---------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        return self.queue.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        """The offset the next record goes to: everything below is readable."""
+        return self._write_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._flushed_offset
+
+    @property
+    def max_record_size(self) -> int:
+        return self.segment_size - MIN_BLANK_SIZE
+
+    # -- writing -------------------------------------------------------------
+
+    def reserve(self, size: int) -> int:
+        """Make room for a record of ``size`` bytes; return its physical offset.
+
+        Rolls over to a new segment (writing the blank end-of-file record) when
+        the current one cannot hold it. Must be followed by :meth:`write` of
+        exactly ``size`` bytes, under the same caller lock.
+        """
+        if size > self.max_record_size:
+            raise MessageTooLargeError(size=size, limit=self.max_record_size)
+        mf = self.queue.last_file()
+        if mf is None:
+            mf = self.queue.new_file(self._write_offset)
+        elif mf.remaining() - MIN_BLANK_SIZE < size:
+            full = mf
+            mf = self.queue.new_file(full.end_offset)  # may raise; nothing written yet
+            full.write(_BLANK.pack(full.remaining(), BLANK_MAGIC))
+            full.wrote_position = full.file_size
+            self._write_offset = mf.start_offset
+        return mf.start_offset + mf.wrote_position
+
+    def write(self, data: bytes) -> int:
+        """Append the bytes of a record whose offset :meth:`reserve` gave."""
+        mf = self.queue.files[-1]
+        pos = mf.write(data)
+        self._write_offset = mf.start_offset + mf.wrote_position
+        return mf.start_offset + pos
+
+    def flush(self) -> int:
+        """``fdatasync`` every segment with unflushed bytes; return the durable offset."""
+        target = self._write_offset
+        for mf in list(self.queue.files):
+            if mf.end_offset <= self._flushed_offset:
+                continue
+            mf.flush()
+        self._flushed_offset = max(self._flushed_offset, target)
+        return target
+
+    # -- reading -------------------------------------------------------------
+
+    def _locate(self, offset: int) -> MappedFile:
+        if not self.min_offset <= offset < self._write_offset:
+            raise OffsetOutOfRangeError(
+                offset=offset, min_offset=self.min_offset, max_offset=self._write_offset
+            )
+        mf = self.queue.find(offset)
+        if mf is None:
+            raise OffsetOutOfRangeError(
+                offset=offset, min_offset=self.min_offset, max_offset=self._write_offset
+            )
+        return mf
+
+    def read(self, offset: int) -> StoredRecord:
+        """The record at ``offset``, checked against both its CRCs."""
+        mf = self._locate(offset)
+        pos = offset - mf.start_offset
+        checked = verify_record(mf.buffer, pos, mf.wrote_position or mf.file_size)
+        if isinstance(checked, str):
+            raise CorruptRecordError(checked, offset=offset)
+        if checked[1] == BLANK_MAGIC:
+            raise CorruptRecordError("offset points at a blank end-of-file record", offset=offset)
+        return decode_record(mf.buffer, pos, verified=True)
+
+    def read_raw(self, offset: int, size: int) -> bytes:
+        """The raw bytes of a record (for byte-identical checks and replication)."""
+        mf = self._locate(offset)
+        pos = offset - mf.start_offset
+        return mf.read(pos, size)
+
+    def scan(self, start: int | None = None, end: int | None = None) -> Iterator[StoredRecord]:
+        """Decode every record from ``start`` (a record boundary) up to ``end``."""
+        for entry in self.walk(self.min_offset if start is None else start, end):
+            if isinstance(entry, Corruption):
+                raise CorruptRecordError(entry.reason, offset=entry.offset)
+            yield decode_record(entry.segment.buffer, entry.offset - entry.segment.start_offset,
+                                verified=True)
+
+    def walk(self, start: int, end: int | None = None) -> Iterator[ScanEntry | Corruption]:
+        """Verify records from ``start``; yield each sound one, then a Corruption if any.
+
+        Stops quietly at the end of written data. Used by recovery (which
+        stops at the first corruption) and by ``inspect --verify``.
+        """
+        limit = self._write_offset if end is None else end
+        offset = start
+        while True:
+            mf = self.queue.find(offset)
+            if mf is None:
+                return
+            pos = offset - mf.start_offset
+            while offset < limit:
+                checked = verify_record(mf.buffer, pos, mf.file_size)
+                if isinstance(checked, str):
+                    if checked != "end of written data":
+                        yield Corruption(offset, checked, mf.path.name)
+                    return
+                size, magic, _ = checked
+                if magic == BLANK_MAGIC:
+                    break
+                yield ScanEntry(offset, size, mf)
+                pos += size
+                offset += size
+            else:
+                return
+            offset = mf.end_offset
+
+    # -- recovery --------------------------------------------------------------
+
+    def recover(self, hint: int) -> tuple[int, Corruption | None]:
+        """Walk from the start of the segment holding ``hint`` and truncate at the end.
+
+        ``hint`` is the checkpointed offset: everything before its segment is
+        trusted, everything after is checked. Returns the new write offset and
+        the first corruption met, if any. Segment write positions are restored.
+        """
+        files = self.queue.files
+        if not files:
+            self._write_offset = self._flushed_offset = self.min_offset
+            return self._write_offset, None
+        holder = self.queue.find(hint) or (files[0] if hint < files[0].start_offset else files[-1])
+        end = holder.start_offset
+        corruption: Corruption | None = None
+        for entry in self.walk(end, end=1 << 62):
+            if isinstance(entry, Corruption):
+                corruption = entry
+                break
+            end = entry.offset + entry.size
+        self._truncate(end)
+        return end, corruption
+
+    def _truncate(self, end: int) -> None:
+        if self.queue.files and end == self.queue.files[0].start_offset:
+            # Keep the first segment (emptied) so the log keeps its base offset.
+            first = self.queue.files[0]
+            self.queue.truncate_from(end + 1)
+            first.zero_from(0)
+        else:
+            self.queue.truncate_from(end)
+        for mf in self.queue.files:
+            mf.wrote_position = min(mf.file_size, max(0, end - mf.start_offset))
+            mf.flushed_position = mf.wrote_position
+        self._write_offset = end
+        self._flushed_offset = end
+
+    def delete_segment(self) -> MappedFile | None:
+        """Delete the oldest segment unless it is the active one."""
+        if len(self.queue.files) <= 1:
+            return None
+        return self.queue.delete_first()
+
+    def close(self) -> None:
+        self.queue.close()

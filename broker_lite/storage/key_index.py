@@ -1,0 +1,171 @@
+"""The key index: message keys and transaction ids to commit-log offsets.
+
+It follows RocketMQ's IndexFile: a header, a table of hash slots, and entries
+chained newest-first through each slot. Files are named by the 20-digit
+commit-log offset of the first record they index; a full file is followed by
+a new one.
+
+=======  ==================================================================
+header   begin timestamp 8, end timestamp 8, begin offset 8, end offset 8,
+         slot count 4, entry count 4
+slots    ``slot_count`` x 4: 1-based number of the newest entry, 0 = empty
+entries  ``max_entries`` x 20: key hash 4, commit-log offset 8,
+         seconds since begin timestamp 4, previous entry in the chain 4
+=======  ==================================================================
+
+The index holds key *hashes*, so a lookup returns candidate offsets: the store
+reads each candidate and keeps those whose record really carries the key. That
+also makes entries left by a crash harmless, and the index can always be
+rebuilt from the log.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from pathlib import Path
+
+from broker_lite.storage.mapped_file import MappedFile, segment_name
+
+__all__ = ["IndexFile", "KeyIndex", "key_hash"]
+
+_HEADER = struct.Struct(">qqqqii")
+_SLOT = struct.Struct(">i")
+_ENTRY = struct.Struct(">iqii")
+
+
+def key_hash(key: str) -> int:
+    """A stable 31-bit hash of a key (CRC32 of its UTF-8 bytes)."""
+    return zlib.crc32(key.encode("utf-8")) & 0x7FFFFFFF
+
+
+class IndexFile:
+    """One index file. The store serialises writes."""
+
+    def __init__(self, path: Path, begin_offset: int, slot_count: int, max_entries: int) -> None:
+        self.slot_count = slot_count
+        self.max_entries = max_entries
+        size = _HEADER.size + slot_count * _SLOT.size + (max_entries + 1) * _ENTRY.size
+        self.file = MappedFile(path, size, begin_offset)
+        buf = self.file.buffer
+        (self.begin_ts, self.end_ts, self.begin_offset, self.end_offset, slots,
+         self.count) = _HEADER.unpack_from(buf, 0)
+        if slots == 0:
+            self.begin_offset = begin_offset
+            self.begin_ts = 0
+            self.end_offset = begin_offset
+            self._write_header()
+        elif slots != slot_count:
+            raise ValueError(f"{path}: built with {slots} slots, configured {slot_count}")
+        self._entries_at = _HEADER.size + slot_count * _SLOT.size
+        self.dirty = False
+
+    def _write_header(self) -> None:
+        _HEADER.pack_into(self.file.buffer, 0, self.begin_ts, self.end_ts, self.begin_offset,
+                          self.end_offset, self.slot_count, self.count)
+
+    def is_full(self) -> bool:
+        return self.count >= self.max_entries
+
+    def put(self, key: str, offset: int, store_ts: int) -> None:
+        buf = self.file.buffer
+        h = key_hash(key)
+        slot_at = _HEADER.size + (h % self.slot_count) * _SLOT.size
+        (prev,) = _SLOT.unpack_from(buf, slot_at)
+        if self.begin_ts == 0:
+            self.begin_ts = store_ts
+        number = self.count + 1
+        diff = max(0, (store_ts - self.begin_ts) // 1000)
+        _ENTRY.pack_into(buf, self._entries_at + number * _ENTRY.size, h, offset, diff, prev)
+        _SLOT.pack_into(buf, slot_at, number)
+        self.count = number
+        self.end_ts = store_ts
+        self.end_offset = offset
+        self.dirty = True
+        self._write_header()
+
+    def candidates(self, key: str, limit: int) -> list[int]:
+        buf = self.file.buffer
+        h = key_hash(key)
+        (number,) = _SLOT.unpack_from(buf, _HEADER.size + (h % self.slot_count) * _SLOT.size)
+        found: list[int] = []
+        seen = 0
+        while 0 < number <= self.count and len(found) < limit and seen <= self.count:
+            eh, offset, _diff, prev = _ENTRY.unpack_from(
+                buf, self._entries_at + number * _ENTRY.size
+            )
+            if eh == h:
+                found.append(offset)
+            if prev >= number:
+                break  # a chain only points backwards; anything else is damage
+            number = prev
+            seen += 1
+        return found
+
+    def flush(self) -> None:
+        if self.dirty:
+            self.dirty = False
+            self.file.sync()
+
+
+class KeyIndex:
+    """All index files of a store, newest last."""
+
+    def __init__(self, directory: Path, slot_count: int, max_entries: int) -> None:
+        self.directory = directory
+        self.slot_count = slot_count
+        self.max_entries = max_entries
+        directory.mkdir(parents=True, exist_ok=True)
+        self.files: list[IndexFile] = [
+            IndexFile(directory / name, int(name), slot_count, max_entries)
+            for name in sorted(os.listdir(directory))
+            if len(name) == 20 and name.isdigit()
+        ]
+
+    def prepare(self, key_count: int, offset: int) -> None:
+        """Open a new file first if ``key_count`` keys would not fit (may raise DiskFullError)."""
+        if not self.files or self.files[-1].count + key_count > self.max_entries:
+            self.files.append(
+                IndexFile(self.directory / segment_name(offset), offset, self.slot_count,
+                          self.max_entries)
+            )
+
+    def put(self, keys: list[str], offset: int, store_ts: int) -> None:
+        """Index ``keys`` of the record at ``offset``; call :meth:`prepare` first."""
+        current = self.files[-1]
+        for key in keys[: self.max_entries]:
+            current.put(key, offset, store_ts)
+
+    def candidates(self, key: str, limit: int = 64) -> list[int]:
+        """Offsets that may hold ``key``, newest first, without duplicates."""
+        result: list[int] = []
+        seen: set[int] = set()
+        for index_file in reversed(self.files):
+            for offset in index_file.candidates(key, limit):
+                if offset not in seen:
+                    seen.add(offset)
+                    result.append(offset)
+            if len(result) >= limit:
+                break
+        return result
+
+    def indexed_up_to(self) -> int:
+        """The commit-log offset of the newest indexed record, or -1."""
+        return self.files[-1].end_offset if self.files and self.files[-1].count else -1
+
+    def delete_below(self, min_commitlog_offset: int) -> int:
+        """Delete whole files whose every entry points below the log's start."""
+        deleted = 0
+        while len(self.files) > 1 and self.files[0].end_offset < min_commitlog_offset:
+            self.files.pop(0).file.destroy()
+            deleted += 1
+        return deleted
+
+    def flush(self) -> None:
+        for index_file in self.files:
+            index_file.flush()
+
+    def close(self) -> None:
+        for index_file in self.files:
+            index_file.file.close()

@@ -1,0 +1,207 @@
+"""Memory-mapped, fixed-size files and the queue of them (RocketMQ's MappedFile).
+
+A :class:`MappedFile` is one preallocated file mapped into memory. Writes are
+memory copies into the page cache, so a record is "written to the OS" as soon
+as it is copied, and survives the death of the process. ``flush`` makes it
+durable with ``fdatasync``.
+
+Space is reserved with ``posix_fallocate`` when the file is created, so a full
+disk is reported then, as :class:`DiskFullError`, instead of as a ``SIGBUS``
+on a later write into the mapping.
+
+A :class:`MappedFileQueue` is a directory of such files, each named by the
+20-digit offset of its first byte in one logical address space.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+from pathlib import Path
+
+from broker_lite.errors import DiskFullError, StorageError
+
+__all__ = ["MappedFile", "MappedFileQueue", "segment_name"]
+
+
+def segment_name(offset: int) -> str:
+    """The 20-digit, zero-padded file name RocketMQ gives a segment."""
+    return f"{offset:020d}"
+
+
+def _reserve(fd: int, size: int, path: Path) -> None:
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise DiskFullError("no space left to preallocate a segment", path=str(path)) from exc
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise StorageError(f"cannot preallocate {path}: {exc}") from exc
+        os.ftruncate(fd, size)
+
+
+class MappedFile:
+    """One fixed-size file, mapped read-write. Not thread-safe on its own."""
+
+    __slots__ = ("_fd", "_mm", "file_size", "flushed_position", "path", "start_offset",
+                 "wrote_position")
+
+    def __init__(self, path: Path, file_size: int, start_offset: int) -> None:
+        self.path = path
+        self.file_size = file_size
+        self.start_offset = start_offset
+        existed = path.exists()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            current = os.fstat(fd).st_size
+            if not existed or current < file_size:
+                # A new file, or one whose tail was cut off: reserve the rest.
+                _reserve(fd, file_size, path)
+            self._mm = mmap.mmap(fd, file_size)
+        except BaseException:
+            os.close(fd)
+            if not existed:
+                path.unlink(missing_ok=True)
+            raise
+        self._fd = fd
+        self.wrote_position = 0
+        self.flushed_position = 0
+
+    @property
+    def end_offset(self) -> int:
+        return self.start_offset + self.file_size
+
+    @property
+    def buffer(self) -> mmap.mmap:
+        """The mapping itself, for zero-copy reads by the codec."""
+        return self._mm
+
+    def remaining(self) -> int:
+        return self.file_size - self.wrote_position
+
+    def write(self, data: bytes) -> int:
+        """Copy ``data`` at the write position; return the position it went to."""
+        pos = self.wrote_position
+        end = pos + len(data)
+        self._mm[pos:end] = data
+        self.wrote_position = end
+        return pos
+
+    def write_at(self, pos: int, data: bytes) -> None:
+        self._mm[pos : pos + len(data)] = data
+
+    def read(self, pos: int, size: int) -> bytes:
+        return self._mm[pos : pos + size]
+
+    def flush(self) -> int:
+        """``fdatasync`` the file; return the position now durable."""
+        pos = self.wrote_position
+        if pos > self.flushed_position and self._fd >= 0:
+            try:
+                os.fdatasync(self._fd)
+            except OSError as exc:
+                if self._fd >= 0:  # not a race with close() by retention
+                    raise StorageError(f"fdatasync of {self.path} failed: {exc}") from exc
+            self.flushed_position = pos
+        return pos
+
+    def sync(self) -> None:
+        """``fdatasync`` unconditionally (for files written in place, not appended)."""
+        os.fdatasync(self._fd)
+
+    def zero_from(self, pos: int) -> None:
+        """Wipe everything from ``pos`` to the end (recovery truncation)."""
+        chunk = 1 << 20
+        zeros = bytes(chunk)
+        at = pos
+        while at < self.file_size:
+            n = min(chunk, self.file_size - at)
+            if self._mm[at : at + n] != zeros[:n]:
+                self._mm[at : at + n] = zeros[:n]
+            at += n
+        self.wrote_position = min(self.wrote_position, pos)
+        self.flushed_position = min(self.flushed_position, pos)
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        try:
+            self._mm.close()
+        except BufferError:
+            # A reader still holds a view; the mapping is freed with it.
+            pass
+        os.close(self._fd)
+        self._fd = -1
+
+    def destroy(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+class MappedFileQueue:
+    """A directory of equal-size mapped files covering one address space."""
+
+    def __init__(self, directory: Path, file_size: int) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        directory.mkdir(parents=True, exist_ok=True)
+        self.files: list[MappedFile] = []
+        for name in sorted(os.listdir(directory)):
+            if len(name) == 20 and name.isdigit():
+                self.files.append(MappedFile(directory / name, file_size, int(name)))
+        for prev, nxt in zip(self.files, self.files[1:], strict=False):
+            if prev.end_offset != nxt.start_offset:
+                raise StorageError(
+                    f"segment gap in {directory}: {prev.path.name} does not end where "
+                    f"{nxt.path.name} starts (is the segment size {file_size} right?)"
+                )
+
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].start_offset if self.files else 0
+
+    def last_file(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    def new_file(self, start_offset: int) -> MappedFile:
+        mf = MappedFile(self.directory / segment_name(start_offset), self.file_size, start_offset)
+        self.files.append(mf)
+        return mf
+
+    def find(self, offset: int) -> MappedFile | None:
+        """The file holding ``offset``, or ``None`` when outside every file."""
+        files = self.files
+        if not files or offset < files[0].start_offset:
+            return None
+        index = (offset - files[0].start_offset) // self.file_size
+        if index >= len(files):
+            return None
+        mf = files[index]
+        return mf if mf.start_offset <= offset < mf.end_offset else None
+
+    def truncate_from(self, offset: int) -> None:
+        """Drop everything at and after ``offset``: later files go, the holder is wiped."""
+        keep: list[MappedFile] = []
+        for mf in self.files:
+            if mf.start_offset >= offset:
+                mf.destroy()
+                continue
+            if mf.end_offset > offset:
+                mf.zero_from(offset - mf.start_offset)
+            keep.append(mf)
+        self.files = keep
+
+    def delete_first(self) -> MappedFile:
+        mf = self.files.pop(0)
+        mf.destroy()
+        return mf
+
+    def flush(self) -> None:
+        for mf in self.files:
+            if mf.wrote_position > mf.flushed_position:
+                mf.flush()
+
+    def close(self) -> None:
+        for mf in self.files:
+            mf.close()

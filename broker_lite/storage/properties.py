@@ -1,0 +1,113 @@
+"""Message property names and their wire encoding.
+
+Properties travel as UTF-8 ``key\\x01value\\x02`` pairs, as in RocketMQ. The
+names below are RocketMQ's, so records written here read the same way as its
+documentation describes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from broker_lite.errors import InvalidMessageError
+
+__all__ = [
+    "CHECK_IMMUNITY_TIME_IN_SECONDS",
+    "DELAY",
+    "KEYS",
+    "MAX_PROPERTIES_BYTES",
+    "ORIGIN_MESSAGE_ID",
+    "PGROUP",
+    "REAL_QID",
+    "REAL_TOPIC",
+    "RECONSUME_TIME",
+    "RETRY_TOPIC",
+    "SHARDING_KEY",
+    "TAGS",
+    "TRANSACTION_CHECK_TIMES",
+    "TRANSACTION_ID",
+    "TRAN_MSG",
+    "TRAN_PREPARED_QUEUE_OFFSET",
+    "UNIQ_KEY",
+    "decode_properties",
+    "encode_properties",
+    "split_keys",
+]
+
+KEYS = "KEYS"
+TAGS = "TAGS"
+DELAY = "DELAY"
+UNIQ_KEY = "UNIQ_KEY"
+TRAN_MSG = "TRAN_MSG"
+PGROUP = "PGROUP"
+REAL_TOPIC = "REAL_TOPIC"
+REAL_QID = "REAL_QID"
+RETRY_TOPIC = "RETRY_TOPIC"
+ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+RECONSUME_TIME = "RECONSUME_TIME"
+TRANSACTION_ID = "__transactionId__"
+TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+TRAN_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+SHARDING_KEY = "__SHARDINGKEY"
+
+NAME_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+MAX_PROPERTIES_BYTES = 32767
+
+
+def encode_properties(properties: Mapping[str, str]) -> bytes:
+    """Encode a property map; raise :class:`InvalidMessageError` on bad text."""
+    if not properties:
+        return b""
+    parts: list[str] = []
+    for key, value in properties.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise InvalidMessageError(
+                f"property {key!r} must map a str to a str", field="properties"
+            )
+        if not key:
+            raise InvalidMessageError("empty property name", field="properties")
+        for text in (key, value):
+            if NAME_SEPARATOR in text or PROPERTY_SEPARATOR in text:
+                raise InvalidMessageError(
+                    f"property {key!r} contains a reserved separator byte (\\x01 or \\x02)",
+                    field="properties",
+                )
+        parts.append(key)
+        parts.append(NAME_SEPARATOR)
+        parts.append(value)
+        parts.append(PROPERTY_SEPARATOR)
+    try:
+        data = "".join(parts).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidMessageError(f"not encodable as UTF-8: {exc}", field="properties") from exc
+    if len(data) > MAX_PROPERTIES_BYTES:
+        raise InvalidMessageError(
+            f"{len(data)} bytes encoded, over the limit of {MAX_PROPERTIES_BYTES}",
+            field="properties",
+        )
+    return data
+
+
+def decode_properties(data: bytes) -> dict[str, str]:
+    """Decode ``key\\x01value\\x02`` pairs; raise :class:`ValueError` on bad bytes."""
+    if not data:
+        return {}
+    text = data.decode("utf-8")
+    result: dict[str, str] = {}
+    for pair in text.split(PROPERTY_SEPARATOR):
+        if not pair:
+            continue
+        key, sep, value = pair.partition(NAME_SEPARATOR)
+        if not sep:
+            raise ValueError(f"property pair without a separator: {pair[:40]!r}")
+        result[key] = value
+    return result
+
+
+def split_keys(keys: str | None) -> list[str]:
+    """RocketMQ keeps several user keys in one ``KEYS`` property, space separated."""
+    if not keys:
+        return []
+    return [k for k in keys.split(" ") if k]

@@ -1,0 +1,466 @@
+"""MessageStore: the CommitLog, its consume queues and key index, as one unit.
+
+Appends are serialised by one lock. Under it the store assigns the queue
+offset, writes the record to the log and dispatches it to its consume queue
+and the key index, so a record is readable through every path as soon as
+``put`` returns. Everything that may fail for lack of disk space (a new
+segment, queue file or index file) is allocated *before* the record is
+written, so a full disk leaves the store exactly as it was.
+
+Opening a store recovers it (see :meth:`MessageStore._recover`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker_lite.errors import (
+    InvalidMessageError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    StorageError,
+    StoreClosedError,
+)
+from broker_lite.storage.checkpoint import (
+    AbortMarker,
+    Checkpoint,
+    read_checkpoint,
+    write_checkpoint,
+)
+from broker_lite.storage.commitlog import CommitLog, Corruption
+from broker_lite.storage.config import StoreConfig
+from broker_lite.storage.consume_queue import ConsumeQueue, QueueUnit
+from broker_lite.storage.flush import FlushService
+from broker_lite.storage.key_index import KeyIndex
+from broker_lite.storage.properties import (
+    KEYS,
+    TAGS,
+    TRANSACTION_ID,
+    UNIQ_KEY,
+    encode_properties,
+    split_keys,
+)
+from broker_lite.storage.record import (
+    HostAddress,
+    StoredRecord,
+    SysFlag,
+    TxType,
+    encode_record,
+    pack_host,
+    record_size,
+    tag_hash,
+)
+
+__all__ = [
+    "MessageStore",
+    "MessageToStore",
+    "PutResult",
+    "RecoveryReport",
+    "RetentionReport",
+    "validate_topic",
+]
+
+log = logging.getLogger("broker_lite.storage")
+
+_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
+_NO_HOST = b"\x00" * 8
+
+
+def validate_topic(topic: str) -> bytes:
+    """RocketMQ's topic rule: ``[%|a-zA-Z0-9_-]``, 1 to 127 characters."""
+    if not isinstance(topic, str) or not _TOPIC_RE.match(topic):
+        shown = topic if isinstance(topic, str) else type(topic).__name__
+        raise InvalidMessageError(
+            f"{shown!r} must be 1 to 127 characters from [%|a-zA-Z0-9_-]", field="topic"
+        )
+    return topic.encode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class MessageToStore:
+    """What a caller hands the store; the store assigns offsets and store time."""
+
+    topic: str
+    body: bytes
+    queue_id: int = 0
+    flag: int = 0
+    sysflag: int = 0
+    properties: Mapping[str, str] = field(default_factory=dict)
+    born_timestamp: int = 0  # ms; 0 means "now"
+    born_host: HostAddress = _NO_HOST
+    reconsume_times: int = 0
+    prepared_tx_offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PutResult:
+    """Where a record went."""
+
+    physical_offset: int
+    size: int
+    queue_offset: int
+    store_timestamp: int
+
+    @property
+    def end_offset(self) -> int:
+        return self.physical_offset + self.size
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    """What opening the store found and did."""
+
+    crashed: bool
+    checkpoint: Checkpoint | None
+    log_end: int
+    corruption: Corruption | None
+    redispatched: int
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionReport:
+    segments: int
+    queue_files: int
+    index_files: int
+    log_min_offset: int
+
+
+class MessageStore:
+    """A broker's whole on-disk state below the broker core."""
+
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config
+        root = Path(config.data_dir)
+        root.mkdir(parents=True, exist_ok=True)
+        self._root = root
+        self._lock = threading.Lock()
+        self._closed = False
+        self._store_host = pack_host(*_split_host(config.store_host))
+        self._log = CommitLog(root / "commitlog", config.segment_size)
+        self._queue_dir = root / "consumequeue"
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._topic_bytes: dict[str, bytes] = {}
+        self._index = KeyIndex(root / "index", config.index_slots, config.index_entries)
+        self._abort = AbortMarker(root / "abort")
+        self._checkpoint_path = root / "checkpoint"
+        self.recovery = self._recover()
+        self._abort.create()
+        self._flusher = FlushService(
+            mode=config.flush,
+            flush=self._log.flush,
+            checkpoint=self._checkpoint,
+            interval=config.flush_interval,
+            checkpoint_interval=config.checkpoint_interval,
+        )
+        self._flusher.start(self._log.max_offset)
+
+    # -- recovery ------------------------------------------------------------
+
+    def _recover(self) -> RecoveryReport:
+        """Bring the log, queues and index back to one consistent state.
+
+        1. Validate the log from the segment holding the checkpoint (CRC and
+           length of every record) and truncate at the first bad record.
+        2. Load every consume queue and drop units pointing past the new end.
+        3. Re-dispatch records after the checkpoint into queues and the index
+           (units and keys already there are skipped).
+        """
+        started = time.perf_counter()
+        crashed = self._abort.found()
+        checkpoint = read_checkpoint(self._checkpoint_path)
+        hint = checkpoint.dispatched_offset if checkpoint else self._log.min_offset
+        log_end, corruption = self._log.recover(hint)
+        if corruption is not None:
+            log.warning("commit log truncated at %d: %s (segment %s)", corruption.offset,
+                        corruption.reason, corruption.segment)
+        self._load_queues(log_end)
+        for cq in self._queues.values():
+            cq.delete_below(self._log.min_offset)
+        start = min(hint, log_end) if checkpoint else self._log.min_offset
+        redispatched = self._redispatch(max(start, self._log.min_offset), log_end)
+        return RecoveryReport(crashed, checkpoint, log_end, corruption, redispatched,
+                              time.perf_counter() - started)
+
+    def _load_queues(self, log_end: int) -> None:
+        if not self._queue_dir.exists():
+            return
+        for topic_dir in sorted(self._queue_dir.iterdir()):
+            for queue_dir in sorted(topic_dir.iterdir()):
+                if not queue_dir.name.isdigit():
+                    continue
+                cq = ConsumeQueue(queue_dir, topic_dir.name, int(queue_dir.name),
+                                  self.config.units_per_queue_file)
+                cq.truncate_dirty(log_end)
+                self._queues[(topic_dir.name, int(queue_dir.name))] = cq
+
+    def _redispatch(self, start: int, end: int) -> int:
+        indexed_to = self._index.indexed_up_to()
+        count = 0
+        for record in self._log.scan(start, end):
+            if record.tx_type != TxType.ROLLBACK:
+                cq = self._queue(record.topic, record.queue_id)
+                if record.queue_offset >= cq.max_offset:
+                    cq.append(record.queue_offset, record.physical_offset, record.total_size,
+                              tag_hash(record.tags))
+                    count += 1
+            if record.physical_offset > indexed_to:
+                keys = _index_keys(record.properties)
+                if keys:
+                    self._index.prepare(len(keys), record.physical_offset)
+                    self._index.put(keys, record.physical_offset, record.store_timestamp)
+        return count
+
+    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        key = (topic, queue_id)
+        cq = self._queues.get(key)
+        if cq is None:
+            cq = ConsumeQueue(self._queue_dir / topic / str(queue_id), topic, queue_id,
+                              self.config.units_per_queue_file)
+            self._queues[key] = cq
+        return cq
+
+    # -- writing -------------------------------------------------------------
+
+    def put_nowait(self, msg: MessageToStore) -> PutResult:
+        """Append a record; return once it is in the page cache.
+
+        In ``sync`` mode the caller then waits with :meth:`wait_flushed` or
+        :meth:`when_flushed` before acknowledging it.
+        """
+        topic_b = self._topic_bytes.get(msg.topic)
+        if topic_b is None:
+            topic_b = validate_topic(msg.topic)
+            self._topic_bytes[msg.topic] = topic_b
+        body = msg.body
+        if len(body) > self.config.max_message_size:
+            raise MessageTooLargeError(size=len(body), limit=self.config.max_message_size,
+                                       topic=msg.topic)
+        if not 0 <= msg.queue_id < 65536:
+            raise InvalidMessageError(f"{msg.queue_id} is not in [0, 65535]", field="queue_id")
+        props = msg.properties
+        props_b = encode_properties(props)
+        size = record_size(len(body), len(topic_b), len(props_b))
+        dispatch = (msg.sysflag & SysFlag.TX_MASK) != TxType.ROLLBACK
+        keys = _index_keys(props)
+        tag = tag_hash(props.get(TAGS))
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError("the message store is closed")
+            cq = self._queue(msg.topic, msg.queue_id) if dispatch else None
+            queue_offset = cq.max_offset if cq is not None else 0
+            offset = self._log.reserve(size)
+            if cq is not None:
+                cq.prepare(queue_offset)
+            if keys:
+                self._index.prepare(len(keys), offset)
+            now = int(time.time() * 1000)
+            data = encode_record(
+                topic=topic_b,
+                body=body,
+                properties=props_b,
+                queue_id=msg.queue_id,
+                flag=msg.flag,
+                queue_offset=queue_offset,
+                physical_offset=offset,
+                sysflag=msg.sysflag,
+                born_timestamp=msg.born_timestamp or now,
+                born_host=msg.born_host,
+                store_timestamp=now,
+                store_host=self._store_host,
+                reconsume_times=msg.reconsume_times,
+                prepared_tx_offset=msg.prepared_tx_offset,
+            )
+            self._log.write(data)
+            if cq is not None:
+                cq.append(queue_offset, offset, size, tag)
+            if keys:
+                self._index.put(keys, offset, now)
+        return PutResult(offset, size, queue_offset, now)
+
+    def put(self, msg: MessageToStore, *, timeout: float | None = 10.0) -> PutResult:
+        """Append a record and, in ``sync`` mode, wait until it is durable."""
+        result = self.put_nowait(msg)
+        if self.config.flush == "sync" and not self._flusher.wait(result.end_offset, timeout):
+            raise StorageError(f"flush of offset {result.physical_offset} timed out",
+                               retriable=True)
+        return result
+
+    def wait_flushed(self, end_offset: int, timeout: float | None = None) -> bool:
+        return self._flusher.wait(end_offset, timeout)
+
+    def when_flushed(self, end_offset: int, callback: Callable[[BaseException | None], None]) -> None:
+        """Call ``callback`` (from the flusher thread) once ``end_offset`` is durable."""
+        if self.config.flush == "async":
+            callback(None)
+        else:
+            self._flusher.when_flushed(end_offset, callback)
+
+    def flush(self) -> int:
+        """Make everything written so far durable now; return the offset."""
+        return self._log.flush()
+
+    def _checkpoint(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            dispatched = self._log.max_offset
+            queues = list(self._queues.values())
+        for cq in queues:
+            cq.flush()
+        self._index.flush()
+        flushed = self._log.flush()
+        write_checkpoint(self._checkpoint_path, Checkpoint(
+            log_flushed_offset=flushed,
+            dispatched_offset=dispatched,
+            log_min_offset=self._log.min_offset,
+            timestamp_ms=int(time.time() * 1000),
+        ))
+
+    # -- reading -------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        return self._log.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        return self._log.max_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._flusher.flushed_offset
+
+    def get(self, offset: int) -> StoredRecord:
+        """The record at a physical offset (CRC-checked)."""
+        try:
+            return self._log.read(offset)
+        except ValueError as exc:  # the segment was unmapped by retention meanwhile
+            raise OffsetOutOfRangeError(offset=offset, min_offset=self.min_offset,
+                                        max_offset=self.max_offset) from exc
+
+    def get_raw(self, offset: int, size: int) -> bytes:
+        return self._log.read_raw(offset, size)
+
+    def scan(self, start: int | None = None, end: int | None = None) -> Iterator[StoredRecord]:
+        return self._log.scan(start, end)
+
+    def queues(self) -> list[tuple[str, int]]:
+        with self._lock:
+            return sorted(self._queues)
+
+    def queue_offsets(self, topic: str, queue_id: int) -> tuple[int, int]:
+        """``(min, max)`` queue offsets of a queue; ``(0, 0)`` if it has none."""
+        cq = self._queues.get((topic, queue_id))
+        return (cq.min_offset, cq.max_offset) if cq else (0, 0)
+
+    def queue_units(self, topic: str, queue_id: int, start: int, limit: int) -> list[QueueUnit]:
+        cq = self._queues.get((topic, queue_id))
+        return list(cq.range(start, limit)) if cq else []
+
+    def read_queue(
+        self, topic: str, queue_id: int, start: int, limit: int,
+        tag_hashes: frozenset[int] | None = None,
+    ) -> tuple[list[StoredRecord], int]:
+        """Up to ``limit`` records from a queue, and the next offset to read.
+
+        With ``tag_hashes``, units whose tag hash is not in the set are skipped
+        without reading the log (RocketMQ's consume-queue tag filter).
+        """
+        records: list[StoredRecord] = []
+        next_offset = start
+        for unit in self.queue_units(topic, queue_id, start, limit):
+            next_offset = unit.queue_offset + 1
+            if tag_hashes is not None and unit.tag_hash not in tag_hashes:
+                continue
+            try:
+                records.append(self.get(unit.commitlog_offset))
+            except OffsetOutOfRangeError:
+                continue  # deleted by retention
+        return records, max(next_offset, self.queue_offsets(topic, queue_id)[0])
+
+    def lookup_key(self, key: str, limit: int = 64) -> list[StoredRecord]:
+        """Records carrying ``key`` as unique key, transaction id or user key, newest first."""
+        found: list[StoredRecord] = []
+        for offset in self._index.candidates(key, limit):
+            if not self.min_offset <= offset < self.max_offset:
+                continue
+            try:
+                record = self.get(offset)
+            except StorageError:
+                continue
+            if key in _index_keys(record.properties) and record.physical_offset == offset:
+                found.append(record)
+        return found[:limit]
+
+    # -- retention -----------------------------------------------------------
+
+    def delete_expired(self, now: float | None = None) -> RetentionReport:
+        """Delete segments older than the retention period, then what pointed into them.
+
+        The active segment is never deleted; neither is anything newer than an
+        unexpired segment (segments go strictly oldest first).
+        """
+        now = time.time() if now is None else now
+        cutoff = now - self.config.retention_hours * 3600
+        segments = queue_files = index_files = 0
+        with self._lock:
+            files = self._log.queue.files
+            while len(files) > 1 and files[0].path.stat().st_mtime < cutoff:
+                self._log.delete_segment()
+                segments += 1
+            if segments:
+                min_offset = self._log.min_offset
+                for cq in self._queues.values():
+                    queue_files += cq.delete_below(min_offset)
+                index_files = self._index.delete_below(min_offset)
+        if segments:
+            self._checkpoint()
+        return RetentionReport(segments, queue_files, index_files, self._log.min_offset)
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush, checkpoint and close; the next open is a clean start."""
+        if self._closed:
+            return
+        self._flusher.stop()
+        self._checkpoint()
+        with self._lock:
+            self._closed = True
+            for cq in self._queues.values():
+                cq.close()
+            self._index.close()
+            self._log.close()
+        self._abort.remove()
+
+    def __enter__(self) -> MessageStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _index_keys(props: Mapping[str, str]) -> list[str]:
+    keys: list[str] = []
+    uniq = props.get(UNIQ_KEY)
+    if uniq:
+        keys.append(uniq)
+    tx_id = props.get(TRANSACTION_ID)
+    if tx_id and tx_id != uniq:
+        keys.append(tx_id)
+    user = props.get(KEYS)
+    if user:
+        keys.extend(split_keys(user))
+    return keys
+
+
+def _split_host(host_port: str) -> tuple[str, int]:
+    host, _, port = host_port.rpartition(":")
+    return host or "0.0.0.0", int(port or 0)
