@@ -53,11 +53,11 @@ class ScanEntry:
 class CommitLog:
     """Segmented append-only log of records."""
 
-    def __init__(self, directory: Path, segment_size: int) -> None:
+    def __init__(self, directory: Path, segment_size: int, *, readonly: bool = False) -> None:
         if segment_size < 4096:
             raise ValueError(f"segment_size must be at least 4096 bytes, got {segment_size}")
         self.segment_size = segment_size
-        self.queue = MappedFileQueue(directory, segment_size)
+        self.queue = MappedFileQueue(directory, segment_size, readonly=readonly)
         self._write_offset = self.queue.min_offset
         self._flushed_offset = self._write_offset
 
@@ -137,7 +137,7 @@ class CommitLog:
         """The record at ``offset``, checked against both its CRCs."""
         mf = self._locate(offset)
         pos = offset - mf.start_offset
-        checked = verify_record(mf.buffer, pos, mf.wrote_position or mf.file_size)
+        checked = verify_record(mf.buffer, pos, mf.limit)
         if isinstance(checked, str):
             raise CorruptRecordError(checked, offset=offset)
         if checked[1] == BLANK_MAGIC:
@@ -172,7 +172,7 @@ class CommitLog:
                 return
             pos = offset - mf.start_offset
             while offset < limit:
-                checked = verify_record(mf.buffer, pos, mf.file_size)
+                checked = verify_record(mf.buffer, pos, mf.limit)
                 if isinstance(checked, str):
                     if checked != "end of written data":
                         yield Corruption(offset, checked, mf.path.name)

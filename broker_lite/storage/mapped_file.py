@@ -44,13 +44,27 @@ def _reserve(fd: int, size: int, path: Path) -> None:
 class MappedFile:
     """One fixed-size file, mapped read-write. Not thread-safe on its own."""
 
-    __slots__ = ("_fd", "_mm", "file_size", "flushed_position", "path", "start_offset",
-                 "wrote_position")
+    __slots__ = ("_fd", "_mm", "file_size", "flushed_position", "path", "readonly",
+                 "start_offset", "wrote_position")
 
-    def __init__(self, path: Path, file_size: int, start_offset: int) -> None:
+    def __init__(self, path: Path, file_size: int, start_offset: int, *,
+                 readonly: bool = False) -> None:
         self.path = path
         self.file_size = file_size
         self.start_offset = start_offset
+        self.readonly = readonly
+        self.wrote_position = 0
+        self.flushed_position = 0
+        if readonly:
+            # Map what is there, never more: inspecting must not change a byte.
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                size = min(os.fstat(fd).st_size, file_size)
+                self._mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else None
+            finally:
+                os.close(fd)
+            self._fd = -1
+            return
         existed = path.exists()
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -65,34 +79,39 @@ class MappedFile:
                 path.unlink(missing_ok=True)
             raise
         self._fd = fd
-        self.wrote_position = 0
-        self.flushed_position = 0
 
     @property
     def end_offset(self) -> int:
         return self.start_offset + self.file_size
 
     @property
-    def buffer(self) -> mmap.mmap:
+    def buffer(self) -> mmap.mmap | bytes:
         """The mapping itself, for zero-copy reads by the codec."""
-        return self._mm
+        return self._mm if self._mm is not None else b""
+
+    @property
+    def limit(self) -> int:
+        """How many bytes can be read: the file size, less in a read-only torn file."""
+        return len(self._mm) if self._mm is not None else 0
 
     def remaining(self) -> int:
         return self.file_size - self.wrote_position
+
+    def _writable(self) -> mmap.mmap:
+        if self._mm is None or self.readonly:
+            raise StorageError(f"{self.path} is open read-only")
+        return self._mm
 
     def write(self, data: bytes) -> int:
         """Copy ``data`` at the write position; return the position it went to."""
         pos = self.wrote_position
         end = pos + len(data)
-        self._mm[pos:end] = data
+        self._writable()[pos:end] = data
         self.wrote_position = end
         return pos
 
-    def write_at(self, pos: int, data: bytes) -> None:
-        self._mm[pos : pos + len(data)] = data
-
     def read(self, pos: int, size: int) -> bytes:
-        return self._mm[pos : pos + size]
+        return bytes(self.buffer[pos : pos + size])
 
     def flush(self) -> int:
         """``fdatasync`` the file; return the position now durable."""
@@ -112,27 +131,28 @@ class MappedFile:
 
     def zero_from(self, pos: int) -> None:
         """Wipe everything from ``pos`` to the end (recovery truncation)."""
+        mm = self._writable()
         chunk = 1 << 20
         zeros = bytes(chunk)
         at = pos
         while at < self.file_size:
             n = min(chunk, self.file_size - at)
-            if self._mm[at : at + n] != zeros[:n]:
-                self._mm[at : at + n] = zeros[:n]
+            if mm[at : at + n] != zeros[:n]:
+                mm[at : at + n] = zeros[:n]
             at += n
         self.wrote_position = min(self.wrote_position, pos)
         self.flushed_position = min(self.flushed_position, pos)
 
     def close(self) -> None:
-        if self._fd < 0:
-            return
-        try:
-            self._mm.close()
-        except BufferError:
-            # A reader still holds a view; the mapping is freed with it.
-            pass
-        os.close(self._fd)
-        self._fd = -1
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:
+                pass  # a reader still holds a view; the mapping is freed with it
+            self._mm = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def destroy(self) -> None:
         self.close()
@@ -142,14 +162,19 @@ class MappedFile:
 class MappedFileQueue:
     """A directory of equal-size mapped files covering one address space."""
 
-    def __init__(self, directory: Path, file_size: int) -> None:
+    def __init__(self, directory: Path, file_size: int, *, readonly: bool = False) -> None:
         self.directory = directory
         self.file_size = file_size
-        directory.mkdir(parents=True, exist_ok=True)
+        self.readonly = readonly
+        if not readonly:
+            directory.mkdir(parents=True, exist_ok=True)
         self.files: list[MappedFile] = []
-        for name in sorted(os.listdir(directory)):
+        names = sorted(os.listdir(directory)) if directory.exists() else []
+        for name in names:
             if len(name) == 20 and name.isdigit():
-                self.files.append(MappedFile(directory / name, file_size, int(name)))
+                self.files.append(
+                    MappedFile(directory / name, file_size, int(name), readonly=readonly)
+                )
         for prev, nxt in zip(self.files, self.files[1:], strict=False):
             if prev.end_offset != nxt.start_offset:
                 raise StorageError(

@@ -12,7 +12,9 @@ Opening a store recovers it (see :meth:`MessageStore._recover`).
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
 import threading
 import time
@@ -63,6 +65,7 @@ __all__ = [
     "PutResult",
     "RecoveryReport",
     "RetentionReport",
+    "read_layout",
     "validate_topic",
 ]
 
@@ -140,6 +143,7 @@ class MessageStore:
         root = Path(config.data_dir)
         root.mkdir(parents=True, exist_ok=True)
         self._root = root
+        _check_layout(root, config)
         self._lock = threading.Lock()
         self._closed = False
         self._store_host = pack_host(*_split_host(config.store_host))
@@ -445,6 +449,38 @@ class MessageStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+LAYOUT_FILE = "meta.json"
+_LAYOUT_FIELDS = ("segment_size", "units_per_queue_file", "index_slots", "index_entries")
+
+
+def read_layout(data_dir: Path) -> dict[str, int] | None:
+    """The file sizes a data dir was created with (``meta.json``), if recorded."""
+    try:
+        raw = json.loads((Path(data_dir) / LAYOUT_FILE).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise StorageError(f"{data_dir}/{LAYOUT_FILE} is unreadable: {exc}") from exc
+    return {k: int(raw[k]) for k in _LAYOUT_FIELDS if k in raw}
+
+
+def _check_layout(root: Path, config: StoreConfig) -> None:
+    """File sizes are fixed at creation: refuse to open with different ones."""
+    wanted = {k: int(getattr(config, k)) for k in _LAYOUT_FIELDS}
+    found = read_layout(root)
+    if found is None:
+        tmp = root / (LAYOUT_FILE + ".tmp")
+        tmp.write_text(json.dumps({"format": 1, **wanted}, indent=2) + "\n")
+        os.replace(tmp, root / LAYOUT_FILE)
+        return
+    for key, value in wanted.items():
+        if key in found and found[key] != value:
+            raise StorageError(
+                f"{root} was created with {key}={found[key]}, but {value} was configured; "
+                f"open it with {key}={found[key]}"
+            )
 
 
 def _index_keys(props: Mapping[str, str]) -> list[str]:
