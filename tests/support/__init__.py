@@ -1,0 +1,39 @@
+"""Test support: real servers on free loopback ports, and polling with deadlines.
+
+``tests/`` has no ``__init__.py``, so pytest puts ``tests/`` itself on
+``sys.path`` when it loads ``tests/conftest.py``; import these helpers as
+``from support import ...`` (or ``from support.servers import ...``).
+"""
+
+from __future__ import annotations
+
+from .servers import (
+    LOOPBACK,
+    BrokerLiteServer,
+    PostgresServer,
+    RedisServer,
+    ServerStartError,
+    ServerUnavailable,
+    find_postgres_bindir,
+    free_port,
+    start_broker_lite,
+    start_postgres,
+    start_redis,
+)
+from .waiting import WaitTimeout, wait_until
+
+__all__ = [
+    "LOOPBACK",
+    "BrokerLiteServer",
+    "PostgresServer",
+    "RedisServer",
+    "ServerStartError",
+    "ServerUnavailable",
+    "WaitTimeout",
+    "find_postgres_bindir",
+    "free_port",
+    "start_broker_lite",
+    "start_postgres",
+    "start_redis",
+    "wait_until",
+]

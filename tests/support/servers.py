@@ -1,0 +1,615 @@
+"""Start real servers on free loopback ports, and always clean them up.
+
+Each ``start_*`` function is a context manager. On entry it starts one server
+in its own process group, polls until the server answers (never a bare
+sleep), and yields a small frozen description of it. On exit it stops the
+whole process group (a polite signal first, ``SIGKILL`` after a deadline) and
+removes every temporary directory it made.
+
+Errors:
+
+    Exception
+     ├── ServerUnavailable    a binary or OS account is missing on this machine:
+     │                        fixtures skip locally and fail in CI
+     └── RuntimeError
+          └── ServerStartError  the server is installed but did not come up;
+                                the message carries the tail of its log
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import functools
+import os
+import pwd
+import queue
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import psycopg
+import redis
+
+from .waiting import WaitTimeout, wait_until
+
+__all__ = [
+    "LOOPBACK",
+    "BrokerLiteServer",
+    "PostgresServer",
+    "RedisServer",
+    "ServerStartError",
+    "ServerUnavailable",
+    "find_postgres_bindir",
+    "free_port",
+    "start_broker_lite",
+    "start_postgres",
+    "start_redis",
+]
+
+LOOPBACK = "127.0.0.1"
+POSTGRES_ROOT = Path("/usr/lib/postgresql")
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 15.0
+# A port from free_port() can be taken by someone else before the server
+# binds it; a server that exits during start-up is retried on a new port.
+START_ATTEMPTS = 3
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+_INITDB_ARGS = ("-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync")
+# The cluster is thrown away after the session, so durability is switched off.
+_POSTGRES_SETTINGS = {
+    "listen_addresses": LOOPBACK,
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    "max_connections": "200",
+}
+_REDIS_ARGS = ("--bind", LOOPBACK, "--save", "", "--appendonly", "no", "--daemonize", "no")
+
+_BROKER_READY = re.compile(
+    r"^broker_lite ready native=(?P<native>\S+:\d+) grpc=(?P<grpc>\S+:\d+)\s*$"
+)
+
+
+class ServerUnavailable(Exception):
+    """A binary or OS account that the server needs is missing on this machine."""
+
+
+class ServerStartError(RuntimeError):
+    """The server is installed but did not come up; the message has its log tail."""
+
+
+class _ExitedEarly(Exception):
+    """The server process ended while we waited for it to answer."""
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """Return a TCP port on ``host`` that nothing listened on a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+# --------------------------------------------------------------------------
+# process plumbing
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _stop_group(
+    proc: subprocess.Popen[bytes] | subprocess.Popen[str],
+    *,
+    sig: signal.Signals | None = signal.SIGTERM,
+    timeout: float = STOP_TIMEOUT,
+) -> int:
+    """Send ``sig`` to the process group, wait up to ``timeout``, then SIGKILL it.
+
+    With ``sig=None`` nothing is sent first: the caller has already asked the
+    server to stop some other way. Returns the leader's exit code.
+    """
+    if proc.poll() is None:
+        if sig is not None:
+            _signal_group(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout)
+    # Whatever is left in the group (the leader or a stray child) goes now.
+    _signal_group(proc.pid, signal.SIGKILL)
+    return proc.wait(timeout)
+
+
+def _spawn(
+    argv: Sequence[str | os.PathLike[str]], *, log: Path, cwd: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in a new session (own process group), output appended to ``log``."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [os.fspath(a) for a in argv],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            start_new_session=True,
+        )
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return f"<cannot read {path}: {exc}>"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _launch_answering(
+    what: str,
+    launch: Callable[[int], subprocess.Popen[bytes]],
+    probe: Callable[[int], object],
+    *,
+    ignore: tuple[type[BaseException], ...],
+    log: Path,
+    timeout: float,
+    started: list[subprocess.Popen[bytes]],
+) -> int:
+    """``launch(port)`` on a free port, poll ``probe(port)`` until it answers; return the port.
+
+    ``probe`` answers by returning; raising one of ``ignore`` means "not yet".
+    A process that exits while we wait (most likely someone took its port in
+    the meantime) is retried on a new port, up to START_ATTEMPTS times. Each
+    process is appended to ``started`` at once, so that the caller's cleanup
+    stops it even when this raises.
+
+    Raises:
+        ServerStartError: the deadline passed, or every attempt exited.
+    """
+    for _ in range(START_ATTEMPTS):
+        port = free_port()
+        proc = launch(port)
+        started.append(proc)
+        try:
+            wait_until(
+                functools.partial(_answers, proc, probe, port),
+                timeout=timeout,
+                interval=0.02,
+                ignore=ignore,
+            )
+        except _ExitedEarly:
+            continue
+        except WaitTimeout as exc:
+            raise ServerStartError(
+                f"{what} on port {port} did not answer: {exc}\nlog:\n{_tail(log)}"
+            ) from exc
+        return port
+    raise ServerStartError(
+        f"{what} exited with {started[-1].returncode} on each of {START_ATTEMPTS} ports "
+        f"tried; log:\n{_tail(log)}"
+    )
+
+
+def _answers(proc: subprocess.Popen[bytes], probe: Callable[[int], object], port: int) -> bool:
+    if proc.poll() is not None:
+        raise _ExitedEarly
+    probe(port)
+    return True
+
+
+def _make_tempdir(prefix: str, owner: pwd.struct_passwd | None) -> Path:
+    """A fresh directory; chowned to ``owner`` when given (we are root then).
+
+    A directory for another user goes under /tmp, which every user can
+    traverse, whatever ``TMPDIR`` says.
+    """
+    parent = "/tmp" if owner is not None else None
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    if owner is not None:
+        os.chown(path, owner.pw_uid, owner.pw_gid)
+    return path
+
+
+# --------------------------------------------------------------------------
+# PostgreSQL
+
+
+@dataclass(frozen=True)
+class PostgresServer:
+    """A throw-away PostgreSQL cluster listening on ``host:port``.
+
+    The superuser is ``postgres`` with ``trust`` authentication, so the URLs
+    carry no password.
+    """
+
+    host: str
+    port: int
+    bin_dir: Path
+    base_dir: Path
+    user: str = "postgres"
+    dbname: str = "postgres"
+    process: subprocess.Popen[bytes] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def data_dir(self) -> Path:
+        return self.base_dir / "data"
+
+    @property
+    def log_path(self) -> Path:
+        return self.base_dir / "postgres.log"
+
+    @property
+    def url(self) -> str:
+        """SQLAlchemy URL using the psycopg 3 driver."""
+        return f"postgresql+psycopg://{self.user}@{self.host}:{self.port}/{self.dbname}"
+
+    @property
+    def libpq_url(self) -> str:
+        """Plain libpq URL, for ``psycopg.connect`` and ``psql``."""
+        return f"postgresql://{self.user}@{self.host}:{self.port}/{self.dbname}"
+
+    def ping(self) -> None:
+        """Run ``SELECT 1``; raises ``psycopg.OperationalError`` if the server is down."""
+        with psycopg.connect(self.libpq_url, connect_timeout=2, autocommit=True) as conn:
+            conn.execute("SELECT 1")
+
+    def create_database(self, name: str) -> PostgresServer:
+        """Create database ``name`` and return a description pointing at it."""
+        if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", name):
+            raise ValueError(f"database name must match [a-z_][a-z0-9_]{{0,62}}, got {name!r}")
+        with psycopg.connect(self.libpq_url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return dataclasses.replace(self, dbname=name)
+
+
+def find_postgres_bindir(root: Path = POSTGRES_ROOT) -> Path:
+    """The ``bin`` directory of the newest PostgreSQL under ``root``, else on PATH."""
+    found: list[tuple[tuple[int, ...], Path]] = []
+    for bin_dir in root.glob("*/bin"):
+        if (bin_dir / "initdb").is_file() and (bin_dir / "postgres").is_file():
+            version = tuple(int(p) for p in bin_dir.parent.name.split(".") if p.isdigit())
+            found.append((version, bin_dir))
+    if found:
+        return max(found)[1]
+    initdb = shutil.which("initdb")
+    if initdb is not None and (Path(initdb).parent / "postgres").is_file():
+        return Path(initdb).parent
+    raise ServerUnavailable(
+        f"PostgreSQL server binaries not found under {root}/*/bin or on PATH "
+        "(Debian: apt-get install postgresql-15)"
+    )
+
+
+def _postgres_account() -> tuple[pwd.struct_passwd | None, list[str]]:
+    """Who runs the cluster, and the argv prefix that switches to them.
+
+    initdb and postgres refuse to run as root, so as root both run as the
+    ``postgres`` OS user through ``runuser``. Otherwise they run as us.
+    """
+    if os.geteuid() != 0:
+        return None, []
+    try:
+        account = pwd.getpwnam("postgres")
+    except KeyError:
+        raise ServerUnavailable("running as root but there is no 'postgres' OS user") from None
+    runuser = shutil.which("runuser")
+    if runuser is None:
+        raise ServerUnavailable("running as root but runuser(1) is not on PATH")
+    return account, [runuser, "-u", "postgres", "--"]
+
+
+def _postmaster_pid(data_dir: Path) -> int | None:
+    try:
+        first = (data_dir / "postmaster.pid").read_text().split("\n", 1)[0]
+        return int(first)
+    except (OSError, ValueError):
+        return None
+
+
+def _stop_postgres(proc: subprocess.Popen[bytes], data_dir: Path) -> None:
+    """Fast shutdown (SIGINT to the postmaster itself), then kill what is left.
+
+    The postmaster is signalled directly rather than through ``runuser``, so
+    that it shuts down in order and frees its shared memory.
+    """
+    pid = _postmaster_pid(data_dir)
+    if proc.poll() is None and pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGINT)
+        _stop_group(proc, sig=None)
+    else:
+        _stop_group(proc, sig=signal.SIGINT)
+
+
+@contextlib.contextmanager
+def start_postgres(*, timeout: float = START_TIMEOUT) -> Iterator[PostgresServer]:
+    """Run ``initdb`` into a temp dir, start ``postgres`` on a free loopback port.
+
+    Raises:
+        ServerUnavailable: binaries, the ``postgres`` user or runuser missing.
+        ServerStartError: initdb failed, or the server did not accept a
+            connection within ``timeout`` seconds.
+    """
+    bin_dir = find_postgres_bindir()
+    account, prefix = _postgres_account()
+    base = _make_tempdir("rocketbox-pg-", account)
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        data_dir, sock_dir = base / "data", base / "sock"
+        sock_dir.mkdir()
+        if account is not None:
+            os.chown(sock_dir, account.pw_uid, account.pw_gid)
+        initdb = subprocess.run(
+            [*prefix, os.fspath(bin_dir / "initdb"), "-D", os.fspath(data_dir), *_INITDB_ARGS],
+            cwd=base,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=max(timeout, 60.0),
+            check=False,
+        )
+        if initdb.returncode != 0:
+            raise ServerStartError(
+                f"initdb exited with {initdb.returncode}:\n{initdb.stdout}\n{initdb.stderr}"
+            )
+        log = base / "postgres.log"
+
+        def launch(port: int) -> subprocess.Popen[bytes]:
+            argv: list[str | os.PathLike[str]] = [*prefix, bin_dir / "postgres", "-D", data_dir]
+            argv += ["-p", str(port), "-k", sock_dir]
+            for key, value in _POSTGRES_SETTINGS.items():
+                argv += ["-c", f"{key}={value}"]
+            return _spawn(argv, log=log, cwd=base)
+
+        def probe(port: int) -> None:
+            PostgresServer(LOOPBACK, port, bin_dir, base).ping()
+
+        port = _launch_answering(
+            "postgres",
+            launch,
+            probe,
+            ignore=(psycopg.OperationalError,),
+            log=log,
+            timeout=timeout,
+            started=started,
+        )
+        yield PostgresServer(LOOPBACK, port, bin_dir, base, process=started[-1])
+    finally:
+        for proc in started:
+            _stop_postgres(proc, base / "data")
+        shutil.rmtree(base, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------
+# Redis
+
+
+@dataclass(frozen=True)
+class RedisServer:
+    """A throw-away redis-server with no persistence, on ``host:port``."""
+
+    host: str
+    port: int
+    base_dir: Path
+    db: int = 0
+    process: subprocess.Popen[bytes] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"redis://{self.host}:{self.port}/{self.db}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.base_dir / "redis.log"
+
+    def ping(self) -> None:
+        """PING; raises ``redis.exceptions.ConnectionError`` if the server is down."""
+        with redis.Redis(host=self.host, port=self.port, socket_timeout=2) as client:
+            client.ping()
+
+
+@contextlib.contextmanager
+def start_redis(*, timeout: float = START_TIMEOUT) -> Iterator[RedisServer]:
+    """Start ``redis-server`` on a free loopback port, with saving switched off.
+
+    Raises:
+        ServerUnavailable: ``redis-server`` is not on PATH.
+        ServerStartError: it did not answer PING within ``timeout`` seconds.
+    """
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise ServerUnavailable(
+            "redis-server is not on PATH (Debian: apt-get install redis-server)"
+        )
+    base = _make_tempdir("rocketbox-redis-", None)
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        log = base / "redis.log"
+
+        def launch(port: int) -> subprocess.Popen[bytes]:
+            argv = [binary, "--port", str(port), "--dir", os.fspath(base), *_REDIS_ARGS]
+            return _spawn(argv, log=log, cwd=base)
+
+        def probe(port: int) -> None:
+            RedisServer(LOOPBACK, port, base).ping()
+
+        port = _launch_answering(
+            "redis-server",
+            launch,
+            probe,
+            ignore=(redis.exceptions.ConnectionError,),
+            log=log,
+            timeout=timeout,
+            started=started,
+        )
+        yield RedisServer(LOOPBACK, port, base, process=started[-1])
+    finally:
+        for proc in started:
+            _stop_group(proc, sig=signal.SIGTERM)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------
+# broker_lite
+
+
+class _LineReader(threading.Thread):
+    """Drains a text stream so the child never blocks on a full pipe.
+
+    Every line goes to ``queue`` (``None`` marks end of stream) and to
+    ``recent``, which keeps the last few hundred.
+    """
+
+    def __init__(self, stream: IO[str]) -> None:
+        super().__init__(name="broker-lite-stdout", daemon=True)
+        self._stream = stream
+        self.queue: queue.Queue[str | None] = queue.Queue()
+        self.recent: collections.deque[str] = collections.deque(maxlen=500)
+
+    def run(self) -> None:
+        try:
+            for line in self._stream:
+                line = line.rstrip("\r\n")
+                self.recent.append(line)
+                self.queue.put(line)
+        except (OSError, ValueError):
+            pass  # the pipe was closed under us during shutdown
+        finally:
+            self.queue.put(None)
+
+
+@dataclass(frozen=True)
+class BrokerLiteServer:
+    """A ``broker_lite serve`` process that has printed its ready line.
+
+    ``native`` and ``grpc`` are ``"host:port"`` as the broker announced them.
+    """
+
+    native: str
+    grpc: str
+    data_dir: Path
+    process: subprocess.Popen[str] = field(compare=False, repr=False)
+    stderr_path: Path = field(compare=False, repr=False)
+    _reader: _LineReader = field(compare=False, repr=False)
+
+    @property
+    def stdout_lines(self) -> list[str]:
+        """The most recent lines the broker printed on stdout, ready line included."""
+        return list(self._reader.recent)
+
+    def stderr_text(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+    def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = STOP_TIMEOUT) -> int:
+        """Send ``sig`` to the broker's process group; SIGKILL after ``timeout``.
+
+        Returns the exit code (negative for death by signal). Safe to call
+        more than once.
+        """
+        code = _stop_group(self.process, sig=sig, timeout=timeout)
+        self._reader.join(timeout)
+        return code
+
+    def kill(self) -> int:
+        """Crash the broker with SIGKILL, as a power cut would."""
+        return self.stop(signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def start_broker_lite(
+    data_dir: Path,
+    extra_args: Sequence[str] = (),
+    *,
+    timeout: float = START_TIMEOUT,
+    command: Sequence[str] | None = None,
+) -> Iterator[BrokerLiteServer]:
+    """Run ``broker_lite serve`` on ports picked by the broker, wait for its ready line.
+
+    The command is ``python -m broker_lite serve --data-dir D --port 0
+    --grpc-port 0 *extra_args``; ``command`` replaces the ``python -m
+    broker_lite`` part (a stand-in, in tests of this helper). The broker's
+    stderr goes to a temp file that is deleted on exit; ``data_dir`` is the
+    caller's and is kept.
+
+    Raises:
+        ServerStartError: the process exited, or printed no ready line within
+            ``timeout`` seconds; the message has its stdout and stderr.
+    """
+    data_dir = Path(data_dir).resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    prefix = list(command) if command is not None else [sys.executable, "-m", "broker_lite"]
+    ports = ("--port", "0", "--grpc-port", "0")
+    argv = [*prefix, "serve", "--data-dir", os.fspath(data_dir), *ports, *extra_args]
+    log_dir = Path(tempfile.mkdtemp(prefix="rocketbox-broker-"))
+    stderr_path = log_dir / "stderr.log"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc: subprocess.Popen[str] | None = None
+    reader: _LineReader | None = None
+    try:
+        with stderr_path.open("wb") as err:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                cwd=REPO_ROOT,
+                env=env,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+                start_new_session=True,
+            )
+        assert proc.stdout is not None
+        reader = _LineReader(proc.stdout)
+        reader.start()
+        native, grpc = _await_ready_line(argv, proc, reader, stderr_path, timeout)
+        yield BrokerLiteServer(native, grpc, data_dir, proc, stderr_path, reader)
+    finally:
+        if proc is not None:
+            _stop_group(proc, sig=signal.SIGTERM)
+        if reader is not None:
+            reader.join(STOP_TIMEOUT)
+        if proc is not None and proc.stdout is not None:
+            proc.stdout.close()
+        shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def _await_ready_line(
+    argv: Sequence[str],
+    proc: subprocess.Popen[str],
+    reader: _LineReader,
+    stderr_path: Path,
+    timeout: float,
+) -> tuple[str, str]:
+    """Block on the stdout queue until the ready line, end of stream, or the deadline."""
+    deadline = time.monotonic() + timeout
+    problem = f"printed no ready line within {timeout:.0f}s"
+    while (remaining := deadline - time.monotonic()) > 0:
+        try:
+            line = reader.queue.get(timeout=remaining)
+        except queue.Empty:
+            break
+        if line is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(STOP_TIMEOUT)
+            problem = f"exited with {proc.returncode} before its ready line"
+            break
+        match = _BROKER_READY.match(line)
+        if match is not None:
+            return match["native"], match["grpc"]
+    stdout = "\n".join(reader.recent)
+    raise ServerStartError(
+        f"broker_lite {problem}: {' '.join(argv)}\n"
+        f"stdout:\n{stdout}\nstderr:\n{_tail(stderr_path, 80)}"
+    )
