@@ -72,7 +72,7 @@ class IndexFile:
         buf = self.file.buffer
         h = key_hash(key)
         slot_at = _HEADER.size + (h % self.slot_count) * _SLOT.size
-        (prev,) = _SLOT.unpack_from(buf, slot_at)
+        prev = self._live(_SLOT.unpack_from(buf, slot_at)[0])
         if self.begin_ts == 0:
             self.begin_ts = store_ts
         number = self.count + 1
@@ -85,10 +85,26 @@ class IndexFile:
         self.dirty = True
         self._write_header()
 
+    def _live(self, number: int) -> int:
+        """Step over entries past the recorded count.
+
+        ``put`` writes the entry, then the slot, then the header. A crash
+        between the last two leaves a slot pointing at an entry the header
+        does not count; that entry is complete, and its ``prev`` link is the
+        slot's real chain, so follow it.
+        """
+        guard = 0
+        while self.count < number <= self.max_entries and guard < 1024:
+            number = _ENTRY.unpack_from(self.file.buffer, self._entries_at + number * _ENTRY.size)[3]
+            guard += 1
+        return number if number <= self.count else 0
+
     def candidates(self, key: str, limit: int) -> list[int]:
         buf = self.file.buffer
         h = key_hash(key)
-        (number,) = _SLOT.unpack_from(buf, _HEADER.size + (h % self.slot_count) * _SLOT.size)
+        number = self._live(
+            _SLOT.unpack_from(buf, _HEADER.size + (h % self.slot_count) * _SLOT.size)[0]
+        )
         found: list[int] = []
         seen = 0
         while 0 < number <= self.count and len(found) < limit and seen <= self.count:

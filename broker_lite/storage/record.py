@@ -132,8 +132,9 @@ def tag_hash(tag: str | None) -> int:
     if not tag:
         return 0
     h = 0
-    for ch in tag:
-        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    units = tag.encode("utf-16-be", "surrogatepass")  # Java hashes UTF-16 code units
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
     return h - 0x100000000 if h & 0x80000000 else h
 
 
@@ -288,11 +289,7 @@ def verify_record(
         return "body CRC mismatch"
     digits_at = pos + total - 9
     crc = zlib.crc32(view[body_end:digits_at], zlib.crc32(view[pos : pos + HEADER_SIZE]))
-    try:
-        stored = int(bytes(view[digits_at : digits_at + 8]), 16)
-    except ValueError:
-        return "record CRC is not hex"
-    if stored != crc or view[pos + total - 1] != 2:
+    if view[digits_at : digits_at + 8] != b"%08X" % crc or view[pos + total - 1] != 2:
         return "record CRC mismatch"
     if bytes(view[digits_at - len(_CRC_PREFIX) : digits_at]) != _CRC_PREFIX:
         return "record CRC property missing"

@@ -145,6 +145,7 @@ class MessageStore:
         self._root = root
         _check_layout(root, config)
         self._lock = threading.Lock()
+        self._checkpoint_lock = threading.Lock()
         self._closed = False
         self._store_host = pack_host(*_split_host(config.store_host))
         self._log = CommitLog(root / "commitlog", config.segment_size)
@@ -311,21 +312,26 @@ class MessageStore:
         return self._log.flush()
 
     def _checkpoint(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            dispatched = self._log.max_offset
-            queues = list(self._queues.values())
-        for cq in queues:
-            cq.flush()
-        self._index.flush()
-        flushed = self._log.flush()
-        write_checkpoint(self._checkpoint_path, Checkpoint(
-            log_flushed_offset=flushed,
-            dispatched_offset=dispatched,
-            log_min_offset=self._log.min_offset,
-            timestamp_ms=int(time.time() * 1000),
-        ))
+        """Flush queues and index, then the log, then record how far all three go.
+
+        Runs in the flusher thread, and from ``close`` and retention; one at a time.
+        """
+        with self._checkpoint_lock:
+            with self._lock:
+                if self._closed:
+                    return
+                dispatched = self._log.max_offset
+                queues = list(self._queues.values())
+            for cq in queues:
+                cq.flush()
+            self._index.flush()
+            flushed = self._log.flush()
+            write_checkpoint(self._checkpoint_path, Checkpoint(
+                log_flushed_offset=flushed,
+                dispatched_offset=dispatched,
+                log_min_offset=self._log.min_offset,
+                timestamp_ms=int(time.time() * 1000),
+            ))
 
     # -- reading -------------------------------------------------------------
 

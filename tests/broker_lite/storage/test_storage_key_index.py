@@ -1,0 +1,51 @@
+"""The key index on its own: chains, rollover, and the state a crash mid-put leaves."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from broker_lite.storage.key_index import IndexFile, KeyIndex, key_hash
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_chains_hold_every_key_across_file_rollover(tmp_path: Path) -> None:
+    index = KeyIndex(tmp_path, slot_count=8, max_entries=20)
+    for n in range(100):
+        keys = [f"key-{n}", "shared"]
+        index.prepare(len(keys), n * 100)
+        index.put(keys, n * 100, 1_700_000_000_000 + n)
+    assert len(index.files) == 10
+    for n in (0, 41, 99):
+        assert n * 100 in index.candidates(f"key-{n}")
+    assert sorted(index.candidates("shared", limit=1000)) == [n * 100 for n in range(100)]
+    index.close()
+    reopened = KeyIndex(tmp_path, slot_count=8, max_entries=20)
+    assert reopened.indexed_up_to() == 9900
+    assert 4100 in reopened.candidates("key-41")
+
+
+def test_crash_between_slot_and_header_write_loses_no_chain(tmp_path: Path) -> None:
+    """``put`` writes entry, slot, header; a kill after the slot must not cut the chain."""
+    path = tmp_path / "00000000000000000000"
+    index_file = IndexFile(path, 0, slot_count=1, max_entries=50)  # one slot: one chain
+    for n in range(5):
+        index_file.put(f"old-{n}", n * 10, 1_700_000_000_000)
+    # Reproduce a put killed after its slot write: entry 6 and the slot, no header.
+    buf = index_file.file.buffer
+    entries_at = 40 + 4
+    struct.pack_into(">iqii", buf, entries_at + 6 * 20, key_hash("torn"), 60, 0, 5)
+    struct.pack_into(">i", buf, 40, 6)
+    index_file.file.close()
+
+    reopened = IndexFile(path, 0, slot_count=1, max_entries=50)
+    assert reopened.count == 5
+    assert reopened.candidates("old-0", 10) == [0]
+    assert reopened.candidates("torn", 10) == []
+    reopened.put("again", 60, 1_700_000_000_000)  # the re-dispatch of the torn record
+    assert reopened.candidates("again", 10) == [60]
+    assert reopened.candidates("old-3", 10) == [30]
+    assert reopened.candidates("old-0", 10) == [0]
