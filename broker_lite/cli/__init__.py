@@ -10,8 +10,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from broker_lite.cli import demo, inspect_cmd
-
 __all__ = ["build_parser", "main"]
 
 
@@ -22,6 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    from broker_lite.cli import demo, inspect_cmd
+
     inspect_cmd.register(sub)
     demo.register(sub)
     return parser

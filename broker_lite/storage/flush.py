@@ -89,7 +89,9 @@ class FlushService:
                 self._cond.wait(remaining)
             return True
 
-    def when_flushed(self, end_offset: int, callback: Callable[[BaseException | None], None]) -> None:
+    def when_flushed(
+        self, end_offset: int, callback: Callable[[BaseException | None], None]
+    ) -> None:
         """Call ``callback(None)`` from the flusher thread once durable (or with the error)."""
         with self._cond:
             if self._error is not None:

@@ -66,7 +66,7 @@ class IndexFile:
                           self.end_offset, self.slot_count, self.count)
 
     def is_full(self) -> bool:
-        return self.count >= self.max_entries
+        return bool(self.count >= self.max_entries)
 
     def put(self, key: str, offset: int, store_ts: int) -> None:
         buf = self.file.buffer
@@ -95,7 +95,8 @@ class IndexFile:
         """
         guard = 0
         while self.count < number <= self.max_entries and guard < 1024:
-            number = _ENTRY.unpack_from(self.file.buffer, self._entries_at + number * _ENTRY.size)[3]
+            at = self._entries_at + number * _ENTRY.size
+            number = _ENTRY.unpack_from(self.file.buffer, at)[3]
             guard += 1
         return number if number <= self.count else 0
 

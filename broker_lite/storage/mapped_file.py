@@ -15,6 +15,7 @@ A :class:`MappedFileQueue` is a directory of such files, each named by the
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap
 import os
@@ -145,10 +146,9 @@ class MappedFile:
 
     def close(self) -> None:
         if self._mm is not None:
-            try:
+            # A reader may still hold a view; the mapping is then freed with it.
+            with contextlib.suppress(BufferError):
                 self._mm.close()
-            except BufferError:
-                pass  # a reader still holds a view; the mapping is freed with it
             self._mm = None
         if self._fd >= 0:
             os.close(self._fd)

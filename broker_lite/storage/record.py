@@ -38,6 +38,7 @@ A blank end-of-file record is ``total size`` (the rest of the segment) and
 
 from __future__ import annotations
 
+import mmap
 import socket
 import struct
 import zlib
@@ -52,6 +53,7 @@ __all__ = [
     "HEADER_SIZE",
     "MESSAGE_MAGIC",
     "MIN_BLANK_SIZE",
+    "Buffer",
     "HostAddress",
     "RecordHeader",
     "StoredRecord",
@@ -82,6 +84,7 @@ _CRC_TRAILER_SIZE = len(_CRC_PREFIX) + 8 + 1  # name, separator, 8 hex digits, \
 _MIN_RECORD_SIZE = HEADER_SIZE + 2 + 2 + _CRC_TRAILER_SIZE
 
 HostAddress = bytes  # 8 bytes: IPv4 address, then the port as a 4-byte int
+Buffer = bytes | bytearray | memoryview | mmap.mmap  # what the codec reads from
 
 
 class TxType(IntEnum):
@@ -250,14 +253,14 @@ class StoredRecord:
         return self.physical_offset + self.total_size
 
 
-def read_header(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+def read_header(buf: Buffer, pos: int) -> tuple[int, int]:
     """``(total_size, magic)`` at ``pos``; raises ``struct.error`` if out of bytes."""
     total, magic = _TOTAL_MAGIC.unpack_from(buf, pos)
     return int(total), int(magic)
 
 
 def verify_record(
-    buf: bytes | bytearray | memoryview, pos: int, limit: int
+    buf: Buffer, pos: int, limit: int
 ) -> tuple[int, int, str] | str:
     """Check the record at ``pos`` (which must end by ``limit``).
 
@@ -296,7 +299,9 @@ def verify_record(
     return total, magic, ""
 
 
-def decode_record(buf: bytes | bytearray | memoryview, pos: int, *, verified: bool = False) -> StoredRecord:
+def decode_record(
+    buf: Buffer, pos: int, *, verified: bool = False
+) -> StoredRecord:
     """Decode the record at ``pos``. Unless ``verified``, checks it first.
 
     Raises :class:`ValueError` naming the problem when the bytes are not a

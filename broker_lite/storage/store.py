@@ -300,7 +300,9 @@ class MessageStore:
     def wait_flushed(self, end_offset: int, timeout: float | None = None) -> bool:
         return self._flusher.wait(end_offset, timeout)
 
-    def when_flushed(self, end_offset: int, callback: Callable[[BaseException | None], None]) -> None:
+    def when_flushed(
+        self, end_offset: int, callback: Callable[[BaseException | None], None]
+    ) -> None:
         """Call ``callback`` (from the flusher thread) once ``end_offset`` is durable."""
         if self.config.flush == "async":
             callback(None)
