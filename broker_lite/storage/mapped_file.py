@@ -23,7 +23,7 @@ from pathlib import Path
 
 from broker_lite.errors import DiskFullError, StorageError
 
-__all__ = ["MappedFile", "MappedFileQueue", "segment_name"]
+__all__ = ["MappedFile", "MappedFileQueue", "reserve_space", "segment_name"]
 
 
 def segment_name(offset: int) -> str:
@@ -31,7 +31,8 @@ def segment_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
-def _reserve(fd: int, size: int, path: Path) -> None:
+def reserve_space(fd: int, size: int, path: Path) -> None:
+    """Allocate ``size`` bytes for real, so later writes cannot run out of disk."""
     try:
         os.posix_fallocate(fd, 0, size)
     except OSError as exc:
@@ -72,7 +73,7 @@ class MappedFile:
             current = os.fstat(fd).st_size
             if not existed or current < file_size:
                 # A new file, or one whose tail was cut off: reserve the rest.
-                _reserve(fd, file_size, path)
+                reserve_space(fd, file_size, path)
             self._mm = mmap.mmap(fd, file_size)
         except BaseException:
             os.close(fd)

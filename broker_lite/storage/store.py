@@ -29,12 +29,7 @@ from broker_lite.errors import (
     StorageError,
     StoreClosedError,
 )
-from broker_lite.storage.checkpoint import (
-    AbortMarker,
-    Checkpoint,
-    read_checkpoint,
-    write_checkpoint,
-)
+from broker_lite.storage.checkpoint import AbortMarker, Checkpoint, CheckpointFile
 from broker_lite.storage.commitlog import CommitLog, Corruption
 from broker_lite.storage.config import StoreConfig
 from broker_lite.storage.consume_queue import ConsumeQueue, QueueUnit
@@ -154,7 +149,7 @@ class MessageStore:
         self._topic_bytes: dict[str, bytes] = {}
         self._index = KeyIndex(root / "index", config.index_slots, config.index_entries)
         self._abort = AbortMarker(root / "abort")
-        self._checkpoint_path = root / "checkpoint"
+        self._checkpoints = CheckpointFile(root / "checkpoint")
         self.recovery = self._recover()
         self._abort.create()
         self._flusher = FlushService(
@@ -179,7 +174,7 @@ class MessageStore:
         """
         started = time.perf_counter()
         crashed = self._abort.found()
-        checkpoint = read_checkpoint(self._checkpoint_path)
+        checkpoint = self._checkpoints.last
         hint = checkpoint.dispatched_offset if checkpoint else self._log.min_offset
         log_end, corruption = self._log.recover(hint)
         if corruption is not None:
@@ -328,7 +323,7 @@ class MessageStore:
                 cq.flush()
             self._index.flush()
             flushed = self._log.flush()
-            write_checkpoint(self._checkpoint_path, Checkpoint(
+            self._checkpoints.write(Checkpoint(
                 log_flushed_offset=flushed,
                 dispatched_offset=dispatched,
                 log_min_offset=self._log.min_offset,
@@ -443,14 +438,22 @@ class MessageStore:
         if self._closed:
             return
         self._flusher.stop()
-        self._checkpoint()
+        try:
+            self._checkpoint()
+        except OSError as exc:
+            # The abort file stays, so the next open re-validates the tail.
+            log.error("final checkpoint failed, next start will run crash recovery: %s", exc)
+            self._abort.path.touch()
         with self._lock:
             self._closed = True
             for cq in self._queues.values():
                 cq.close()
             self._index.close()
             self._log.close()
-        self._abort.remove()
+        if self._checkpoints.last is not None and self._checkpoints.last.dispatched_offset == (
+            self._log.max_offset
+        ):
+            self._abort.remove()
 
     def __enter__(self) -> MessageStore:
         return self

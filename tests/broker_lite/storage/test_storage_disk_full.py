@@ -1,0 +1,64 @@
+"""A full disk: the write that cannot get space fails cleanly and nothing stored is lost.
+
+The disk is a tiny tmpfs mounted for the test (root only; CI runs as root).
+Segments, queue files and index files are preallocated before a record is
+written, so the failure happens before any byte of the record lands.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import body_for, message_for, tiny_config
+
+from broker_lite.errors import DiskFullError
+from broker_lite.storage import MessageStore
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    mount_point = tmp_path / "disk"
+    mount_point.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount_point)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"cannot mount tmpfs: {done.stderr.strip()}")
+        pytest.skip(f"cannot mount tmpfs: {done.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def test_full_disk_fails_the_write_and_keeps_every_stored_record(small_disk: Path) -> None:
+    config = tiny_config(small_disk / "store")
+    store = MessageStore(config)
+    offsets: list[int] = []
+    with pytest.raises(DiskFullError) as info:
+        for seq in range(100_000):
+            offsets.append(store.put(message_for(seq)).physical_offset)
+    assert info.value.retriable
+    assert "no space" in str(info.value)
+    assert len(offsets) > 50
+    end = store.max_offset
+    with pytest.raises(DiskFullError):
+        store.put(message_for(len(offsets)))
+    assert store.max_offset == end
+    assert [store.get(o).body for o in offsets] == [body_for(s) for s in range(len(offsets))]
+    store.close()
+
+    with MessageStore(config) as reopened:
+        assert reopened.recovery.corruption is None
+        assert reopened.max_offset == end
+        assert [reopened.get(o).body for o in offsets] == [
+            body_for(s) for s in range(len(offsets))
+        ]
