@@ -2,7 +2,9 @@
 
 Every error the broker, its storage and its clients raise derives from
 :class:`BrokerError`. Subclasses are grouped by what the caller does next, and
-each carries a ``retriable`` flag and structured fields::
+each carries a ``retriable`` flag, structured fields, and the native-protocol
+``code`` a server answers with (RocketMQ's ``ResponseCode`` numbers where one
+fits, broker_lite's own from 200)::
 
     BrokerError
     ├── StorageError                  the store could not do what was asked
@@ -12,31 +14,92 @@ each carries a ``retriable`` flag and structured fields::
     │   ├── OffsetOutOfRangeError     no record at that offset (yet, or anymore)
     │   ├── StoreClosedError          the store was closed
     │   └── DiskFullError             the disk refused the write (retriable)
-    └── (broker, protocol and client errors are added by those layers)
+    ├── RequestError                  the request is wrong: fix it, do not retry
+    │   ├── TopicNotFoundError
+    │   ├── NoPermissionError         topic or group permission, or a broker that
+    │   │                             rejects transactions
+    │   ├── UnauthorizedError         missing or wrong credentials
+    │   ├── MessageNotFoundError      ack or send-back of an unknown message
+    │   ├── TransactionNotFoundError  end-transaction for an unknown transaction
+    │   ├── TransactionMismatchError  wrong producer group or half offsets
+    │   ├── TransactionConflictError  already resolved the other way
+    │   └── ProtocolError             malformed frame or body, unknown code
+    └── UnavailableError              try again later (retriable)
+        ├── BrokerBusyError
+        └── RequestTimeoutError
 """
 
 from __future__ import annotations
 
+from enum import IntEnum
+
 __all__ = [
+    "BrokerBusyError",
     "BrokerError",
     "CorruptRecordError",
     "DiskFullError",
     "InvalidMessageError",
+    "MessageNotFoundError",
     "MessageTooLargeError",
+    "NoPermissionError",
     "OffsetOutOfRangeError",
+    "ProtocolError",
+    "RequestError",
+    "RequestTimeoutError",
+    "ResponseCode",
     "StorageError",
     "StoreClosedError",
+    "TopicNotFoundError",
+    "TransactionConflictError",
+    "TransactionMismatchError",
+    "TransactionNotFoundError",
+    "UnauthorizedError",
+    "UnavailableError",
+    "error_for_code",
 ]
+
+
+class ResponseCode(IntEnum):
+    """Native-protocol response codes (RocketMQ's numbers below 200)."""
+
+    SUCCESS = 0
+    SYSTEM_ERROR = 1
+    SYSTEM_BUSY = 2
+    REQUEST_CODE_NOT_SUPPORTED = 3
+    TRANSACTION_FAILED = 4
+    FLUSH_DISK_TIMEOUT = 10
+    MESSAGE_ILLEGAL = 13
+    SERVICE_NOT_AVAILABLE = 14
+    VERSION_NOT_SUPPORTED = 15
+    NO_PERMISSION = 16
+    TOPIC_NOT_EXIST = 17
+    PULL_NOT_FOUND = 19
+    PULL_OFFSET_MOVED = 21
+    QUERY_NOT_FOUND = 22
+    BAD_FRAME = 200
+    FRAME_TOO_LARGE = 201
+    MALFORMED_REQUEST = 202
+    UNAUTHORIZED = 203
+    MESSAGE_TOO_LARGE = 204
+    INVALID_TOPIC = 205
+    TRANSACTION_NOT_FOUND = 206
+    TRANSACTION_CONFLICT = 207
+    TRANSACTION_MISMATCH = 208
+    MESSAGE_NOT_FOUND = 209
+    DISK_FULL = 210
+    REQUEST_TIMEOUT = 211
 
 
 class BrokerError(Exception):
     """Root of every broker_lite error.
 
     ``retriable`` tells a caller whether sending the same request again may
-    succeed without changing anything.
+    succeed without changing anything; ``code`` is the response code a server
+    answers with.
     """
 
     retriable: bool = False
+    code: ResponseCode = ResponseCode.SYSTEM_ERROR
 
     def __init__(self, message: str, *, retriable: bool | None = None) -> None:
         super().__init__(message)
@@ -47,9 +110,13 @@ class BrokerError(Exception):
 class StorageError(BrokerError):
     """The message store could not do what was asked."""
 
+    code = ResponseCode.SYSTEM_ERROR
+
 
 class MessageTooLargeError(StorageError):
     """A message body is over the configured limit. Nothing was written."""
+
+    code = ResponseCode.MESSAGE_TOO_LARGE
 
     def __init__(self, *, size: int, limit: int, topic: str = "") -> None:
         where = f" for topic {topic!r}" if topic else ""
@@ -64,9 +131,13 @@ class MessageTooLargeError(StorageError):
 class InvalidMessageError(StorageError):
     """A message field is malformed: names the field and what is wrong."""
 
+    code = ResponseCode.MESSAGE_ILLEGAL
+
     def __init__(self, message: str, *, field: str) -> None:
         super().__init__(f"invalid {field}: {message}")
         self.field = field
+        if field == "topic":
+            self.code = ResponseCode.INVALID_TOPIC
 
 
 class CorruptRecordError(StorageError):
@@ -79,6 +150,8 @@ class CorruptRecordError(StorageError):
 
 class OffsetOutOfRangeError(StorageError):
     """There is no record at that offset: not written yet, or deleted."""
+
+    code = ResponseCode.MESSAGE_NOT_FOUND
 
     def __init__(self, *, offset: int, min_offset: int, max_offset: int) -> None:
         super().__init__(
@@ -97,7 +170,134 @@ class DiskFullError(StorageError):
     """The disk refused a write. Nothing partial was acknowledged."""
 
     retriable = True
+    code = ResponseCode.DISK_FULL
 
     def __init__(self, message: str, *, path: str) -> None:
         super().__init__(f"{message} ({path})")
         self.path = path
+
+
+class RequestError(BrokerError):
+    """The request itself is wrong; sending it again will not help."""
+
+    code = ResponseCode.MALFORMED_REQUEST
+
+
+class TopicNotFoundError(RequestError):
+    code = ResponseCode.TOPIC_NOT_EXIST
+
+    def __init__(self, topic: str, *, hint: str = "") -> None:
+        super().__init__(f"topic {topic!r} does not exist{hint}")
+        self.topic = topic
+
+
+class NoPermissionError(RequestError):
+    code = ResponseCode.NO_PERMISSION
+
+
+class UnauthorizedError(RequestError):
+    code = ResponseCode.UNAUTHORIZED
+
+
+class MessageNotFoundError(RequestError):
+    code = ResponseCode.MESSAGE_NOT_FOUND
+
+
+class TransactionNotFoundError(RequestError):
+    """No half message with that transaction id ("Find prepared transaction message failed")."""
+
+    code = ResponseCode.TRANSACTION_NOT_FOUND
+
+    def __init__(self, transaction_id: str) -> None:
+        super().__init__(
+            f"find prepared transaction message failed: no half with transaction id "
+            f"{transaction_id!r}"
+        )
+        self.transaction_id = transaction_id
+
+
+class TransactionMismatchError(RequestError):
+    """The producer group or the half's offsets do not match the stored half."""
+
+    code = ResponseCode.TRANSACTION_MISMATCH
+
+
+class TransactionConflictError(RequestError):
+    """The transaction was already resolved the other way; the first resolution wins."""
+
+    code = ResponseCode.TRANSACTION_CONFLICT
+
+    def __init__(self, transaction_id: str, resolved: str, requested: str) -> None:
+        super().__init__(
+            f"transaction {transaction_id!r} is already {resolved}; {requested} refused "
+            f"(the first resolution wins)"
+        )
+        self.transaction_id = transaction_id
+        self.resolved = resolved
+        self.requested = requested
+
+
+class ProtocolError(RequestError):
+    """A malformed frame or body, or an unknown request code."""
+
+    code = ResponseCode.BAD_FRAME
+
+    def __init__(self, message: str, *, code: ResponseCode = ResponseCode.BAD_FRAME) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class UnavailableError(BrokerError):
+    """The broker cannot serve this now; the same request may succeed later."""
+
+    retriable = True
+    code = ResponseCode.SERVICE_NOT_AVAILABLE
+
+
+class BrokerBusyError(UnavailableError):
+    code = ResponseCode.SYSTEM_BUSY
+
+
+class RequestTimeoutError(UnavailableError):
+    code = ResponseCode.REQUEST_TIMEOUT
+
+
+_BY_CODE: dict[int, type[BrokerError]] = {
+    ResponseCode.TOPIC_NOT_EXIST: TopicNotFoundError,
+    ResponseCode.NO_PERMISSION: NoPermissionError,
+    ResponseCode.UNAUTHORIZED: UnauthorizedError,
+    ResponseCode.MESSAGE_NOT_FOUND: MessageNotFoundError,
+    ResponseCode.TRANSACTION_MISMATCH: TransactionMismatchError,
+    ResponseCode.MESSAGE_TOO_LARGE: MessageTooLargeError,
+    ResponseCode.MESSAGE_ILLEGAL: InvalidMessageError,
+    ResponseCode.INVALID_TOPIC: RequestError,
+    ResponseCode.MALFORMED_REQUEST: RequestError,
+    ResponseCode.BAD_FRAME: ProtocolError,
+    ResponseCode.FRAME_TOO_LARGE: ProtocolError,
+    ResponseCode.REQUEST_CODE_NOT_SUPPORTED: ProtocolError,
+    ResponseCode.VERSION_NOT_SUPPORTED: ProtocolError,
+    ResponseCode.TRANSACTION_NOT_FOUND: TransactionNotFoundError,
+    ResponseCode.TRANSACTION_CONFLICT: TransactionConflictError,
+    ResponseCode.DISK_FULL: DiskFullError,
+    ResponseCode.SYSTEM_BUSY: BrokerBusyError,
+    ResponseCode.SERVICE_NOT_AVAILABLE: UnavailableError,
+    ResponseCode.REQUEST_TIMEOUT: RequestTimeoutError,
+    ResponseCode.FLUSH_DISK_TIMEOUT: UnavailableError,
+}
+
+
+def error_for_code(code: int, message: str, *, retriable: bool | None = None) -> BrokerError:
+    """The client-side exception for an error response (keeps the server's code).
+
+    The class is the one the server raised, so ``except TransactionConflictError``
+    works on both sides; structured fields of the server-side instance are not
+    carried, only the message.
+    """
+    cls = _BY_CODE.get(code, BrokerError)
+    exc = BrokerError.__new__(cls)
+    BrokerError.__init__(exc, message, retriable=retriable)
+    try:
+        exc.code = ResponseCode(code)
+    except ValueError:
+        exc.code = ResponseCode.SYSTEM_ERROR
+    return exc

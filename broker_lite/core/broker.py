@@ -1,0 +1,338 @@
+"""The broker core: one object both doors (native and gRPC) call.
+
+It owns the message store and the services above it (topics, consumer
+offsets, clients, delays and retries, transactions). It does no network I/O:
+the servers call its methods, schedule its periodic work
+(:meth:`deliver_due`, :meth:`check_transactions`, :meth:`expire_clients`,
+:meth:`persist`), and wait for durability with ``store.when_flushed`` in
+``sync`` mode before they acknowledge.
+
+Every method is thread-safe and returns quickly: none waits for an fsync.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker_lite.core.clients import Channel, ClientRegistry, allocate_averagely
+from broker_lite.core.config import BrokerConfig
+from broker_lite.core.filtering import parse_tag_expr
+from broker_lite.core.offsets import OffsetManager
+from broker_lite.core.schedule import DelayService
+from broker_lite.core.topics import (
+    DLQ_PREFIX,
+    RETRY_PREFIX,
+    SYSTEM_TOPIC_QUEUES,
+    SYSTEM_TOPICS,
+    TopicConfig,
+    TopicManager,
+)
+from broker_lite.core.transactions import TransactionService, delivered_view
+from broker_lite.errors import (
+    BrokerError,
+    InvalidMessageError,
+    MessageNotFoundError,
+    NoPermissionError,
+    TopicNotFoundError,
+)
+from broker_lite.protocol import messages as m
+from broker_lite.storage import MessageStore, MessageToStore, StoredRecord
+from broker_lite.storage.properties import (
+    KEYS,
+    ORIGIN_MESSAGE_ID,
+    RETRY_TOPIC,
+    SHARDING_KEY,
+    TAGS,
+    UNIQ_KEY,
+)
+from broker_lite.storage.record import pack_host
+
+__all__ = ["Broker", "Ended", "Sent", "new_msg_id"]
+
+log = logging.getLogger("broker_lite.core")
+
+
+def new_msg_id() -> str:
+    """A 32-hex-digit unique id, the shape of RocketMQ's message ids."""
+    return os.urandom(16).hex().upper()
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """A send's result; in ``sync`` mode acknowledge once ``end_offset`` is durable."""
+
+    result: m.SendResult
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    response: m.EndTransactionResponse
+    end_offset: int
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        root = Path(config.store.data_dir)
+        self.store = MessageStore(config.store)
+        self._listeners: list[Callable[[str, int], None]] = []
+        self._listeners_lock = threading.Lock()
+        self.topics = TopicManager(root / "topics.json", auto_create=config.auto_create_topics,
+                                   default_queues=config.default_queues)
+        for name, queues in SYSTEM_TOPIC_QUEUES.items():
+            if self.topics.get(name) is None:
+                self.topics.create(name, queues, system=True)
+        self._adopt_stored_topics()
+        self.offsets = OffsetManager(root / "offsets.json")
+        self.clients = ClientRegistry(config.client_expiry)
+        self.delays = DelayService(self.store, root / "delay_offsets.json",
+                                   time_scale=config.delay_time_scale, notify=self._arrived)
+        self.transactions = TransactionService(self.store, config, self.clients, self._arrived)
+        log.info("broker %s open on %s: log %d..%d, %d pending transactions",
+                 config.broker_name, root, self.store.min_offset, self.store.max_offset,
+                 self.transactions.pending_count)
+
+    def _adopt_stored_topics(self) -> None:
+        """Topics that have queues on disk but no entry (auto-created, then a crash)."""
+        seen: dict[str, int] = {}
+        for topic, queue_id in self.store.queues():
+            seen[topic] = max(seen.get(topic, 0), queue_id + 1)
+        for topic, queues in seen.items():
+            if self.topics.get(topic) is None:
+                internal = topic in SYSTEM_TOPICS or topic.startswith((RETRY_PREFIX, DLQ_PREFIX))
+                least = 1 if internal else self.config.default_queues
+                self.topics.create(topic, max(queues, least), system=True)
+
+    # -- notifications -----------------------------------------------------------
+
+    def add_arrival_listener(self, listener: Callable[[str, int], None]) -> None:
+        with self._listeners_lock:
+            self._listeners.append(listener)
+
+    def _arrived(self, topic: str, queue_id: int) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(topic, queue_id)
+            except Exception:
+                log.exception("arrival listener failed")
+
+    # -- producing ---------------------------------------------------------------
+
+    def _store_message(self, msg: m.WireMessage, topic: str, queue_id: int, msg_id: str,
+                       born_host: str) -> MessageToStore:
+        props = dict(msg.properties)
+        if msg.tags:
+            props[TAGS] = msg.tags
+        if msg.keys:
+            for key in msg.keys:
+                if not key or " " in key:
+                    raise InvalidMessageError(f"key {key!r} is empty or has a space", field="keys")
+            props[KEYS] = " ".join(msg.keys)
+        if msg.sharding_key:
+            props[SHARDING_KEY] = msg.sharding_key
+        props[UNIQ_KEY] = msg_id
+        host, _, port = born_host.rpartition(":")
+        return MessageToStore(
+            topic=topic, queue_id=queue_id, body=msg.body, flag=msg.flag, properties=props,
+            born_timestamp=msg.born_timestamp,
+            born_host=pack_host(host, int(port)) if port.isdigit() else b"\x00" * 8,
+        )
+
+    def send(self, producer_group: str, message: m.WireMessage, *, born_host: str = "") -> Sent:
+        """Store a message (a half when ``message.transactional``)."""
+        topic = message.topic
+        if topic in SYSTEM_TOPICS:
+            raise NoPermissionError(f"topic {topic!r} is reserved for the broker")
+        config = self.topics.ensure(topic, for_write=True)
+        queue_id = self.topics.select_queue(config, message.queue_id, message.sharding_key)
+        msg_id = message.msg_id or new_msg_id()
+        store_msg = self._store_message(message, topic, queue_id, msg_id, born_host)
+        if message.transactional:
+            # RocketMQ strips any delay from a transactional message.
+            result, end = self.transactions.prepare(producer_group, store_msg, msg_id, topic,
+                                                    queue_id)
+            return Sent(result, end)
+        if message.delay_level or message.deliver_at_ms > int(time.time() * 1000):
+            queue_offset, end = self.delays.schedule(
+                store_msg, level=message.delay_level,
+                deliver_at_ms=message.deliver_at_ms if not message.delay_level else 0)
+            put_offset = -1
+        else:
+            put = self.store.put_nowait(store_msg)
+            queue_offset, end, put_offset = put.queue_offset, put.end_offset, put.physical_offset
+            self._arrived(topic, queue_id)
+        return Sent(m.SendResult(msg_id=msg_id, topic=topic, queue_id=queue_id,
+                                 queue_offset=queue_offset, commit_log_offset=put_offset), end)
+
+    def send_batch(self, producer_group: str, messages: list[m.WireMessage], *,
+                   born_host: str = "") -> list[Sent | BrokerError]:
+        results: list[Sent | BrokerError] = []
+        for message in messages:
+            try:
+                results.append(self.send(producer_group, message, born_host=born_host))
+            except BrokerError as exc:
+                results.append(exc)
+        return results
+
+    def end_transaction(self, request: m.EndTransactionRequest) -> Ended:
+        response, end = self.transactions.end(request)
+        return Ended(response, end)
+
+    # -- consuming -----------------------------------------------------------------
+
+    def _read_topic(self, topic: str) -> TopicConfig | None:
+        config = self.topics.get(topic)
+        if config is not None and not config.readable:
+            raise NoPermissionError(f"topic {topic!r} is not readable (perm {config.perm})")
+        return config
+
+    def pull(self, request: m.PullRequest) -> m.PullResponse:
+        self._read_topic(request.topic)
+        tag_filter = parse_tag_expr(request.tag_expr)
+        low, high = self.store.queue_offsets(request.topic, request.queue_id)
+        offset = request.offset
+        if offset < low or offset > high:
+            moved = low if offset < low else high
+            return m.PullResponse(status="offset_moved", messages=[], next_offset=moved,
+                                  min_offset=low, max_offset=high)
+        wanted = max(1, min(request.max_messages, 1024))
+        found: list[m.DeliveredMessage] = []
+        while offset < high and not found:
+            records, offset = self.store.read_queue(
+                request.topic, request.queue_id, offset, wanted, tag_filter.hashes)
+            found.extend(delivered_view(r) for r in records if tag_filter.matches(r.tags))
+        status = "found" if found or offset > request.offset else "no_new_message"
+        return m.PullResponse(status=status, messages=found, next_offset=offset,
+                              min_offset=low, max_offset=high)
+
+    def has_new(self, topic: str, queue_id: int, offset: int) -> bool:
+        return offset < self.store.queue_offsets(topic, queue_id)[1]
+
+    def query_assignment(self, request: m.QueryAssignmentRequest) -> m.Assignment:
+        topic = request.topic
+        config = self.topics.get(topic) or self.topics.ensure(topic, for_write=False)
+        queues = list(range(config.queues))
+        members, broadcasting = self.clients.members(request.group, topic)
+        if broadcasting:
+            return m.Assignment(topic=topic, queue_ids=queues, broadcasting=True)
+        if request.client_id not in members:
+            members = sorted([*members, request.client_id])
+        return m.Assignment(topic=topic, queue_ids=allocate_averagely(queues, members,
+                                                                      request.client_id))
+
+    def query_offset(self, request: m.OffsetRequest) -> m.OffsetResponse:
+        return m.OffsetResponse(
+            offset=self.offsets.committed(request.group, request.topic, request.queue_id))
+
+    def update_offset(self, request: m.UpdateOffsetRequest) -> None:
+        low, high = self.store.queue_offsets(request.topic, request.queue_id)
+        self.offsets.update(request.group, request.topic, request.queue_id,
+                            min(max(request.offset, low), high))
+
+    def _message_at(self, topic: str, queue_id: int, queue_offset: int,
+                    msg_id: str) -> StoredRecord:
+        units = self.store.queue_units(topic, queue_id, queue_offset, 1)
+        if units and units[0].queue_offset == queue_offset:
+            record = self.store.get(units[0].commitlog_offset)
+            if record.properties.get(UNIQ_KEY) == msg_id:
+                return record
+        raise MessageNotFoundError(
+            f"no message {msg_id!r} at {topic}/{queue_id} queue offset {queue_offset}")
+
+    def ack(self, request: m.AckRequest) -> None:
+        self._message_at(request.topic, request.queue_id, request.queue_offset, request.msg_id)
+        low = self.store.queue_offsets(request.topic, request.queue_id)[0]
+        self.offsets.ack(request.group, request.topic, request.queue_id, request.queue_offset, low)
+
+    def send_back(self, request: m.SendBackRequest) -> int:
+        """A failed delivery: schedule it on ``%RETRY%group``, or dead-letter it."""
+        record = self._message_at(request.topic, request.queue_id, request.queue_offset,
+                                  request.msg_id)
+        props = dict(record.properties)
+        props.setdefault(RETRY_TOPIC, request.topic)
+        props.setdefault(ORIGIN_MESSAGE_ID, request.msg_id)
+        reconsume = record.reconsume_times + 1
+        limit = min(request.max_reconsume_times, self.config.max_reconsume_times)
+        if request.delay_level < 0 or record.reconsume_times >= limit:
+            dlq = DLQ_PREFIX + request.group
+            self.topics.ensure(dlq, for_write=True)
+            put = self.store.put_nowait(MessageToStore(
+                topic=dlq, queue_id=0, body=record.body, flag=record.flag, properties=props,
+                born_timestamp=record.born_timestamp, born_host=record.born_host,
+                reconsume_times=reconsume))
+            self._arrived(dlq, 0)
+            end = put.end_offset
+            log.info("message %s moved to %s after %d deliveries", request.msg_id, dlq, reconsume)
+        else:
+            retry = RETRY_PREFIX + request.group
+            self.topics.ensure(retry, for_write=True)
+            level = request.delay_level or min(3 + record.reconsume_times, 18)
+            _q, end = self.delays.schedule(MessageToStore(
+                topic=retry, queue_id=0, body=record.body, flag=record.flag, properties=props,
+                born_timestamp=record.born_timestamp, born_host=record.born_host,
+                reconsume_times=reconsume), level=level, deliver_at_ms=0)
+        low = self.store.queue_offsets(request.topic, request.queue_id)[0]
+        self.offsets.ack(request.group, request.topic, request.queue_id, request.queue_offset, low)
+        return end
+
+    # -- clients -------------------------------------------------------------------
+
+    def register(self, request: m.HeartbeatRequest, channel: Channel) -> None:
+        self.clients.register(request, channel)
+
+    def unregister(self, client_id: str) -> None:
+        self.clients.unregister(client_id)
+
+    def channel_closed(self, channel: Channel) -> None:
+        self.clients.channel_closed(channel)
+
+    def expire_clients(self) -> None:
+        for client_id in self.clients.expire():
+            log.info("client %s expired (no heartbeat)", client_id)
+
+    # -- admin -----------------------------------------------------------------------
+
+    def _info(self, config: TopicConfig) -> m.TopicInfo:
+        return m.TopicInfo(topic=config.name, queues=config.queues, perm=config.perm,
+                           max_offsets=[self.store.queue_offsets(config.name, q)[1]
+                                        for q in range(config.queues)])
+
+    def create_topic(self, request: m.TopicCreateRequest) -> m.TopicInfo:
+        return self._info(self.topics.create(request.topic, request.queues, request.perm))
+
+    def list_topics(self) -> list[m.TopicInfo]:
+        return [self._info(t) for t in self.topics.all()]
+
+    def topic_route(self, topic: str) -> m.TopicInfo:
+        config = self.topics.get(topic)
+        if config is None:
+            raise TopicNotFoundError(topic)
+        return self._info(config)
+
+    def query_by_key(self, request: m.QueryByKeyRequest) -> m.QueryByKeyResponse:
+        records = self.store.lookup_key(request.key, max(1, min(request.max_messages, 256)))
+        return m.QueryByKeyResponse(messages=[delivered_view(r) for r in records])
+
+    # -- periodic work -------------------------------------------------------------------
+
+    def deliver_due(self) -> int:
+        return self.delays.deliver_due()
+
+    def check_transactions(self) -> int:
+        return self.transactions.check()
+
+    def persist(self) -> None:
+        self.topics.persist()
+        self.offsets.persist()
+        self.delays.persist()
+
+    def close(self) -> None:
+        self.persist()
+        self.store.close()

@@ -1,0 +1,109 @@
+"""Connected clients: producer channels for check-back, consumer groups for rebalance.
+
+Producers register their groups with heartbeats; the transaction check service
+picks a live channel of the half's producer group, round robin. Consumers
+register their subscriptions; each member of a clustering group gets an even
+share of a topic's queues (RocketMQ's "allocate averagely"), recomputed
+whenever members join or leave.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from broker_lite.protocol import messages as m
+
+__all__ = ["Channel", "ClientRegistry", "allocate_averagely"]
+
+
+class Channel(Protocol):
+    """A live connection the broker can send a check-back request on."""
+
+    client_id: str
+    remote_address: str
+
+    def is_alive(self) -> bool: ...
+
+    def send_check(self, request: m.CheckTransactionRequest) -> None: ...
+
+
+@dataclass
+class _Client:
+    client_id: str
+    channel: Channel
+    last_seen: float
+    producer_groups: set[str] = field(default_factory=set)
+    subscriptions: dict[tuple[str, str], m.ConsumerSubscription] = field(default_factory=dict)
+
+
+def allocate_averagely(queues: list[int], members: list[str], me: str) -> list[int]:
+    """RocketMQ's AllocateMessageQueueAveragely: contiguous, even shares in member order."""
+    if me not in members or not queues:
+        return []
+    index = members.index(me)
+    n, k = len(queues), len(members)
+    share = n // k + (1 if index < n % k else 0)
+    start = index * (n // k) + min(index, n % k)
+    return queues[start : start + share]
+
+
+class ClientRegistry:
+    def __init__(self, expiry_seconds: float) -> None:
+        self._expiry = expiry_seconds
+        self._lock = threading.Lock()
+        self._clients: dict[str, _Client] = {}
+        self._rr: dict[str, int] = {}
+
+    def register(self, request: m.HeartbeatRequest, channel: Channel) -> None:
+        now = time.monotonic()
+        with self._lock:
+            client = self._clients.get(request.client_id)
+            if client is None or client.channel is not channel:
+                client = _Client(request.client_id, channel, now)
+                self._clients[request.client_id] = client
+            client.last_seen = now
+            client.producer_groups = set(request.producer_groups)
+            client.subscriptions = {(s.group, s.topic): s for s in request.consumers}
+
+    def unregister(self, client_id: str) -> None:
+        with self._lock:
+            self._clients.pop(client_id, None)
+
+    def channel_closed(self, channel: Channel) -> None:
+        with self._lock:
+            for cid in [c.client_id for c in self._clients.values() if c.channel is channel]:
+                del self._clients[cid]
+
+    def expire(self) -> list[str]:
+        cutoff = time.monotonic() - self._expiry
+        with self._lock:
+            gone = [c.client_id for c in self._clients.values()
+                    if c.last_seen < cutoff or not c.channel.is_alive()]
+            for cid in gone:
+                del self._clients[cid]
+        return gone
+
+    def producer_channel(self, group: str) -> Channel | None:
+        """A live channel of ``group``, round robin; ``None`` when none is online."""
+        with self._lock:
+            live = sorted(
+                (c for c in self._clients.values()
+                 if group in c.producer_groups and c.channel.is_alive()),
+                key=lambda c: c.client_id,
+            )
+            if not live:
+                return None
+            turn = self._rr.get(group, 0)
+            self._rr[group] = turn + 1
+            return live[turn % len(live)].channel
+
+    def members(self, group: str, topic: str) -> tuple[list[str], bool]:
+        """Client ids subscribed to ``topic`` in ``group``, sorted; and broadcasting?"""
+        with self._lock:
+            subs = [(c.client_id, c.subscriptions[(group, topic)]) for c in self._clients.values()
+                    if (group, topic) in c.subscriptions]
+        broadcasting = any(s.broadcasting for _cid, s in subs)
+        return sorted(cid for cid, _s in subs), broadcasting

@@ -1,0 +1,44 @@
+"""Configuration of the broker core, a frozen dataclass passed by keyword."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from broker_lite.storage import StoreConfig
+
+__all__ = ["BrokerConfig"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfig:
+    """Everything the broker core needs; the CLI builds it from flags."""
+
+    store: StoreConfig
+    broker_name: str = "broker-lite"
+    #: create a topic (with ``default_queues``) on its first send
+    auto_create_topics: bool = True
+    default_queues: int = 4
+    #: answer half-message sends with NO_PERMISSION (RocketMQ's rejectTransactionMessage)
+    reject_transactions: bool = False
+    #: a half is checked back once it is older than this (seconds, broker store time)
+    tx_timeout: float = 6.0
+    #: how often the check service runs (seconds)
+    tx_check_interval: float = 30.0
+    #: checks before a half is discarded to TRANS_CHECK_MAX_TIME_TOPIC
+    tx_check_max: int = 15
+    #: a half older than this is discarded whatever its check count (RocketMQ: 72 h)
+    tx_max_age_hours: float = 72.0
+    #: failed deliveries before a message goes to %DLQ%group
+    max_reconsume_times: int = 16
+    #: multiplies every delay-level duration; tests use e.g. 0.01 (1 s -> 10 ms)
+    delay_time_scale: float = 1.0
+    #: a client that sent no heartbeat for this long is dropped (seconds)
+    client_expiry: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.default_queues < 1 or self.default_queues > 1024:
+            raise ValueError(f"default_queues must be in [1, 1024], got {self.default_queues}")
+        if self.tx_timeout < 0 or self.tx_check_interval <= 0 or self.tx_check_max < 1:
+            raise ValueError("tx_timeout >= 0, tx_check_interval > 0 and tx_check_max >= 1")
+        if self.delay_time_scale <= 0:
+            raise ValueError("delay_time_scale must be positive")

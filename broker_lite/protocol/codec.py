@@ -1,0 +1,80 @@
+"""Encoding and decoding of frame bodies (MessagePack through msgspec), no I/O."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import msgspec
+
+from broker_lite.protocol import messages as m
+from broker_lite.protocol.codes import RequestCode
+
+__all__ = ["REQUEST_TYPES", "RESPONSE_TYPES", "BodyError", "decode", "encode"]
+
+T = TypeVar("T")
+
+_encoder = msgspec.msgpack.Encoder()
+_decoders: dict[type[Any], msgspec.msgpack.Decoder[Any]] = {}
+
+#: the body type of each request code
+REQUEST_TYPES: dict[int, type[Any]] = {
+    RequestCode.HELLO: m.HelloRequest,
+    RequestCode.HEARTBEAT: m.HeartbeatRequest,
+    RequestCode.UNREGISTER_CLIENT: m.HeartbeatRequest,
+    RequestCode.SEND_MESSAGE: m.SendRequest,
+    RequestCode.SEND_BATCH: m.SendBatchRequest,
+    RequestCode.PULL_MESSAGE: m.PullRequest,
+    RequestCode.QUERY_ASSIGNMENT: m.QueryAssignmentRequest,
+    RequestCode.QUERY_CONSUMER_OFFSET: m.OffsetRequest,
+    RequestCode.UPDATE_CONSUMER_OFFSET: m.UpdateOffsetRequest,
+    RequestCode.ACK_MESSAGE: m.AckRequest,
+    RequestCode.CONSUMER_SEND_BACK: m.SendBackRequest,
+    RequestCode.END_TRANSACTION: m.EndTransactionRequest,
+    RequestCode.END_TRANSACTION_BATCH: m.EndTransactionBatchRequest,
+    RequestCode.CHECK_TRANSACTION_STATE: m.CheckTransactionRequest,
+    RequestCode.TOPIC_CREATE: m.TopicCreateRequest,
+    RequestCode.TOPIC_LIST: m.Empty,
+    RequestCode.TOPIC_ROUTE: m.TopicRouteRequest,
+    RequestCode.QUERY_MESSAGE_BY_KEY: m.QueryByKeyRequest,
+}
+
+#: the body type of each request code's successful response
+RESPONSE_TYPES: dict[int, type[Any]] = {
+    RequestCode.HELLO: m.HelloResponse,
+    RequestCode.HEARTBEAT: m.Empty,
+    RequestCode.UNREGISTER_CLIENT: m.Empty,
+    RequestCode.SEND_MESSAGE: m.SendResult,
+    RequestCode.SEND_BATCH: m.SendBatchResponse,
+    RequestCode.PULL_MESSAGE: m.PullResponse,
+    RequestCode.QUERY_ASSIGNMENT: m.Assignment,
+    RequestCode.QUERY_CONSUMER_OFFSET: m.OffsetResponse,
+    RequestCode.UPDATE_CONSUMER_OFFSET: m.Empty,
+    RequestCode.ACK_MESSAGE: m.Empty,
+    RequestCode.CONSUMER_SEND_BACK: m.Empty,
+    RequestCode.END_TRANSACTION: m.EndTransactionResponse,
+    RequestCode.END_TRANSACTION_BATCH: m.EndTransactionBatchResponse,
+    RequestCode.CHECK_TRANSACTION_STATE: m.CheckTransactionResponse,
+    RequestCode.TOPIC_CREATE: m.TopicInfo,
+    RequestCode.TOPIC_LIST: m.TopicListResponse,
+    RequestCode.TOPIC_ROUTE: m.TopicInfo,
+    RequestCode.QUERY_MESSAGE_BY_KEY: m.QueryByKeyResponse,
+}
+
+
+class BodyError(ValueError):
+    """A body that does not decode as the type its code calls for."""
+
+
+def encode(body: Any) -> bytes:
+    return _encoder.encode(body)
+
+
+def decode(data: bytes, kind: type[T]) -> T:
+    decoder = _decoders.get(kind)
+    if decoder is None:
+        decoder = _decoders[kind] = msgspec.msgpack.Decoder(kind)
+    try:
+        result: T = decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise BodyError(f"malformed {kind.__name__}: {exc}") from exc
+    return result

@@ -1,0 +1,356 @@
+"""Bodies of native-protocol frames: msgspec structs, encoded as MessagePack.
+
+One struct per request and response body. Field names are the wire contract
+between :mod:`broker_lite.server` and :mod:`broker_lite.client`; add fields at
+the end with defaults, never rename.
+
+Transaction states use RocketMQ's end-transaction values: ``COMMIT`` = 8,
+``ROLLBACK`` = 12, ``UNKNOWN`` = 0 (see :class:`TxState`).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import msgspec
+
+__all__ = [
+    "AckRequest",
+    "Assignment",
+    "CheckTransactionRequest",
+    "CheckTransactionResponse",
+    "ConsumerSubscription",
+    "DeliveredMessage",
+    "Empty",
+    "EndTransactionBatchRequest",
+    "EndTransactionBatchResponse",
+    "EndTransactionRequest",
+    "EndTransactionResponse",
+    "ErrorBody",
+    "HeartbeatRequest",
+    "HelloRequest",
+    "HelloResponse",
+    "OffsetRequest",
+    "OffsetResponse",
+    "PullRequest",
+    "PullResponse",
+    "QueryAssignmentRequest",
+    "QueryByKeyRequest",
+    "QueryByKeyResponse",
+    "SendBackRequest",
+    "SendBatchRequest",
+    "SendBatchResponse",
+    "SendItemResult",
+    "SendRequest",
+    "SendResult",
+    "TopicCreateRequest",
+    "TopicInfo",
+    "TopicListResponse",
+    "TopicRouteRequest",
+    "TxState",
+    "UpdateOffsetRequest",
+    "WireMessage",
+]
+
+
+class TxState(IntEnum):
+    """End-transaction states, with RocketMQ's wire values."""
+
+    UNKNOWN = 0
+    COMMIT = 8
+    ROLLBACK = 12
+
+
+class _Body(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Base of every body."""
+
+
+class Empty(_Body, frozen=True):
+    pass
+
+
+class ErrorBody(_Body, frozen=True):
+    """Body of every response whose code is not SUCCESS."""
+
+    message: str
+    retriable: bool = False
+    fields: dict[str, str | int] = {}
+
+
+# -- connection ----------------------------------------------------------------
+
+
+class HelloRequest(_Body, frozen=True):
+    """The first frame on a connection.
+
+    With an ACL, ``signature`` is hex HMAC-SHA256, keyed by the secret of
+    ``access_key``, over ``f"{client_id}\\n{timestamp_ms}\\n{nonce}"``.
+    """
+
+    client_id: str
+    protocol_version: int = 1
+    access_key: str = ""
+    timestamp_ms: int = 0
+    nonce: str = ""
+    signature: str = ""
+
+
+class HelloResponse(_Body, frozen=True):
+    broker_name: str
+    protocol_version: int
+    max_frame_size: int
+    server_time_ms: int
+
+
+class ConsumerSubscription(_Body, frozen=True):
+    group: str
+    topic: str
+    tag_expr: str = "*"
+    broadcasting: bool = False
+
+
+class HeartbeatRequest(_Body, frozen=True):
+    """Registers producer groups (for check-back) and consumer subscriptions."""
+
+    client_id: str
+    producer_groups: list[str] = []
+    consumers: list[ConsumerSubscription] = []
+
+
+# -- producing -------------------------------------------------------------------
+
+
+class WireMessage(_Body, frozen=True):
+    """A message as a producer sends it."""
+
+    topic: str
+    body: bytes
+    tags: str | None = None
+    keys: list[str] = []
+    properties: dict[str, str] = {}
+    flag: int = 0
+    #: the client-made unique id (UNIQ_KEY); the broker makes one when empty
+    msg_id: str = ""
+    #: -1: the broker picks the queue (round robin, or by sharding key)
+    queue_id: int = -1
+    #: message group / sharding key: same key, same queue, so order holds
+    sharding_key: str | None = None
+    #: RocketMQ delay level (1..18); 0 = deliver now
+    delay_level: int = 0
+    #: absolute delivery time in ms since the epoch; 0 = use delay_level
+    deliver_at_ms: int = 0
+    born_timestamp: int = 0
+    #: True for a half (prepared) message of a transaction
+    transactional: bool = False
+
+
+class SendRequest(_Body, frozen=True):
+    producer_group: str
+    message: WireMessage
+
+
+class SendResult(_Body, frozen=True):
+    msg_id: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    #: set for halves: the id to end the transaction with
+    transaction_id: str = ""
+    #: True when the broker had this id already (idempotent re-send of a half)
+    duplicate: bool = False
+
+
+class SendBatchRequest(_Body, frozen=True):
+    producer_group: str
+    messages: list[WireMessage]
+
+
+class SendItemResult(_Body, frozen=True):
+    code: int
+    result: SendResult | None = None
+    error: ErrorBody | None = None
+
+
+class SendBatchResponse(_Body, frozen=True):
+    results: list[SendItemResult]
+
+
+# -- transactions ----------------------------------------------------------------
+
+
+class EndTransactionRequest(_Body, frozen=True):
+    producer_group: str
+    transaction_id: str
+    state: int  # TxState
+    #: the half's commit-log and half-queue offsets, checked like RocketMQ does
+    commit_log_offset: int = -1
+    queue_offset: int = -1
+    msg_id: str = ""
+    from_check: bool = False
+
+
+class EndTransactionResponse(_Body, frozen=True):
+    #: "committed", "rolled_back" or "unknown" (left for check-back)
+    outcome: str
+    #: True when this transaction had already been resolved the same way
+    already: bool = False
+    commit_log_offset: int = -1
+    queue_id: int = -1
+    queue_offset: int = -1
+
+
+class EndTransactionBatchRequest(_Body, frozen=True):
+    items: list[EndTransactionRequest]
+
+
+class EndTransactionBatchResponse(_Body, frozen=True):
+    #: one per item: SUCCESS with ``result``, or an error code with ``error``
+    codes: list[int]
+    results: list[EndTransactionResponse | None]
+    errors: list[ErrorBody | None]
+
+
+class CheckTransactionRequest(_Body, frozen=True):
+    """Broker -> producer: what happened to this local transaction?"""
+
+    producer_group: str
+    transaction_id: str
+    msg_id: str
+    commit_log_offset: int
+    queue_offset: int
+    check_times: int
+    message: DeliveredMessage
+
+
+class CheckTransactionResponse(_Body, frozen=True):
+    state: int  # TxState
+
+
+# -- consuming -------------------------------------------------------------------
+
+
+class DeliveredMessage(_Body, frozen=True):
+    """A message as a consumer receives it."""
+
+    msg_id: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    body: bytes
+    tags: str | None = None
+    keys: list[str] = []
+    properties: dict[str, str] = {}
+    born_timestamp: int = 0
+    store_timestamp: int = 0
+    reconsume_times: int = 0
+
+
+class PullRequest(_Body, frozen=True):
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+    max_messages: int = 32
+    tag_expr: str = "*"
+    #: hold the request up to this long when there is nothing new
+    long_poll_ms: int = 0
+
+
+class PullResponse(_Body, frozen=True):
+    #: "found", "no_new_message" or "offset_moved"
+    status: str
+    messages: list[DeliveredMessage]
+    next_offset: int
+    min_offset: int
+    max_offset: int
+
+
+class QueryAssignmentRequest(_Body, frozen=True):
+    client_id: str
+    group: str
+    topic: str
+
+
+class Assignment(_Body, frozen=True):
+    """The queues of ``topic`` this client should consume for ``group`` now."""
+
+    topic: str
+    queue_ids: list[int]
+    broadcasting: bool = False
+
+
+class OffsetRequest(_Body, frozen=True):
+    group: str
+    topic: str
+    queue_id: int
+
+
+class OffsetResponse(_Body, frozen=True):
+    #: -1 when the group has never committed on this queue
+    offset: int
+
+
+class UpdateOffsetRequest(_Body, frozen=True):
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+
+
+class AckRequest(_Body, frozen=True):
+    """Consumed successfully: the broker advances the group's offset past it."""
+
+    group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    msg_id: str
+
+
+class SendBackRequest(_Body, frozen=True):
+    """Consume failed: redeliver later through ``%RETRY%group``, or dead-letter it."""
+
+    group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    msg_id: str
+    #: 0: the next level of the retry schedule; -1: straight to the DLQ
+    delay_level: int = 0
+    max_reconsume_times: int = 16
+
+
+# -- admin -------------------------------------------------------------------------
+
+
+class TopicCreateRequest(_Body, frozen=True):
+    topic: str
+    queues: int = 4
+    #: RocketMQ permission bits: 4 read, 2 write (6 = both)
+    perm: int = 6
+
+
+class TopicInfo(_Body, frozen=True):
+    topic: str
+    queues: int
+    perm: int
+    max_offsets: list[int] = []
+
+
+class TopicListResponse(_Body, frozen=True):
+    topics: list[TopicInfo]
+
+
+class TopicRouteRequest(_Body, frozen=True):
+    topic: str
+
+
+class QueryByKeyRequest(_Body, frozen=True):
+    key: str
+    max_messages: int = 32
+
+
+class QueryByKeyResponse(_Body, frozen=True):
+    messages: list[DeliveredMessage]
