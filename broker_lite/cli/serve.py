@@ -1,0 +1,211 @@
+"""``broker-lite serve``: run a broker with its native and gRPC doors (DESIGN.md §4).
+
+Once both doors listen it prints exactly one line on stdout::
+
+    broker_lite ready native=HOST:PORT grpc=HOST:PORT
+
+with the ports actually bound (``--port 0`` picks a free one). Everything else
+goes to stderr as log lines. SIGTERM or SIGINT shuts it down cleanly (exit 0).
+Exit 2 means the command line, the ACL file or the bind policy was refused;
+exit 1 means the broker could not start (port taken, unreadable data dir).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from broker_lite.core import BrokerConfig
+from broker_lite.core.acl import Acl, AclFileError
+from broker_lite.errors import BrokerError
+from broker_lite.protocol import DEFAULT_MAX_FRAME_SIZE
+from broker_lite.server import BindRefused, ServerConfig, check_bind_policy, serve
+from broker_lite.storage import StoreConfig
+from broker_lite.storage.store import read_layout
+
+__all__ = ["build_configs", "parse_size", "register", "run"]
+
+log = logging.getLogger("broker_lite.server")
+
+_DEFAULT_SEGMENT = 64 << 20
+_DEFAULT_MESSAGE = 4 << 20
+_UNITS = {"": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+
+DESCRIPTION = """\
+Run a broker_lite broker on --data-dir. It serves two doors over one store:
+
+  native  broker_lite's pipelined binary protocol (the framework's own client),
+          on --port;
+  gRPC    on --grpc-port. The RocketMQ v5 MessagingService is not served yet
+          (a later issue): the port listens, and every call answers UNIMPLEMENTED.
+
+Once both listen, one line goes to stdout:
+  broker_lite ready native=HOST:PORT grpc=HOST:PORT
+with the ports actually bound. Logs go to stderr. SIGTERM or SIGINT stops
+accepting, closes connections, saves offsets and state, and exits 0.
+
+Without --acl the broker is open to anyone who can reach it, so it refuses a
+non-loopback --host unless --insecure is given. Sizes accept K, M, G suffixes
+(powers of 1024), e.g. 64M."""
+
+
+def parse_size(text: str) -> int:
+    """``"4096"``, ``"64M"``, ``"8MiB"`` -> bytes (powers of 1024)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _UNITS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 4096, 64K, 64M, 1G)")
+    return int(match.group(1)) * _UNITS[unit]
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0-65535; 0 picks a free one)")
+    return int(text)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "serve", help="run the broker (native protocol and gRPC doors)",
+        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    where = p.add_argument_group("where")
+    where.add_argument("--data-dir", required=True, type=Path, metavar="DIR",
+                       help="directory of the commit log, queues, offsets and state; created "
+                            "if missing, recovered if the last run crashed")
+    where.add_argument("--host", default="127.0.0.1",
+                       help="address both doors listen on (default: 127.0.0.1); a non-loopback "
+                            "address needs --acl or --insecure")
+    where.add_argument("--port", type=_port, default=10911,
+                       help="native protocol port (default: 10911; 0 picks a free port)")
+    where.add_argument("--grpc-port", type=_port, default=0,
+                       help="gRPC port (default: 0, a free port). No gRPC service is served "
+                            "yet: every call answers UNIMPLEMENTED")
+    where.add_argument("--broker-name", default="broker-lite", metavar="NAME",
+                       help="the name announced to clients in HELLO (default: broker-lite)")
+
+    store = p.add_argument_group("storage")
+    store.add_argument("--flush", choices=("async", "sync"), default="async",
+                       help="async (default): acknowledge once written to the page cache, "
+                            "fsync every 0.5 s; sync: acknowledge sends, transaction ends and "
+                            "send-backs only after fsync (group commit: one fsync serves all "
+                            "concurrent writers)")
+    store.add_argument("--segment-size", type=parse_size, default=None, metavar="BYTES",
+                       help="bytes per commit-log segment (default: what the data dir was "
+                            "created with, else 64M); fixed once the data dir exists")
+    store.add_argument("--max-message-size", type=parse_size, default=_DEFAULT_MESSAGE,
+                       metavar="BYTES", help="largest message body accepted (default: 4M)")
+
+    tx = p.add_argument_group("transactions")
+    tx.add_argument("--tx-timeout", type=float, default=6.0, metavar="S",
+                    help="a half message is checked back with its producer once it is older "
+                         "than this, in broker store time (default: 6, RocketMQ's)")
+    tx.add_argument("--tx-check-interval", type=_positive_float, default=30.0, metavar="S",
+                    help="how often the check service scans unresolved halves (default: 30)")
+    tx.add_argument("--tx-check-max", type=int, default=15, metavar="N",
+                    help="check-backs before an unresolved half is discarded to "
+                         "TRANS_CHECK_MAX_TIME_TOPIC (default: 15)")
+    tx.add_argument("--reject-transactions", action="store_true",
+                    help="refuse half messages with NO_PERMISSION (RocketMQ's "
+                         "rejectTransactionMessage)")
+
+    topics = p.add_argument_group("topics and consumers")
+    topics.add_argument("--no-auto-create-topics", dest="auto_create_topics",
+                        action="store_false",
+                        help="a send to an unknown topic fails with TOPIC_NOT_EXIST instead of "
+                             "creating it")
+    topics.add_argument("--default-queues", type=int, default=4, metavar="N",
+                        help="queues of an auto-created topic (default: 4)")
+    topics.add_argument("--client-expiry", type=_positive_float, default=120.0, metavar="S",
+                        help="drop a client (and its check-back channel) after this long "
+                             "without a heartbeat (default: 120)")
+    topics.add_argument("--delay-time-scale", type=_positive_float, default=1.0, metavar="F",
+                        help="multiply every delay level and retry back-off by F; for tests "
+                             "(0.01 turns 1 s into 10 ms). Default: 1")
+
+    net = p.add_argument_group("security and limits")
+    net.add_argument("--acl", type=Path, default=None, metavar="FILE",
+                     help="JSON ACL file (format: see broker_lite.core.acl): clients must sign "
+                          "their HELLO, and each request is checked against the account's "
+                          "topic and group permissions")
+    net.add_argument("--insecure", action="store_true",
+                     help="allow a non-loopback --host without --acl (anyone who can reach the "
+                          "port can send, consume and end transactions)")
+    net.add_argument("--max-frame-size", type=parse_size, default=DEFAULT_MAX_FRAME_SIZE,
+                     metavar="BYTES",
+                     help="largest native frame accepted or sent, header included "
+                          "(default: 8M); a bigger frame is answered FRAME_TOO_LARGE and its "
+                          "connection closed")
+    p.add_argument("--log-level", default="info",
+                   choices=("debug", "info", "warning", "error"),
+                   help="log verbosity on stderr (default: info)")
+    p.set_defaults(handler=run)
+
+
+def build_configs(args: argparse.Namespace) -> tuple[BrokerConfig, ServerConfig]:
+    """The core's and the server's configs from parsed flags; ``ValueError`` if refused."""
+    data_dir: Path = args.data_dir
+    segment_size = args.segment_size
+    if segment_size is None:
+        layout = read_layout(data_dir) if data_dir.is_dir() else None
+        segment_size = (layout or {}).get("segment_size", _DEFAULT_SEGMENT)
+    store = StoreConfig(data_dir=data_dir, segment_size=segment_size, flush=args.flush,
+                        max_message_size=args.max_message_size)
+    broker = BrokerConfig(
+        store=store, broker_name=args.broker_name, auto_create_topics=args.auto_create_topics,
+        default_queues=args.default_queues, reject_transactions=args.reject_transactions,
+        tx_timeout=args.tx_timeout, tx_check_interval=args.tx_check_interval,
+        tx_check_max=args.tx_check_max, delay_time_scale=args.delay_time_scale,
+        client_expiry=args.client_expiry)
+    server = ServerConfig(host=args.host, port=args.port, grpc_port=args.grpc_port,
+                          max_frame_size=args.max_frame_size, insecure=args.insecure)
+    if server.max_frame_size < store.max_message_size + 64 * 1024:
+        log.warning("--max-frame-size %d leaves little room over --max-message-size %d: the "
+                    "largest messages cannot be sent or pulled", server.max_frame_size,
+                    store.max_message_size)
+    return broker, server
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"broker-lite serve: {message}", file=sys.stderr)
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        acl = Acl.load(args.acl) if args.acl is not None else None
+        check_bind_policy(args.host, acl=acl, insecure=args.insecure)
+        broker_config, server_config = build_configs(args)
+    except (AclFileError, BindRefused) as exc:
+        return _fail(str(exc), 2)
+    except (ValueError, BrokerError) as exc:
+        return _fail(f"invalid configuration: {exc}", 2)
+
+    def ready(line: str) -> None:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+    try:
+        asyncio.run(serve(broker_config, server_config, acl=acl, ready=ready))
+    except OSError as exc:
+        return _fail(f"cannot start: {exc}", 1)
+    except BrokerError as exc:
+        return _fail(f"cannot start: {exc}", 1)
+    return 0

@@ -1,0 +1,43 @@
+"""broker_lite's network doors over one :class:`~broker_lite.core.Broker`.
+
+- :mod:`~broker_lite.server.native`: the native, pipelined binary protocol
+  (:mod:`broker_lite.protocol`) served by asyncio; one
+  :class:`~broker_lite.server.connection.Connection` per client, one task per
+  request, long polling (:mod:`~broker_lite.server.longpoll`), sync-flush
+  acknowledgements, and check-back requests to producers
+  (:mod:`~broker_lite.server.checkback`).
+- the gRPC door: a ``grpc.aio`` server with no services yet (the RocketMQ v5
+  ``MessagingService`` is a later issue; every call answers UNIMPLEMENTED).
+- :mod:`~broker_lite.server.runtime`: starts both doors and the broker's
+  periodic work (:mod:`~broker_lite.server.periodic`), and shuts down
+  gracefully on SIGTERM.
+
+Access control lives in :mod:`broker_lite.core.acl`, shared by both doors.
+"""
+
+from __future__ import annotations
+
+from broker_lite.server.context import MAX_LONG_POLL_MS, ServerConfig, ServerContext, Session
+from broker_lite.server.longpoll import ArrivalHub
+from broker_lite.server.native import NativeServer
+from broker_lite.server.runtime import (
+    BindRefused,
+    BrokerRuntime,
+    check_bind_policy,
+    is_loopback,
+    serve,
+)
+
+__all__ = [
+    "MAX_LONG_POLL_MS",
+    "ArrivalHub",
+    "BindRefused",
+    "BrokerRuntime",
+    "NativeServer",
+    "ServerConfig",
+    "ServerContext",
+    "Session",
+    "check_bind_policy",
+    "is_loopback",
+    "serve",
+]

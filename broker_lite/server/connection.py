@@ -1,0 +1,302 @@
+"""One client connection of the native door: read frames, serve requests, write responses.
+
+The reader loop reads a 16-byte header, then exactly the body it announces,
+decodes the body by request code, and starts one task per request (at most
+``max_inflight_per_connection`` at once; beyond that the reader waits, which
+pushes back on the client through TCP). Responses go out as each request
+finishes, in any order, matched to requests by id. Every frame is handed to
+the transport in one ``write`` call from the loop thread, so frames never
+interleave.
+
+The broker may also send requests on this connection: a check-back
+(``CHECK_TRANSACTION_STATE``) to a producer. Those use the server's own id
+space; their answers arrive as RESPONSE frames and complete a future.
+
+Bad input answers with an error frame and keeps the connection (unknown
+code, malformed body, bad version or kind), unless the stream cannot be
+resynced (an impossible or oversized length): then the connection closes.
+A connection whose first frame is not a valid HELLO is answered and closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import struct
+import time
+from typing import Any
+
+from broker_lite.core.acl import Account
+from broker_lite.errors import BrokerError, ProtocolError, ResponseCode
+from broker_lite.protocol import (
+    HEADER_SIZE,
+    PROTOCOL_VERSION,
+    REQUEST_TYPES,
+    BodyError,
+    FrameError,
+    FrameKind,
+    RequestCode,
+    decode,
+    encode,
+    encode_frame,
+    parse_header,
+)
+from broker_lite.protocol import messages as m
+from broker_lite.server.checkback import answer_check
+from broker_lite.server.context import ServerContext
+from broker_lite.server.handlers import HANDLERS, Handler
+
+__all__ = ["Connection"]
+
+log = logging.getLogger("broker_lite.server")
+
+_LENGTH = struct.Struct(">I")
+_Frame = tuple[FrameKind, int, int, bytes]  # kind, code, request id, body
+
+
+class _Closing(Exception):
+    """The connection must end now (any error frame has been written)."""
+
+
+class Connection:
+    """Serves one socket; also the core's ``Channel`` for check-backs to a producer."""
+
+    def __init__(self, ctx: ServerContext, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
+        self._ctx = ctx
+        self._reader = reader
+        self._writer = writer
+        peer = writer.get_extra_info("peername")
+        self.remote_address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.client_id = ""
+        self.account: Account | None = None
+        self._alive = True
+        self._closed = False
+        self._registered = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(ctx.config.max_inflight_per_connection)
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[tuple[int, bytes]]] = {}
+
+    def __repr__(self) -> str:
+        return f"<Connection {self.remote_address} client_id={self.client_id!r}>"
+
+    # -- Channel (the broker core calls these, possibly from other threads) ---------
+
+    def is_alive(self) -> bool:
+        return self._alive
+
+    def send_check(self, request: m.CheckTransactionRequest) -> None:
+        """Ask the producer about a transaction; fire-and-forget, from any thread."""
+        if self._alive:
+            self._ctx.call_soon_threadsafe(self._start_check, request)
+
+    def mark_registered(self) -> None:
+        self._registered = True
+
+    def _start_check(self, request: m.CheckTransactionRequest) -> None:
+        if self._alive:
+            self._ctx.spawn(answer_check(self._ctx, self, request),
+                            name=f"check-{request.transaction_id}")
+
+    async def request(self, code: RequestCode, body: Any, timeout: float) -> tuple[int, bytes]:
+        """Send a server-initiated request; return the response's ``(code, body)``.
+
+        Raises ``TimeoutError`` without an answer in time, ``ConnectionError``
+        when the connection is (or becomes) closed.
+        """
+        if not self._alive:
+            raise ConnectionError("connection closed")
+        request_id = next(self._ids)
+        future: asyncio.Future[tuple[int, bytes]] = self._ctx.loop.create_future()
+        self._pending[request_id] = future
+        try:
+            await self._write(FrameKind.REQUEST, code, request_id, encode(body))
+            return await asyncio.wait_for(future, timeout)
+        finally:
+            self._pending.pop(request_id, None)
+
+    # -- the connection's life ----------------------------------------------------------
+
+    async def serve(self) -> None:
+        """Run the connection to its end; never raises (a bad client only hurts itself)."""
+        try:
+            await self._handshake()
+            while self._alive:
+                frame = await self._next_frame()
+                if frame is not None:
+                    await self._dispatch(*frame)
+        except (_Closing, asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except Exception:
+            log.exception("connection %s failed", self.remote_address)
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        """Stop serving: cancel requests in flight, fail check-backs, tell the broker."""
+        if self._closed:
+            return
+        self._closed = True
+        self._alive = False
+        for task in list(self._tasks):
+            task.cancel()
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ConnectionError("connection closed"))
+        self._pending.clear()
+        if self._registered:
+            try:
+                self._ctx.broker.channel_closed(self)
+            except Exception:
+                log.exception("broker.channel_closed failed for %s", self.remote_address)
+        self._writer.close()
+        with contextlib.suppress(ConnectionError, OSError):
+            await self._writer.wait_closed()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        log.debug("closed %r", self)
+
+    # -- reading ---------------------------------------------------------------------
+
+    async def _next_frame(self) -> _Frame | None:
+        """The next whole frame; ``None`` when a bad frame was skipped and answered."""
+        header = await self._reader.readexactly(HEADER_SIZE)
+        try:
+            body_length, kind, code, request_id = parse_header(
+                header, self._ctx.config.max_frame_size)
+        except FrameError as exc:
+            await self._bad_header(exc, header)
+            return None
+        body = await self._reader.readexactly(body_length) if body_length else b""
+        return kind, code, request_id, body
+
+    async def _bad_header(self, exc: FrameError, header: bytes) -> None:
+        rid = exc.request_id
+        if exc.fatal:
+            log.warning("closing %s: %s", self.remote_address, exc)
+            if rid is not None:  # oversized: answer, and never read the body
+                await self._write_error(rid, ResponseCode.FRAME_TOO_LARGE, str(exc))
+            raise _Closing
+        # Bad version or kind: the length is sound, so skip the body and answer.
+        await self._reader.readexactly(_LENGTH.unpack_from(header)[0] - (HEADER_SIZE - 4))
+        log.info("bad frame from %s: %s", self.remote_address, exc)
+        if rid is not None and exc.kind != FrameKind.ONEWAY:
+            await self._write_error(rid, ResponseCode.BAD_FRAME, str(exc))
+
+    async def _handshake(self) -> None:
+        """The first frame must be a valid HELLO; otherwise answer with an error and close."""
+        frame = await self._next_frame()
+        if frame is None:  # a bad first frame was answered; there is no session to keep
+            raise _Closing
+        kind, code, rid, body = frame
+        if kind != FrameKind.REQUEST or code != RequestCode.HELLO:
+            refuse = (ResponseCode.UNAUTHORIZED if self._ctx.acl is not None
+                      else ResponseCode.MALFORMED_REQUEST)
+            await self._write_error(rid, refuse, f"the first frame must be a HELLO request, "
+                                                 f"not {kind.name} with code {code}")
+            raise _Closing
+        try:
+            hello = decode(body, m.HelloRequest)
+            self._authenticate(hello)
+        except BodyError as exc:
+            await self._write_error(rid, ResponseCode.MALFORMED_REQUEST, str(exc))
+            raise _Closing from None
+        except BrokerError as exc:
+            log.warning("refused HELLO from %s: %s", self.remote_address, exc)
+            await self._write_error(rid, exc.code, str(exc), retriable=exc.retriable)
+            raise _Closing from None
+        self.client_id = hello.client_id
+        log.debug("HELLO from %s as %r", self.remote_address, self.client_id)
+        response = m.HelloResponse(
+            broker_name=self._ctx.broker.config.broker_name, protocol_version=PROTOCOL_VERSION,
+            max_frame_size=self._ctx.config.max_frame_size,
+            server_time_ms=int(time.time() * 1000))
+        await self._write(FrameKind.RESPONSE, ResponseCode.SUCCESS, rid, encode(response))
+
+    def _authenticate(self, hello: m.HelloRequest) -> None:
+        if hello.protocol_version != PROTOCOL_VERSION:
+            raise ProtocolError(
+                f"protocol version {hello.protocol_version} is not supported (want "
+                f"{PROTOCOL_VERSION})", code=ResponseCode.VERSION_NOT_SUPPORTED)
+        if not hello.client_id:
+            raise ProtocolError("HELLO.client_id must not be empty",
+                                code=ResponseCode.MALFORMED_REQUEST)
+        if self._ctx.acl is not None:
+            self.account = self._ctx.acl.authenticate(
+                hello.access_key, hello.client_id, hello.timestamp_ms, hello.nonce,
+                hello.signature, int(time.time() * 1000))
+
+    # -- dispatching -------------------------------------------------------------------
+
+    async def _dispatch(self, kind: FrameKind, code: int, rid: int, body: bytes) -> None:
+        if kind == FrameKind.RESPONSE:
+            future = self._pending.pop(rid, None)
+            if future is None or future.done():
+                log.info("%s answered unknown or expired request id %d", self.remote_address, rid)
+            else:
+                future.set_result((code, body))
+            return
+        oneway = kind == FrameKind.ONEWAY
+        handler = HANDLERS.get(code)
+        if handler is None:
+            what = ("HELLO was already received on this connection" if code == RequestCode.HELLO
+                    else f"request code {code} is not supported by this broker")
+            error = (ResponseCode.MALFORMED_REQUEST if code == RequestCode.HELLO
+                     else ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
+            if not oneway:
+                await self._write_error(rid, error, what)
+            return
+        try:
+            request = decode(body, REQUEST_TYPES[code])
+        except BodyError as exc:
+            if not oneway:
+                await self._write_error(rid, ResponseCode.MALFORMED_REQUEST,
+                                        f"{RequestCode(code).name}: {exc}")
+            return
+        await self._slots.acquire()
+        task = self._ctx.loop.create_task(self._serve_request(handler, code, rid, request, oneway))
+        self._tasks.add(task)
+        task.add_done_callback(self._request_done)
+
+    def _request_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._slots.release()
+
+    async def _serve_request(self, handler: Handler, code: int, rid: int, request: Any,
+                             oneway: bool) -> None:
+        name = RequestCode(code).name
+        try:
+            response = await handler(self._ctx, self, request)
+        except BrokerError as exc:
+            log.debug("%s %s from %s failed: %s", name, rid, self.remote_address, exc)
+            if not oneway:
+                await self._write_error(rid, exc.code, str(exc), retriable=exc.retriable)
+            return
+        except Exception:
+            log.exception("%s %d from %s failed", name, rid, self.remote_address)
+            if not oneway:
+                await self._write_error(rid, ResponseCode.SYSTEM_ERROR,
+                                        f"internal error serving {name}; see the broker log")
+            return
+        if not oneway:
+            await self._write(FrameKind.RESPONSE, ResponseCode.SUCCESS, rid, encode(response))
+
+    # -- writing ---------------------------------------------------------------------
+
+    async def _write(self, kind: FrameKind, code: int, rid: int, body: bytes) -> None:
+        """Write one frame in one call (frames never interleave), then respect backpressure."""
+        if self._writer.is_closing():
+            return
+        self._writer.write(encode_frame(kind, code, rid, body))
+        try:
+            await self._writer.drain()
+        except ConnectionError:
+            self._alive = False
+
+    async def _write_error(self, rid: int, code: int, message: str, *,
+                           retriable: bool = False) -> None:
+        body = encode(m.ErrorBody(message=message, retriable=retriable))
+        await self._write(FrameKind.RESPONSE, code, rid, body)

@@ -1,0 +1,326 @@
+"""The native door's dispatch table: one coroutine per request code.
+
+Each handler takes the shared :class:`ServerContext`, the :class:`Session`
+of the connection, and the decoded request body, and returns the response
+body. It raises :class:`~broker_lite.errors.BrokerError` to answer with an
+error code; the connection turns that into an error frame.
+
+Broker methods are fast and never fsync, so handlers call them directly on
+the event loop. What waits does so without blocking it: a sync-flush
+acknowledgement waits for the flusher's callback (:func:`wait_flushed`), and a
+long-polling PULL waits on the :class:`ArrivalHub`.
+
+ACL checks (when the broker runs with one) happen here, before the broker is
+asked anything; see :mod:`broker_lite.core.acl` for the rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from broker_lite.core import Ended, Sent
+from broker_lite.core.acl import Action
+from broker_lite.errors import (
+    BrokerError,
+    ProtocolError,
+    ResponseCode,
+    UnavailableError,
+)
+from broker_lite.protocol import RequestCode, encode
+from broker_lite.protocol import messages as m
+from broker_lite.server.context import MAX_LONG_POLL_MS, ServerContext, Session
+from broker_lite.server.longpoll import long_poll_pull
+
+__all__ = ["HANDLERS", "Handler", "wait_flushed"]
+
+Handler = Callable[[ServerContext, Session, Any], Awaitable[Any]]
+
+# Room for the frame header and the fields around the messages of a response.
+_RESPONSE_OVERHEAD = 1024
+
+
+# -- helpers -----------------------------------------------------------------------
+
+
+def _check_topic(session: Session, topic: str, action: Action) -> None:
+    if session.account is not None:
+        session.account.check_topic(topic, action)
+
+
+def _check_consume(session: Session, topic: str, group: str) -> None:
+    if session.account is not None:
+        session.account.check_group(group)
+        session.account.check_topic(topic, "SUB")
+
+
+def _check_producer(session: Session, producer_group: str) -> None:
+    if session.account is not None:
+        session.account.check_producer(producer_group)
+
+
+def _check_client(session: Session, client_id: str, what: str) -> None:
+    if client_id != session.client_id:
+        raise ProtocolError(
+            f"{what}.client_id {client_id!r} is not the client id {session.client_id!r} this "
+            f"connection said HELLO with", code=ResponseCode.MALFORMED_REQUEST)
+
+
+async def wait_flushed(ctx: ServerContext, end_offset: int) -> None:
+    """Return once the store has made ``end_offset`` durable (at once in async flush mode).
+
+    The store calls back on its flusher thread; the result crosses to the loop
+    with ``call_soon_threadsafe``. A flush error is raised as a BrokerError
+    (``FLUSH_DISK_TIMEOUT`` unless it is one already); no answer within
+    ``flush_timeout`` raises ``FLUSH_DISK_TIMEOUT`` too: the message is stored,
+    its durability is not confirmed.
+    """
+    loop = ctx.loop
+    future: asyncio.Future[BaseException | None] = loop.create_future()
+    loop_thread = threading.get_ident()
+
+    def settle(error: BaseException | None) -> None:
+        if not future.done():
+            future.set_result(error)
+
+    def on_flushed(error: BaseException | None) -> None:
+        if threading.get_ident() == loop_thread:  # called back synchronously (async mode)
+            settle(error)
+        else:
+            ctx.call_soon_threadsafe(settle, error)
+
+    ctx.broker.store.when_flushed(end_offset, on_flushed)
+    try:
+        error = await asyncio.wait_for(future, ctx.config.flush_timeout)
+    except TimeoutError:
+        raise _flush_error(f"no fsync of offset {end_offset} within "
+                           f"{ctx.config.flush_timeout:g}s; the message is stored but its "
+                           f"durability is not confirmed") from None
+    if isinstance(error, BrokerError):
+        raise error
+    if error is not None:
+        raise _flush_error(f"flush failed: {error}") from error
+
+
+def _flush_error(message: str) -> BrokerError:
+    exc = UnavailableError(message)
+    exc.code = ResponseCode.FLUSH_DISK_TIMEOUT
+    return exc
+
+
+def _error_body(exc: BrokerError) -> m.ErrorBody:
+    return m.ErrorBody(message=str(exc), retriable=exc.retriable)
+
+
+def _fit(messages: list[m.DeliveredMessage], limit: int) -> int:
+    """How many of ``messages``, from the first, fit in a frame of ``limit`` bytes."""
+    used = _RESPONSE_OVERHEAD
+    for i, message in enumerate(messages):
+        used += len(encode(message))
+        if used > limit:
+            return i
+    return len(messages)
+
+
+# -- connection ----------------------------------------------------------------------
+
+
+async def heartbeat(ctx: ServerContext, session: Session, req: m.HeartbeatRequest) -> m.Empty:
+    _check_client(session, req.client_id, "heartbeat")
+    for group in req.producer_groups:
+        _check_producer(session, group)
+    for sub in req.consumers:
+        _check_consume(session, sub.topic, sub.group)
+    ctx.broker.register(req, session)
+    session.mark_registered()
+    return m.Empty()
+
+
+async def unregister(ctx: ServerContext, session: Session, req: m.HeartbeatRequest) -> m.Empty:
+    _check_client(session, req.client_id, "unregister")
+    ctx.broker.unregister(req.client_id)
+    return m.Empty()
+
+
+# -- producing -----------------------------------------------------------------------
+
+
+async def send(ctx: ServerContext, session: Session, req: m.SendRequest) -> m.SendResult:
+    _check_topic(session, req.message.topic, "PUB")
+    sent: Sent = ctx.broker.send(req.producer_group, req.message,
+                                 born_host=session.remote_address)
+    await wait_flushed(ctx, sent.end_offset)
+    return sent.result
+
+
+async def send_batch(ctx: ServerContext, session: Session,
+                     req: m.SendBatchRequest) -> m.SendBatchResponse:
+    for message in req.messages:
+        _check_topic(session, message.topic, "PUB")
+    outcomes = ctx.broker.send_batch(req.producer_group, req.messages,
+                                     born_host=session.remote_address)
+    ends = [o.end_offset for o in outcomes if isinstance(o, Sent)]
+    if ends:
+        await wait_flushed(ctx, max(ends))
+    results = [
+        m.SendItemResult(code=ResponseCode.SUCCESS, result=o.result) if isinstance(o, Sent)
+        else m.SendItemResult(code=o.code, error=_error_body(o))
+        for o in outcomes
+    ]
+    return m.SendBatchResponse(results=results)
+
+
+# -- transactions ----------------------------------------------------------------------
+
+
+async def end_transaction(ctx: ServerContext, session: Session,
+                          req: m.EndTransactionRequest) -> m.EndTransactionResponse:
+    _check_producer(session, req.producer_group)
+    ended: Ended = ctx.broker.end_transaction(req)
+    await wait_flushed(ctx, ended.end_offset)
+    return ended.response
+
+
+async def end_transaction_batch(ctx: ServerContext, session: Session,
+                                req: m.EndTransactionBatchRequest
+                                ) -> m.EndTransactionBatchResponse:
+    codes: list[int] = []
+    results: list[m.EndTransactionResponse | None] = []
+    errors: list[m.ErrorBody | None] = []
+    end = -1
+    for item in req.items:
+        try:
+            _check_producer(session, item.producer_group)
+            ended = ctx.broker.end_transaction(item)
+        except BrokerError as exc:
+            codes.append(exc.code)
+            results.append(None)
+            errors.append(_error_body(exc))
+            continue
+        end = max(end, ended.end_offset)
+        codes.append(ResponseCode.SUCCESS)
+        results.append(ended.response)
+        errors.append(None)
+    if end >= 0:
+        await wait_flushed(ctx, end)
+    return m.EndTransactionBatchResponse(codes=codes, results=results, errors=errors)
+
+
+# -- consuming ----------------------------------------------------------------------
+
+
+async def pull(ctx: ServerContext, session: Session, req: m.PullRequest) -> m.PullResponse:
+    _check_consume(session, req.topic, req.group)
+    response = await long_poll_pull(ctx.broker, ctx.hub, req, MAX_LONG_POLL_MS)
+    keep = _fit(response.messages, ctx.config.max_frame_size)
+    if keep == len(response.messages):
+        return response
+    if keep == 0:
+        raise ProtocolError(
+            f"message at queue offset {response.messages[0].queue_offset} of {req.topic!r} "
+            f"does not fit in a frame of {ctx.config.max_frame_size} bytes",
+            code=ResponseCode.FRAME_TOO_LARGE)
+    # The rest is fetched by the next pull, from the first message left out.
+    return m.PullResponse(status=response.status, messages=response.messages[:keep],
+                          next_offset=response.messages[keep].queue_offset,
+                          min_offset=response.min_offset, max_offset=response.max_offset)
+
+
+async def query_assignment(ctx: ServerContext, session: Session,
+                           req: m.QueryAssignmentRequest) -> m.Assignment:
+    _check_consume(session, req.topic, req.group)
+    return ctx.broker.query_assignment(req)
+
+
+async def query_offset(ctx: ServerContext, session: Session,
+                       req: m.OffsetRequest) -> m.OffsetResponse:
+    _check_consume(session, req.topic, req.group)
+    return ctx.broker.query_offset(req)
+
+
+async def update_offset(ctx: ServerContext, session: Session,
+                        req: m.UpdateOffsetRequest) -> m.Empty:
+    _check_consume(session, req.topic, req.group)
+    ctx.broker.update_offset(req)
+    return m.Empty()
+
+
+async def ack(ctx: ServerContext, session: Session, req: m.AckRequest) -> m.Empty:
+    _check_consume(session, req.topic, req.group)
+    ctx.broker.ack(req)
+    return m.Empty()
+
+
+async def send_back(ctx: ServerContext, session: Session, req: m.SendBackRequest) -> m.Empty:
+    _check_consume(session, req.topic, req.group)
+    end_offset = ctx.broker.send_back(req)
+    await wait_flushed(ctx, end_offset)
+    return m.Empty()
+
+
+# -- admin ---------------------------------------------------------------------------
+
+
+async def topic_create(ctx: ServerContext, session: Session,
+                       req: m.TopicCreateRequest) -> m.TopicInfo:
+    if session.account is not None:
+        session.account.check_admin(f"creating topic {req.topic!r}")
+    return ctx.broker.create_topic(req)
+
+
+async def topic_list(ctx: ServerContext, session: Session, req: m.Empty) -> m.TopicListResponse:
+    return m.TopicListResponse(topics=ctx.broker.list_topics())
+
+
+async def topic_route(ctx: ServerContext, session: Session,
+                      req: m.TopicRouteRequest) -> m.TopicInfo:
+    account = session.account
+    if account is not None and not account.admin:
+        try:
+            account.check_topic(req.topic, "PUB")
+        except BrokerError:
+            account.check_topic(req.topic, "SUB")
+    return ctx.broker.topic_route(req.topic)
+
+
+async def query_by_key(ctx: ServerContext, session: Session,
+                       req: m.QueryByKeyRequest) -> m.QueryByKeyResponse:
+    response = ctx.broker.query_by_key(req)
+    messages = response.messages
+    account = session.account
+    if account is not None and not account.admin:
+        messages = [msg for msg in messages if _may_read(session, msg.topic)]
+    keep = _fit(messages, ctx.config.max_frame_size)
+    if keep == len(response.messages):
+        return response
+    return m.QueryByKeyResponse(messages=messages[:keep])
+
+
+def _may_read(session: Session, topic: str) -> bool:
+    try:
+        _check_topic(session, topic, "SUB")
+    except BrokerError:
+        return False
+    return True
+
+
+HANDLERS: dict[int, Handler] = {
+    RequestCode.HEARTBEAT: heartbeat,
+    RequestCode.UNREGISTER_CLIENT: unregister,
+    RequestCode.SEND_MESSAGE: send,
+    RequestCode.SEND_BATCH: send_batch,
+    RequestCode.PULL_MESSAGE: pull,
+    RequestCode.QUERY_ASSIGNMENT: query_assignment,
+    RequestCode.QUERY_CONSUMER_OFFSET: query_offset,
+    RequestCode.UPDATE_CONSUMER_OFFSET: update_offset,
+    RequestCode.ACK_MESSAGE: ack,
+    RequestCode.CONSUMER_SEND_BACK: send_back,
+    RequestCode.END_TRANSACTION: end_transaction,
+    RequestCode.END_TRANSACTION_BATCH: end_transaction_batch,
+    RequestCode.TOPIC_CREATE: topic_create,
+    RequestCode.TOPIC_LIST: topic_list,
+    RequestCode.TOPIC_ROUTE: topic_route,
+    RequestCode.QUERY_MESSAGE_BY_KEY: query_by_key,
+}

@@ -1,0 +1,205 @@
+"""Run a broker: both doors, the periodic work, and a graceful shutdown.
+
+:class:`BrokerRuntime` owns the process-level life of a broker:
+
+1. bind the native socket (so the real port is known, and recorded as the
+   store host), open the :class:`~broker_lite.core.Broker` in a worker thread
+   (recovery may take a while), start the gRPC server (no services yet: the
+   ``MessagingService`` door is a later issue, so every call answers
+   ``UNIMPLEMENTED``) and the native server;
+2. run the broker's periodic methods, each in a worker thread so the event
+   loop never blocks; a failure is logged and the task goes on;
+3. on :meth:`BrokerRuntime.request_stop` (SIGTERM/SIGINT in :func:`serve`):
+   stop accepting, close connections, let the periodic work finish its round,
+   wait for check-back resolutions, then ``broker.persist()`` and
+   ``broker.close()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import ipaddress
+import logging
+import signal
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from broker_lite.core import Broker, BrokerConfig
+from broker_lite.core.acl import Acl
+from broker_lite.server.context import ServerConfig, ServerContext
+from broker_lite.server.longpoll import ArrivalHub
+from broker_lite.server.native import NativeServer, bind_socket, format_address
+from broker_lite.server.periodic import Periodic, schedule_for
+
+__all__ = ["BindRefused", "BrokerRuntime", "check_bind_policy", "is_loopback", "serve"]
+
+log = logging.getLogger("broker_lite.server")
+
+_SHUTDOWN_GRACE = 10.0
+
+
+class BindRefused(ValueError):
+    """An open broker (no ACL) was asked to listen beyond loopback without ``insecure``."""
+
+
+def is_loopback(host: str) -> bool:
+    """True when every address ``host`` resolves to is a loopback address."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
+
+
+def check_bind_policy(host: str, *, acl: Acl | None, insecure: bool) -> None:
+    """Refuse to expose a broker without an ACL beyond loopback, unless told to."""
+    if acl is None and not insecure and not is_loopback(host):
+        raise BindRefused(
+            f"refusing to listen on {host!r} without an ACL: anyone who can reach it could "
+            f"send, consume and end transactions. Pass --acl FILE, or --insecure to accept that")
+
+
+class BrokerRuntime:
+    """A running broker with its doors; start with :meth:`start`, end with :meth:`stop`."""
+
+    def __init__(self, broker_config: BrokerConfig, server_config: ServerConfig, *,
+                 acl: Acl | None = None) -> None:
+        self.broker_config = broker_config
+        self.server_config = server_config
+        self.acl = acl
+        self.native_address = ""
+        self.grpc_address = ""
+        self.broker: Broker | None = None
+        self._native: NativeServer | None = None
+        self._grpc: Any = None
+        self._periodic: list[Periodic] = []
+        self._ctx: ServerContext | None = None
+        self._stop = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        with contextlib.suppress(RuntimeError):
+            self._loop = asyncio.get_running_loop()
+
+    @property
+    def ready_line(self) -> str:
+        return f"broker_lite ready native={self.native_address} grpc={self.grpc_address}"
+
+    async def start(self) -> None:
+        """Open the broker and make both doors listen. Raises if any step fails."""
+        cfg = self.server_config
+        check_bind_policy(cfg.host, acl=self.acl, insecure=cfg.insecure)
+        self._loop = asyncio.get_running_loop()
+        sock = bind_socket(cfg.host, cfg.port)
+        try:
+            self.native_address = format_address(sock)
+            store = dataclasses.replace(self.broker_config.store, store_host=self.native_address)
+            config = dataclasses.replace(self.broker_config, store=store)
+            self.broker = await asyncio.to_thread(Broker, config)
+            self.grpc_address = await self._start_grpc(cfg.host, cfg.grpc_port)
+            hub = ArrivalHub(self._loop)
+            self.broker.add_arrival_listener(hub.notify)
+            self._ctx = ServerContext(broker=self.broker, config=cfg, acl=self.acl, hub=hub,
+                                      loop=self._loop)
+            self._native = NativeServer(self._ctx)
+            await self._native.start(sock)
+        except BaseException:
+            sock.close()
+            await self._teardown()
+            raise
+        self._periodic = [Periodic(name, fn, every) for name, fn, every
+                          in schedule_for(self.broker)]
+        for task in self._periodic:
+            task.start()
+        log.info("broker %r ready: native=%s grpc=%s data_dir=%s flush=%s acl=%s",
+                 self.broker_config.broker_name, self.native_address, self.grpc_address,
+                 self.broker_config.store.data_dir, self.broker_config.store.flush,
+                 "on" if self.acl is not None else "off")
+
+    async def _start_grpc(self, host: str, port: int) -> str:
+        server = grpc.aio.server()
+        target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        try:
+            bound = server.add_insecure_port(target)
+        except RuntimeError as exc:
+            raise OSError(f"cannot bind the gRPC door to {target}: {exc}") from exc
+        if not bound:
+            raise OSError(f"cannot bind the gRPC door to {target}")
+        await server.start()
+        self._grpc = server
+        return f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
+
+    def request_stop(self) -> None:
+        """Ask :meth:`wait_stopped` to return; safe from signal handlers and other threads."""
+        loop = self._loop
+        if loop is None:  # not started: no other thread can know of us yet
+            self._stop.set()
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is already closed
+            loop.call_soon_threadsafe(self._stop.set)
+
+    async def wait_stopped(self) -> None:
+        await self._stop.wait()
+
+    async def stop(self) -> None:
+        """Graceful shutdown; the broker's state is persisted and its files closed."""
+        log.info("shutting down")
+        await self._teardown()
+        log.info("broker stopped")
+
+    async def _teardown(self) -> None:
+        if self._native is not None:
+            self._native.stop_accepting()
+        if self._grpc is not None:
+            await self._grpc.stop(None)
+            self._grpc = None
+        if self._native is not None:
+            await self._native.close()
+            self._native = None
+        if self._periodic:
+            await asyncio.gather(*(p.stop() for p in self._periodic), return_exceptions=True)
+            self._periodic = []
+        if self._ctx is not None and self._ctx.background:
+            _, pending = await asyncio.wait(list(self._ctx.background), timeout=_SHUTDOWN_GRACE)
+            for task in pending:
+                task.cancel()
+        if self.broker is not None:
+            broker, self.broker = self.broker, None
+            await asyncio.to_thread(_close_broker, broker)
+
+
+def _close_broker(broker: Broker) -> None:
+    try:
+        broker.persist()
+    finally:
+        broker.close()
+
+
+async def serve(broker_config: BrokerConfig, server_config: ServerConfig, *,
+                acl: Acl | None = None, ready: Callable[[str], None] = print) -> None:
+    """Run a broker until SIGTERM or SIGINT, then shut it down gracefully.
+
+    ``ready`` receives the ready line once both doors listen.
+    """
+    runtime = BrokerRuntime(broker_config, server_config, acl=acl)
+    loop = asyncio.get_running_loop()
+    # Installed before start: a SIGTERM during recovery stops the broker right after.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, runtime.request_stop)
+    try:
+        await runtime.start()
+        ready(runtime.ready_line)
+        await runtime.wait_stopped()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await runtime.stop()
