@@ -74,7 +74,12 @@ class ConsumeQueue:
 
     def append(self, queue_offset: int, commitlog_offset: int, size: int, tag_hash: int) -> None:
         """Write the unit for ``queue_offset``; it must be the next one."""
-        mf = self.prepare(queue_offset)
+        self.write_unit(self.prepare(queue_offset), queue_offset, commitlog_offset, size,
+                        tag_hash)
+
+    def write_unit(self, mf: MappedFile, queue_offset: int, commitlog_offset: int, size: int,
+                   tag_hash: int) -> None:
+        """Write a unit into the file :meth:`prepare` returned for ``queue_offset``."""
         mf.write(_UNIT.pack(commitlog_offset, size, tag_hash))
         self._max_unit = queue_offset + 1
 

@@ -44,7 +44,12 @@ class FlushService:
         self._checkpoint = checkpoint
         self._interval = interval
         self._checkpoint_interval = checkpoint_interval
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        # The flusher sleeps on ``_wake``; appenders sleep on the event of the
+        # flush generation they wait for, which the flusher sets once per
+        # fdatasync. So each waiter wakes once per flush, not once per request.
+        self._wake = threading.Event()
+        self._generation = threading.Event()
         self._requested = 0
         self._flushed = 0
         self._callbacks: list[tuple[int, Callable[[BaseException | None], None]]] = []
@@ -63,10 +68,12 @@ class FlushService:
 
     def request(self, end_offset: int) -> None:
         """Ask for everything below ``end_offset`` to be made durable soon."""
-        with self._cond:
-            if end_offset > self._requested:
+        with self._lock:
+            wake = end_offset > self._requested
+            if wake:
                 self._requested = end_offset
-                self._cond.notify_all()
+        if wake:
+            self._wake.set()
 
     def wait(self, end_offset: int, timeout: float | None = None) -> bool:
         """Block until ``end_offset`` is durable; ``False`` on timeout.
@@ -74,50 +81,57 @@ class FlushService:
         Raises the error the flusher met, if ``fdatasync`` failed.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            if end_offset > self._requested:
-                self._requested = end_offset
-                self._cond.notify_all()
-            while self._flushed < end_offset:
+        while True:
+            with self._lock:
+                if self._flushed >= end_offset:
+                    return True
                 if self._error is not None:
                     raise self._error
                 if self._stopping and not self._thread.is_alive():
                     return False
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._cond.wait(remaining)
-            return True
+                wake = end_offset > self._requested
+                if wake:
+                    self._requested = end_offset
+                generation = self._generation
+            if wake:
+                self._wake.set()
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return False
+            generation.wait(remaining)
 
     def when_flushed(
         self, end_offset: int, callback: Callable[[BaseException | None], None]
     ) -> None:
         """Call ``callback(None)`` from the flusher thread once durable (or with the error)."""
-        with self._cond:
-            if self._error is not None:
-                error: BaseException | None = self._error
-            elif self._flushed >= end_offset:
-                error = None
-            else:
+        with self._lock:
+            error = self._error
+            queued = error is None and self._flushed < end_offset
+            wake = False
+            if queued:
                 self._callbacks.append((end_offset, callback))
-                if end_offset > self._requested:
+                wake = end_offset > self._requested
+                if wake:
                     self._requested = end_offset
-                    self._cond.notify_all()
-                return
-        callback(error)
+        if wake:
+            self._wake.set()
+        if not queued:
+            callback(error)
 
     def _run(self) -> None:
         last_checkpoint = time.monotonic()
         while True:
-            with self._cond:
-                if self.mode == "sync":
-                    while not self._stopping and self._requested <= self._flushed:
-                        self._cond.wait(self._checkpoint_interval)
-                        if time.monotonic() - last_checkpoint >= self._checkpoint_interval:
-                            break
-                else:
-                    self._cond.wait(self._interval)
+            if self.mode == "sync":
+                self._wake.wait(self._checkpoint_interval)
+            else:
+                self._wake.wait(self._interval)
+            self._wake.clear()  # before reading _requested: no request is missed
+            with self._lock:
                 stopping = self._stopping
+                needed = self._requested > self._flushed
+            due = time.monotonic() - last_checkpoint >= self._checkpoint_interval
+            if self.mode == "sync" and not (needed or due or stopping):
+                continue
             try:
                 flushed = self._flush()
                 self.fsync_count += 1
@@ -125,14 +139,15 @@ class FlushService:
             except BaseException as exc:  # reported to every waiter
                 log.exception("commit log flush failed")
                 flushed, error = self._flushed, exc
-            with self._cond:
+            with self._lock:
                 self._flushed = max(self._flushed, flushed)
                 self._error = error
                 ready = [cb for off, cb in self._callbacks if off <= self._flushed or error]
                 self._callbacks = [
                     (off, cb) for off, cb in self._callbacks if off > self._flushed and not error
                 ]
-                self._cond.notify_all()
+                done, self._generation = self._generation, threading.Event()
+            done.set()
             for cb in ready:
                 cb(error)
             now = time.monotonic()
@@ -147,8 +162,8 @@ class FlushService:
 
     def stop(self) -> None:
         """Flush once more, checkpoint, and end the thread."""
-        with self._cond:
+        with self._lock:
             self._stopping = True
-            self._cond.notify_all()
+        self._wake.set()
         if self._thread.is_alive():
             self._thread.join()

@@ -83,7 +83,6 @@ class IndexFile:
         self.end_ts = store_ts
         self.end_offset = offset
         self.dirty = True
-        self._write_header()
 
     def _live(self, number: int) -> int:
         """Step over entries past the recorded count.
@@ -121,8 +120,15 @@ class IndexFile:
         return found
 
     def flush(self) -> None:
+        """Write the header (entry count and end offset), then sync.
+
+        The header is not rewritten on every put: after a crash, entries past
+        the saved count are stepped over and their records re-indexed by
+        recovery (whose start, the checkpoint, is written after this flush).
+        """
         if self.dirty:
             self.dirty = False
+            self._write_header()
             self.file.sync()
 
 
@@ -185,4 +191,5 @@ class KeyIndex:
 
     def close(self) -> None:
         for index_file in self.files:
+            index_file.flush()
             index_file.file.close()

@@ -108,7 +108,10 @@ class MappedFile:
         """Copy ``data`` at the write position; return the position it went to."""
         pos = self.wrote_position
         end = pos + len(data)
-        self._writable()[pos:end] = data
+        mm = self._mm
+        if mm is None or self.readonly:
+            raise StorageError(f"{self.path} is open read-only")
+        mm[pos:end] = data
         self.wrote_position = end
         return pos
 

@@ -48,7 +48,7 @@ from broker_lite.storage.record import (
     StoredRecord,
     SysFlag,
     TxType,
-    encode_record,
+    encode_record_fast,
     pack_host,
     record_size,
     tag_hash,
@@ -256,30 +256,17 @@ class MessageStore:
             cq = self._queue(msg.topic, msg.queue_id) if dispatch else None
             queue_offset = cq.max_offset if cq is not None else 0
             offset = self._log.reserve(size)
-            if cq is not None:
-                cq.prepare(queue_offset)
+            unit_file = cq.prepare(queue_offset) if cq is not None else None
             if keys:
                 self._index.prepare(len(keys), offset)
             now = int(time.time() * 1000)
-            data = encode_record(
-                topic=topic_b,
-                body=body,
-                properties=props_b,
-                queue_id=msg.queue_id,
-                flag=msg.flag,
-                queue_offset=queue_offset,
-                physical_offset=offset,
-                sysflag=msg.sysflag,
-                born_timestamp=msg.born_timestamp or now,
-                born_host=msg.born_host,
-                store_timestamp=now,
-                store_host=self._store_host,
-                reconsume_times=msg.reconsume_times,
-                prepared_tx_offset=msg.prepared_tx_offset,
-            )
-            self._log.write(data)
-            if cq is not None:
-                cq.append(queue_offset, offset, size, tag)
+            self._log.write(encode_record_fast(
+                topic_b, body, props_b, msg.queue_id, msg.flag, queue_offset, offset,
+                msg.sysflag, msg.born_timestamp or now, msg.born_host, now, self._store_host,
+                msg.reconsume_times, msg.prepared_tx_offset,
+            ))
+            if cq is not None and unit_file is not None:
+                cq.write_unit(unit_file, queue_offset, offset, size, tag)
             if keys:
                 self._index.put(keys, offset, now)
         return PutResult(offset, size, queue_offset, now)

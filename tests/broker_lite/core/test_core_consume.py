@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import make_broker, pull_all
+from core_support import make_broker, pull_all
 
 from broker_lite.core import Broker
 from broker_lite.core.topics import SCHEDULE_TOPIC
@@ -175,7 +175,7 @@ def test_auto_create_off(open_broker: Opener) -> None:
 
 
 def test_assignment_splits_queues_between_members(open_broker: Opener) -> None:
-    from conftest import ProducerEndpoint
+    from core_support import ProducerEndpoint
 
     broker = open_broker()
     broker.create_topic(m.TopicCreateRequest(topic="Split", queues=5))

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import ProducerEndpoint, make_broker, pull_all
+from core_support import ProducerEndpoint, make_broker, pull_all
 
 from broker_lite.core import Broker
 from broker_lite.core.topics import HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC

@@ -28,13 +28,14 @@ def test_chains_hold_every_key_across_file_rollover(tmp_path: Path) -> None:
     assert 4100 in reopened.candidates("key-41")
 
 
-def test_crash_between_slot_and_header_write_loses_no_chain(tmp_path: Path) -> None:
-    """``put`` writes entry, slot, header; a kill after the slot must not cut the chain."""
+def test_entries_past_the_saved_header_do_not_cut_the_chain(tmp_path: Path) -> None:
+    """The header is saved at checkpoints; a crash leaves entries and slots past its count."""
     path = tmp_path / "00000000000000000000"
     index_file = IndexFile(path, 0, slot_count=1, max_entries=50)  # one slot: one chain
     for n in range(5):
         index_file.put(f"old-{n}", n * 10, 1_700_000_000_000)
-    # Reproduce a put killed after its slot write: entry 6 and the slot, no header.
+    index_file.flush()  # a checkpoint: header says 5 entries
+    # A put after it, killed before the next checkpoint: entry 6 and the slot, no header.
     buf = index_file.file.buffer
     entries_at = 40 + 4
     struct.pack_into(">iqii", buf, entries_at + 6 * 20, key_hash("torn"), 60, 0, 5)

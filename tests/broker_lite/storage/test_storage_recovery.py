@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import message_for, tiny_config
+from storage_support import message_for, tiny_config
 
 from broker_lite.cli import main as cli_main
 from broker_lite.storage import MessageStore

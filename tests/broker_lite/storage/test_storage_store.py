@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import body_for, message_for, tiny_config
+from storage_support import body_for, message_for, tiny_config
 
 from broker_lite.errors import (
     InvalidMessageError,
