@@ -48,7 +48,9 @@ from broker_lite.storage.record import (
     StoredRecord,
     SysFlag,
     TxType,
+    decode_record,
     encode_record_fast,
+    peek_route,
     pack_host,
     record_size,
     tag_hash,
@@ -201,20 +203,35 @@ class MessageStore:
                 self._queues[(topic_dir.name, int(queue_dir.name))] = cq
 
     def _redispatch(self, start: int, end: int) -> int:
+        """Index records of ``[start, end)`` that their queue or the key index lack.
+
+        The range was just verified by recovery, so records are found by size
+        alone, and only those missing somewhere are decoded.
+        """
         indexed_to = self._index.indexed_up_to()
+        topics: dict[bytes, str] = {}
         count = 0
-        for record in self._log.scan(start, end):
-            if record.tx_type != TxType.ROLLBACK:
-                cq = self._queue(record.topic, record.queue_id)
-                if record.queue_offset >= cq.max_offset:
-                    cq.append(record.queue_offset, record.physical_offset, record.total_size,
-                              tag_hash(record.tags))
-                    count += 1
-            if record.physical_offset > indexed_to:
+        for entry in self._log.walk_trusted(start, end):
+            buf = entry.segment.buffer
+            pos = entry.offset - entry.segment.start_offset
+            sysflag, queue_id, queue_offset, topic_b = peek_route(buf, pos)
+            cq = None
+            if sysflag & SysFlag.TX_MASK != TxType.ROLLBACK:
+                topic = topics.get(topic_b) or topics.setdefault(topic_b, topic_b.decode())
+                cq = self._queue(topic, queue_id)
+                if queue_offset < cq.max_offset:
+                    cq = None  # already there
+            if cq is None and entry.offset <= indexed_to:
+                continue
+            record = decode_record(buf, pos, verified=True)
+            if cq is not None:
+                cq.append(queue_offset, entry.offset, entry.size, tag_hash(record.tags))
+                count += 1
+            if entry.offset > indexed_to:
                 keys = _index_keys(record.properties)
                 if keys:
-                    self._index.prepare(len(keys), record.physical_offset)
-                    self._index.put(keys, record.physical_offset, record.store_timestamp)
+                    self._index.prepare(len(keys), entry.offset)
+                    self._index.put(keys, entry.offset, record.store_timestamp)
         return count
 
     def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
