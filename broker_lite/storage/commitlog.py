@@ -15,8 +15,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
 from pathlib import Path
+from typing import NamedTuple
 
 from broker_lite.errors import CorruptRecordError, MessageTooLargeError, OffsetOutOfRangeError
 from broker_lite.storage.mapped_file import MappedFile, MappedFileQueue

@@ -50,8 +50,8 @@ from broker_lite.storage.record import (
     TxType,
     decode_record,
     encode_record_fast,
-    peek_route,
     pack_host,
+    peek_route,
     record_size,
     tag_hash,
 )
