@@ -1,0 +1,120 @@
+"""Admin requests: create and list topics, a topic's route, messages by key."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Self
+
+from broker_lite.client.config import ClientConfig, build_config
+from broker_lite.client.errors import ClientClosedError
+from broker_lite.client.loop_thread import LoopThread
+from broker_lite.client.message import ReceivedMessage
+from broker_lite.client.session import Session
+from broker_lite.protocol import RequestCode
+from broker_lite.protocol import messages as m
+
+__all__ = ["Admin", "AsyncAdmin", "TopicInfo"]
+
+#: a topic's name, queue count, permission (4 read, 2 write) and each queue's max offset
+TopicInfo = m.TopicInfo
+
+
+class AsyncAdmin:
+    def __init__(self, server: str | None = None, *, access_key: str | None = None,
+                 secret_key: str | None = None, timeout: float | None = None,
+                 config: ClientConfig | None = None) -> None:
+        self.config = build_config(server, access_key=access_key, secret_key=secret_key,
+                                   timeout=timeout, config=config)
+        self.session = Session(self.config)
+
+    async def start(self) -> None:
+        await self.session.start()
+
+    async def shutdown(self) -> None:
+        await self.session.close()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.shutdown()
+
+    async def create_topic(self, topic: str, queues: int = 4, perm: int = 6) -> TopicInfo:
+        """Create ``topic`` (or grow its queues / change its permission)."""
+        return await self.session.request(
+            RequestCode.TOPIC_CREATE, m.TopicCreateRequest(topic=topic, queues=queues, perm=perm),
+            m.TopicInfo)
+
+    async def list_topics(self) -> list[TopicInfo]:
+        response = await self.session.request(RequestCode.TOPIC_LIST, m.Empty(),
+                                              m.TopicListResponse)
+        return list(response.topics)
+
+    async def topic_route(self, topic: str) -> TopicInfo:
+        return await self.session.request(RequestCode.TOPIC_ROUTE,
+                                          m.TopicRouteRequest(topic=topic), m.TopicInfo)
+
+    async def query_by_key(self, key: str, max_messages: int = 32) -> list[ReceivedMessage]:
+        """Stored messages whose keys (or unique key) include ``key``."""
+        response = await self.session.request(
+            RequestCode.QUERY_MESSAGE_BY_KEY,
+            m.QueryByKeyRequest(key=key, max_messages=max_messages), m.QueryByKeyResponse)
+        return [ReceivedMessage.from_wire(d) for d in response.messages]
+
+
+class Admin:
+    """The sync admin client."""
+
+    def __init__(self, server: str | None = None, *, access_key: str | None = None,
+                 secret_key: str | None = None, timeout: float | None = None,
+                 config: ClientConfig | None = None) -> None:
+        self._async = AsyncAdmin(server, access_key=access_key, secret_key=secret_key,
+                                 timeout=timeout, config=config)
+        self._loop: LoopThread | None = None
+
+    def start(self) -> None:
+        if self._loop is not None:
+            return
+        self._loop = LoopThread("broker-lite-admin")
+        try:
+            self._loop.run(self._async.start())
+        except BaseException:
+            self._loop.stop()
+            self._loop = None
+            raise
+
+    def shutdown(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        try:
+            loop.run(self._async.shutdown(), timeout=self._async.config.request_timeout + 5)
+        finally:
+            loop.stop()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.shutdown()
+
+    def _running(self) -> LoopThread:
+        if self._loop is None:
+            raise ClientClosedError("the admin client is not started (call start())")
+        return self._loop
+
+    def create_topic(self, topic: str, queues: int = 4, perm: int = 6) -> TopicInfo:
+        return self._running().run(self._async.create_topic(topic, queues, perm))
+
+    def list_topics(self) -> list[TopicInfo]:
+        return self._running().run(self._async.list_topics())
+
+    def topic_route(self, topic: str) -> TopicInfo:
+        return self._running().run(self._async.topic_route(topic))
+
+    def query_by_key(self, key: str, max_messages: int = 32) -> list[ReceivedMessage]:
+        return self._running().run(self._async.query_by_key(key, max_messages))

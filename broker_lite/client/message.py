@@ -1,0 +1,311 @@
+"""What the client sends and what it receives.
+
+:class:`Message` is what a producer builds; :class:`ReceivedMessage` is what
+a consumer's listener (and a transaction check-back) is given;
+:class:`SendResult` is what the broker answered to a send. All three are
+frozen dataclasses; the wire structs of :mod:`broker_lite.protocol.messages`
+stay inside the client.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from types import MappingProxyType
+
+from broker_lite.protocol import messages as m
+from broker_lite.storage.properties import (
+    DELAY,
+    REAL_TOPIC,
+    RETRY_TOPIC,
+    TRANSACTION_ID,
+    UNIQ_KEY,
+    split_keys,
+)
+
+__all__ = [
+    "RETRY_PREFIX",
+    "Message",
+    "ReceivedMessage",
+    "SendResult",
+    "SendStatus",
+    "dlq_topic",
+    "retry_topic",
+]
+
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+MAX_DELAY_LEVEL = 18
+
+
+def retry_topic(group: str) -> str:
+    """The topic a consumer group's failed messages come back on."""
+    return f"{RETRY_PREFIX}{group}"
+
+
+def dlq_topic(group: str) -> str:
+    """Where a message goes once it failed ``max_reconsume_times`` times."""
+    return f"{DLQ_PREFIX}{group}"
+
+
+def _keys_tuple(keys: str | Iterable[str] | None) -> tuple[str, ...]:
+    if keys is None:
+        return ()
+    if isinstance(keys, str):
+        return tuple(split_keys(keys))
+    out = tuple(keys)
+    for key in out:
+        if not isinstance(key, str) or not key or " " in key:
+            raise ValueError(f"each key must be a non-empty str without spaces, got {key!r}")
+    return out
+
+
+def _body_bytes(body: object) -> bytes:
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    if isinstance(body, bytes | bytearray | memoryview):
+        return bytes(body)
+    raise TypeError(f"body must be bytes or str, got {type(body).__name__}")
+
+
+def _deliver_at_ms(deliver_at: float | datetime | None) -> int:
+    if deliver_at is None:
+        return 0
+    if isinstance(deliver_at, datetime):
+        if deliver_at.tzinfo is None:
+            raise ValueError("deliver_at must be timezone-aware (or epoch seconds)")
+        return int(deliver_at.timestamp() * 1000)
+    if deliver_at < 0:
+        raise ValueError(f"deliver_at must be epoch seconds >= 0, got {deliver_at}")
+    return int(deliver_at * 1000)
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class Message:
+    """A message to send.
+
+    ``body`` may be ``str`` (sent as UTF-8). ``keys`` is one key, several
+    space-separated keys, or an iterable of keys (indexed by the broker for
+    lookups). ``sharding_key`` (alias ``message_group``) pins the message to
+    one queue, so messages with the same key keep their order. ``delay_level``
+    (1..18, RocketMQ's schedule) or ``deliver_at`` (epoch seconds or an aware
+    datetime) delays delivery. ``msg_id`` is the unique key (``UNIQ_KEY``):
+    leave it empty and the broker makes one; set it (an outbox ``tx_id``) and a
+    re-sent half is recognised as the same transaction.
+    """
+
+    topic: str
+    body: bytes
+    tags: str | None = None
+    keys: tuple[str, ...] = ()
+    properties: Mapping[str, str] = field(default_factory=dict)
+    sharding_key: str | None = None
+    delay_level: int = 0
+    deliver_at_ms: int = 0
+    msg_id: str = ""
+
+    def __init__(
+        self,
+        topic: str,
+        body: bytes | bytearray | memoryview | str,
+        tags: str | None = None,
+        keys: str | Iterable[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        *,
+        sharding_key: str | None = None,
+        message_group: str | None = None,
+        delay_level: int = 0,
+        deliver_at: float | datetime | None = None,
+        msg_id: str = "",
+    ) -> None:
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(f"topic must be a non-empty str, got {topic!r}")
+        if sharding_key is not None and message_group is not None and (
+                sharding_key != message_group):
+            raise ValueError("sharding_key and message_group are the same thing; give one")
+        if not 0 <= delay_level <= MAX_DELAY_LEVEL:
+            raise ValueError(f"delay_level must be in [0, {MAX_DELAY_LEVEL}], got {delay_level}")
+        props = dict(properties or {})
+        for key, value in props.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise ValueError(f"property {key!r} must map a str to a str")
+        setattr_ = object.__setattr__
+        setattr_(self, "topic", topic)
+        setattr_(self, "body", _body_bytes(body))
+        setattr_(self, "tags", tags or None)
+        setattr_(self, "keys", _keys_tuple(keys))
+        setattr_(self, "properties", MappingProxyType(props))
+        setattr_(self, "sharding_key", sharding_key if sharding_key is not None
+                 else message_group)
+        setattr_(self, "delay_level", delay_level)
+        setattr_(self, "deliver_at_ms", _deliver_at_ms(deliver_at))
+        setattr_(self, "msg_id", msg_id)
+
+    @property
+    def message_group(self) -> str | None:
+        return self.sharding_key
+
+    @property
+    def transaction_id(self) -> str | None:
+        """Set on the message a transaction listener is given: the half's transaction id."""
+        return self.properties.get(TRANSACTION_ID) or None
+
+    def replace(self, **changes: object) -> Message:
+        """A copy with some fields changed (same keywords as the constructor)."""
+        args: dict[str, object] = {
+            "topic": self.topic, "body": self.body, "tags": self.tags, "keys": self.keys,
+            "properties": dict(self.properties), "sharding_key": self.sharding_key,
+            "delay_level": self.delay_level, "msg_id": self.msg_id,
+            "deliver_at": self.deliver_at_ms / 1000 if self.deliver_at_ms else None,
+        }
+        if "message_group" in changes:
+            changes["sharding_key"] = changes.pop("message_group")
+        args.update(changes)
+        return Message(**args)  # type: ignore[arg-type]
+
+    def to_wire(self, *, transactional: bool = False) -> m.WireMessage:
+        """The wire form. A half (``transactional``) never carries a delay."""
+        properties = dict(self.properties)
+        delay_level, deliver_at_ms = self.delay_level, self.deliver_at_ms
+        if transactional:
+            properties.pop(DELAY, None)
+            delay_level = deliver_at_ms = 0
+        return m.WireMessage(
+            topic=self.topic,
+            body=self.body,
+            tags=self.tags,
+            keys=list(self.keys),
+            properties=properties,
+            msg_id=self.msg_id,
+            sharding_key=self.sharding_key,
+            delay_level=delay_level,
+            deliver_at_ms=deliver_at_ms,
+            born_timestamp=int(time.time() * 1000),
+            transactional=transactional,
+        )
+
+
+class SendStatus(StrEnum):
+    """RocketMQ's send status; a send that did not reach ``SEND_OK`` raises instead."""
+
+    SEND_OK = "SEND_OK"
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """Where the broker stored a message.
+
+    For a half message ``topic``/``queue_id``/``queue_offset`` are the real
+    topic's as the broker reports them, ``commit_log_offset`` is the half's,
+    and ``transaction_id`` is the id to end the transaction with.
+    """
+
+    msg_id: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    transaction_id: str | None = None
+    #: the broker had this id already (a re-sent half); nothing new was stored
+    duplicate: bool = False
+    send_status: SendStatus = SendStatus.SEND_OK
+
+    @classmethod
+    def from_wire(cls, result: m.SendResult) -> SendResult:
+        return cls(
+            msg_id=result.msg_id,
+            topic=result.topic,
+            queue_id=result.queue_id,
+            queue_offset=result.queue_offset,
+            commit_log_offset=result.commit_log_offset,
+            transaction_id=result.transaction_id or None,
+            duplicate=result.duplicate,
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "msg_id": self.msg_id,
+            "topic": self.topic,
+            "queue_id": self.queue_id,
+            "queue_offset": self.queue_offset,
+            "commit_log_offset": self.commit_log_offset,
+            "transaction_id": self.transaction_id,
+            "send_status": self.send_status.value,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedMessage:
+    """A message as a listener sees it (RocketMQ's ``MessageExt`` / ``MessageView``).
+
+    ``topic`` is the topic the producer sent to: a retried message (delivered
+    on ``%RETRY%group``) and a half under check-back show their original
+    topic; ``delivered_topic`` is the one it really came from, which acks
+    use. ``transaction_id`` is set for messages of a transaction;
+    ``dedupe_key`` is what an idempotent consumer should key on: the
+    transaction id, else the unique key, else the message id.
+    """
+
+    topic: str
+    body: bytes
+    tags: str | None
+    keys: tuple[str, ...]
+    properties: Mapping[str, str]
+    msg_id: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    reconsume_times: int
+    born_timestamp: int
+    store_timestamp: int
+    delivered_topic: str
+    transaction_id: str | None = None
+    #: how many times the broker has checked this half (check-back only)
+    check_times: int = 0
+
+    @classmethod
+    def from_wire(cls, wire: m.DeliveredMessage, *, transaction_id: str | None = None,
+                  check_times: int = 0) -> ReceivedMessage:
+        props = dict(wire.properties)
+        topic = wire.topic
+        if topic.startswith(RETRY_PREFIX) and props.get(RETRY_TOPIC):
+            topic = props[RETRY_TOPIC]
+        elif props.get(REAL_TOPIC):
+            topic = props[REAL_TOPIC]
+        return cls(
+            topic=topic,
+            body=wire.body,
+            tags=wire.tags,
+            keys=tuple(wire.keys),
+            properties=MappingProxyType(props),
+            msg_id=wire.msg_id,
+            queue_id=wire.queue_id,
+            queue_offset=wire.queue_offset,
+            commit_log_offset=wire.commit_log_offset,
+            reconsume_times=wire.reconsume_times,
+            born_timestamp=wire.born_timestamp,
+            store_timestamp=wire.store_timestamp,
+            delivered_topic=wire.topic,
+            transaction_id=transaction_id or props.get(TRANSACTION_ID) or None,
+            check_times=check_times,
+        )
+
+    @property
+    def text(self) -> str:
+        """The body as UTF-8 text (raises UnicodeDecodeError when it is not)."""
+        return self.body.decode("utf-8")
+
+    @property
+    def dedupe_key(self) -> str:
+        return self.transaction_id or self.properties.get(UNIQ_KEY) or self.msg_id
+
+    @property
+    def is_retry(self) -> bool:
+        return self.delivered_topic.startswith(RETRY_PREFIX)
+
+    def with_reconsume_times(self, times: int) -> ReceivedMessage:
+        return dataclasses.replace(self, reconsume_times=times)

@@ -1,0 +1,258 @@
+"""Pull consumers: you choose the queue and the offset, the broker keeps the group's offsets.
+
+:class:`AsyncPullConsumer` is the asyncio one, :class:`PullConsumer` the sync
+facade. The push consumer is built on the same requests.
+
+- ``pull(topic, queue_id, offset, ...)`` reads from ``offset``; with
+  ``long_poll_ms`` the broker holds the request until a message arrives or
+  the time is up. An offset outside the stored range answers
+  ``status == "offset_moved"`` with ``next_offset`` where to go on.
+- ``ack(msg)`` marks one message consumed; acks may come out of order, the
+  broker advances the group's committed offset past every gap-free run.
+- ``commit(topic, queue_id, offset)`` sets the committed offset outright.
+- ``send_back(msg)`` reports a failed message: the broker redelivers it on
+  ``%RETRY%group`` after the next delay of the schedule, or moves it to
+  ``%DLQ%group`` after ``max_reconsume_times``; the original counts as consumed.
+- ``assignment(topic)`` asks which queues this client should read now (the
+  broker shares a topic's queues evenly among the group's live members).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Self
+
+from broker_lite.client.config import ClientConfig, build_config
+from broker_lite.client.errors import ClientClosedError
+from broker_lite.client.loop_thread import LoopThread
+from broker_lite.client.message import ReceivedMessage
+from broker_lite.client.session import Session
+from broker_lite.protocol import RequestCode
+from broker_lite.protocol import messages as m
+
+__all__ = ["AsyncPullConsumer", "PullConsumer", "PullResult"]
+
+FOUND = "found"
+NO_NEW_MESSAGE = "no_new_message"
+OFFSET_MOVED = "offset_moved"
+
+
+@dataclass(frozen=True, slots=True)
+class PullResult:
+    """``status`` is ``"found"``, ``"no_new_message"`` or ``"offset_moved"``."""
+
+    status: str
+    messages: list[ReceivedMessage]
+    next_offset: int
+    min_offset: int
+    max_offset: int
+
+    @classmethod
+    def from_wire(cls, response: m.PullResponse) -> PullResult:
+        return cls(status=response.status,
+                   messages=[ReceivedMessage.from_wire(d) for d in response.messages],
+                   next_offset=response.next_offset, min_offset=response.min_offset,
+                   max_offset=response.max_offset)
+
+
+def check_group(group: str) -> str:
+    if not isinstance(group, str) or not group or group.startswith("%"):
+        raise ValueError(f"group must be a non-empty name not starting with '%', got {group!r}")
+    return group
+
+
+class AsyncPullConsumer:
+    """Consumer group ``group``'s requests, on asyncio."""
+
+    def __init__(
+        self,
+        group: str,
+        server: str | None = None,
+        *,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        timeout: float | None = None,
+        client_id: str | None = None,
+        config: ClientConfig | None = None,
+        max_reconsume_times: int = 16,
+    ) -> None:
+        self.group = check_group(group)
+        self.config = build_config(server, access_key=access_key, secret_key=secret_key,
+                                   timeout=timeout, client_id=client_id, config=config)
+        self.max_reconsume_times = max_reconsume_times
+        self.session = Session(self.config)
+
+    @property
+    def client_id(self) -> str:
+        return self.session.client_id
+
+    async def start(self) -> None:
+        await self.session.start()
+
+    async def shutdown(self) -> None:
+        await self.session.close()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.shutdown()
+
+    async def subscribe(self, topic: str, tag_expr: str = "*", *,
+                        broadcasting: bool = False) -> None:
+        """Register as a member of the group for ``topic`` (counts in assignments)."""
+        self.session.add_subscription(m.ConsumerSubscription(
+            group=self.group, topic=topic, tag_expr=tag_expr, broadcasting=broadcasting))
+        if self.session.connected:
+            await self.session.heartbeat()
+
+    async def assignment(self, topic: str) -> list[int]:
+        """The queue ids of ``topic`` this client should read now."""
+        assignment = await self.session.request(
+            RequestCode.QUERY_ASSIGNMENT,
+            m.QueryAssignmentRequest(client_id=self.client_id, group=self.group, topic=topic),
+            m.Assignment)
+        return list(assignment.queue_ids)
+
+    async def pull(self, topic: str, queue_id: int, offset: int, max_messages: int = 32, *,
+                   long_poll_ms: int = 0, tag_expr: str = "*") -> PullResult:
+        request = m.PullRequest(group=self.group, topic=topic, queue_id=queue_id, offset=offset,
+                                max_messages=max_messages, tag_expr=tag_expr,
+                                long_poll_ms=max(0, long_poll_ms))
+        response = await self.session.request(
+            RequestCode.PULL_MESSAGE, request, m.PullResponse,
+            timeout=self.config.request_timeout + max(0, long_poll_ms) / 1000)
+        return PullResult.from_wire(response)
+
+    async def committed_offset(self, topic: str, queue_id: int) -> int:
+        """The group's committed offset on the queue; -1 if it never committed there."""
+        response = await self.session.request(
+            RequestCode.QUERY_CONSUMER_OFFSET,
+            m.OffsetRequest(group=self.group, topic=topic, queue_id=queue_id), m.OffsetResponse)
+        return response.offset
+
+    async def commit(self, topic: str, queue_id: int, offset: int) -> None:
+        """Set the committed offset: the next message the group will read there."""
+        await self.session.request(
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            m.UpdateOffsetRequest(group=self.group, topic=topic, queue_id=queue_id,
+                                  offset=offset), m.Empty)
+
+    async def ack(self, message: ReceivedMessage) -> None:
+        await self.session.request(
+            RequestCode.ACK_MESSAGE,
+            m.AckRequest(group=self.group, topic=message.delivered_topic,
+                         queue_id=message.queue_id, queue_offset=message.queue_offset,
+                         msg_id=message.msg_id), m.Empty)
+
+    async def send_back(self, message: ReceivedMessage, *, delay_level: int = 0,
+                        max_reconsume_times: int | None = None) -> None:
+        """Consume failed: redeliver later (``delay_level`` 0: the schedule's next),
+        or straight to the DLQ with ``delay_level=-1``."""
+        limit = self.max_reconsume_times if max_reconsume_times is None else max_reconsume_times
+        await self.session.request(
+            RequestCode.CONSUMER_SEND_BACK,
+            m.SendBackRequest(group=self.group, topic=message.delivered_topic,
+                              queue_id=message.queue_id, queue_offset=message.queue_offset,
+                              msg_id=message.msg_id, delay_level=delay_level,
+                              max_reconsume_times=limit), m.Empty)
+
+    async def topic_route(self, topic: str) -> m.TopicInfo:
+        """The topic's queue count, permission and each queue's max offset."""
+        return await self.session.request(RequestCode.TOPIC_ROUTE,
+                                          m.TopicRouteRequest(topic=topic), m.TopicInfo)
+
+
+class PullConsumer:
+    """The sync pull consumer: an :class:`AsyncPullConsumer` on a background loop."""
+
+    def __init__(
+        self,
+        group: str,
+        server: str | None = None,
+        *,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        timeout: float | None = None,
+        client_id: str | None = None,
+        config: ClientConfig | None = None,
+        max_reconsume_times: int = 16,
+    ) -> None:
+        self._async = AsyncPullConsumer(
+            group, server, access_key=access_key, secret_key=secret_key, timeout=timeout,
+            client_id=client_id, config=config, max_reconsume_times=max_reconsume_times)
+        self._loop: LoopThread | None = None
+
+    @property
+    def group(self) -> str:
+        return self._async.group
+
+    @property
+    def client_id(self) -> str:
+        return self._async.client_id
+
+    def start(self) -> None:
+        if self._loop is not None:
+            return
+        self._loop = LoopThread(f"broker-lite-pull-{self.group}")
+        try:
+            self._loop.run(self._async.start())
+        except BaseException:
+            self._loop.stop()
+            self._loop = None
+            raise
+
+    def shutdown(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        try:
+            loop.run(self._async.shutdown(), timeout=self._async.config.request_timeout + 5)
+        finally:
+            loop.stop()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.shutdown()
+
+    def _running(self) -> LoopThread:
+        if self._loop is None:
+            raise ClientClosedError("the consumer is not started (call start())")
+        return self._loop
+
+    def subscribe(self, topic: str, tag_expr: str = "*", *, broadcasting: bool = False) -> None:
+        self._running().run(self._async.subscribe(topic, tag_expr, broadcasting=broadcasting))
+
+    def assignment(self, topic: str) -> list[int]:
+        return self._running().run(self._async.assignment(topic))
+
+    def pull(self, topic: str, queue_id: int, offset: int, max_messages: int = 32, *,
+             long_poll_ms: int = 0, tag_expr: str = "*") -> PullResult:
+        return self._running().run(self._async.pull(
+            topic, queue_id, offset, max_messages, long_poll_ms=long_poll_ms, tag_expr=tag_expr))
+
+    def committed_offset(self, topic: str, queue_id: int) -> int:
+        return self._running().run(self._async.committed_offset(topic, queue_id))
+
+    def commit(self, topic: str, queue_id: int, offset: int) -> None:
+        self._running().run(self._async.commit(topic, queue_id, offset))
+
+    def ack(self, messages: ReceivedMessage | Iterable[ReceivedMessage]) -> None:
+        """Ack one message or several."""
+        batch = [messages] if isinstance(messages, ReceivedMessage) else list(messages)
+        for message in batch:
+            self._running().run(self._async.ack(message))
+
+    def send_back(self, message: ReceivedMessage, *, delay_level: int = 0) -> None:
+        self._running().run(self._async.send_back(message, delay_level=delay_level))
+
+    def topic_route(self, topic: str) -> m.TopicInfo:
+        return self._running().run(self._async.topic_route(topic))
