@@ -35,6 +35,7 @@ from broker_lite.protocol import (
     PROTOCOL_VERSION,
     REQUEST_TYPES,
     BodyError,
+    Frame,
     FrameError,
     FrameKind,
     RequestCode,
@@ -48,12 +49,31 @@ from broker_lite.server.checkback import answer_check
 from broker_lite.server.context import ServerContext
 from broker_lite.server.handlers import HANDLERS, Handler
 
-__all__ = ["Connection"]
+__all__ = ["Connection", "read_frame"]
 
 log = logging.getLogger("broker_lite.server")
 
 _LENGTH = struct.Struct(">I")
-_Frame = tuple[FrameKind, int, int, bytes]  # kind, code, request id, body
+
+
+async def read_frame(reader: asyncio.StreamReader, max_frame_size: int) -> Frame:
+    """Read one whole frame: its 16-byte header, then exactly the body it announces.
+
+    Raises :class:`FrameError`. A fatal one (an impossible or oversized length)
+    leaves the stream where it is: it cannot be resynced, and an oversized body
+    is never read. A non-fatal one (bad version or kind) is raised after its
+    body was skipped, so the next call reads the next frame. EOF raises
+    ``asyncio.IncompleteReadError``.
+    """
+    header = await reader.readexactly(HEADER_SIZE)
+    try:
+        body_length, kind, code, request_id = parse_header(header, max_frame_size)
+    except FrameError as exc:
+        if not exc.fatal:
+            await reader.readexactly(_LENGTH.unpack_from(header)[0] - (HEADER_SIZE - 4))
+        raise
+    body = await reader.readexactly(body_length) if body_length else b""
+    return Frame(kind, code, request_id, body)
 
 
 class _Closing(Exception):
@@ -127,7 +147,7 @@ class Connection:
             while self._alive:
                 frame = await self._next_frame()
                 if frame is not None:
-                    await self._dispatch(*frame)
+                    await self._dispatch(frame.kind, frame.code, frame.request_id, frame.body)
         except (_Closing, asyncio.IncompleteReadError, ConnectionError):
             pass
         except Exception:
@@ -161,27 +181,21 @@ class Connection:
 
     # -- reading ---------------------------------------------------------------------
 
-    async def _next_frame(self) -> _Frame | None:
+    async def _next_frame(self) -> Frame | None:
         """The next whole frame; ``None`` when a bad frame was skipped and answered."""
-        header = await self._reader.readexactly(HEADER_SIZE)
         try:
-            body_length, kind, code, request_id = parse_header(
-                header, self._ctx.config.max_frame_size)
+            return await read_frame(self._reader, self._ctx.config.max_frame_size)
         except FrameError as exc:
-            await self._bad_header(exc, header)
+            await self._bad_frame(exc)
             return None
-        body = await self._reader.readexactly(body_length) if body_length else b""
-        return kind, code, request_id, body
 
-    async def _bad_header(self, exc: FrameError, header: bytes) -> None:
+    async def _bad_frame(self, exc: FrameError) -> None:
         rid = exc.request_id
         if exc.fatal:
             log.warning("closing %s: %s", self.remote_address, exc)
             if rid is not None:  # oversized: answer, and never read the body
                 await self._write_error(rid, ResponseCode.FRAME_TOO_LARGE, str(exc))
             raise _Closing
-        # Bad version or kind: the length is sound, so skip the body and answer.
-        await self._reader.readexactly(_LENGTH.unpack_from(header)[0] - (HEADER_SIZE - 4))
         log.info("bad frame from %s: %s", self.remote_address, exc)
         if rid is not None and exc.kind != FrameKind.ONEWAY:
             await self._write_error(rid, ResponseCode.BAD_FRAME, str(exc))
@@ -191,7 +205,7 @@ class Connection:
         frame = await self._next_frame()
         if frame is None:  # a bad first frame was answered; there is no session to keep
             raise _Closing
-        kind, code, rid, body = frame
+        kind, code, rid, body = frame.kind, frame.code, frame.request_id, frame.body
         if kind != FrameKind.REQUEST or code != RequestCode.HELLO:
             refuse = (ResponseCode.UNAUTHORIZED if self._ctx.acl is not None
                       else ResponseCode.MALFORMED_REQUEST)
