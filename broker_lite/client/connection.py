@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import struct
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
@@ -94,9 +95,9 @@ class Connection:
                 f"cannot connect to broker at {server}: no answer within {connect_timeout}s",
                 server=server) from exc
         except OSError as exc:
-            raise BrokerUnavailableError(
-                f"cannot connect to broker at {server}: {exc.strerror or exc}",
-                server=server) from exc
+            why = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise BrokerUnavailableError(f"cannot connect to broker at {server}: {why}",
+                                         server=server) from exc
         return cls(reader, writer, server=server, max_frame_size=max_frame_size, handler=handler)
 
     # -- state -----------------------------------------------------------------

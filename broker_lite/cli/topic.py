@@ -1,0 +1,89 @@
+"""``broker-lite topic create|list|route``: manage a running broker's topics (JSON lines)."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+from typing import Any
+
+from broker_lite.client import AsyncAdmin, TopicInfo
+
+from .send import add_connection_args, client_config, run_client
+
+__all__ = ["register", "run", "topic_json"]
+
+_PERMS = {"2": 2, "4": 4, "6": 6, "w": 2, "r": 4, "rw": 6}
+
+
+def _perm(text: str) -> int:
+    value = _PERMS.get(text.strip().lower())
+    if value is None:
+        raise argparse.ArgumentTypeError(
+            f"perm must be 2 (write), 4 (read) or 6 (read and write), got {text!r}")
+    return value
+
+
+def _queues(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 1024:
+        raise argparse.ArgumentTypeError(f"queues must be a whole number in [1, 1024], "
+                                         f"got {text!r}")
+    return int(text)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "topic", help="create, list and show topics of a running broker",
+        description="Manage topics on a running broker. Each command prints JSON lines: "
+                    "topic, queues, perm (4 read, 2 write, 6 both) and max_offsets (one per "
+                    "queue).")
+    commands = p.add_subparsers(dest="topic_command", metavar="ACTION")
+    commands.required = True
+
+    create = commands.add_parser(
+        "create", help="create a topic (or grow its queues, change its permission)",
+        description="Create a topic. Creating an existing topic grows its queue count (queues "
+                    "never shrink: they hold data) and sets its permission. Needs an admin "
+                    "account on a broker run with --acl.")
+    add_connection_args(create)
+    create.add_argument("--topic", required=True, help="topic name")
+    create.add_argument("--queues", type=_queues, default=4, metavar="N",
+                        help="number of queues (default: 4)")
+    create.add_argument("--perm", type=_perm, default=6,
+                        help="4 read, 2 write, 6 read and write (default: 6)")
+    create.set_defaults(handler=functools.partial(run, parser=create, action="create"))
+
+    listing = commands.add_parser("list", help="list every topic, one JSON line each",
+                                  description="List every topic, system topics included.")
+    add_connection_args(listing)
+    listing.set_defaults(handler=functools.partial(run, parser=listing, action="list"))
+
+    route = commands.add_parser("route", help="show one topic",
+                                description="Show one topic; exit 1 if it does not exist.")
+    add_connection_args(route)
+    route.add_argument("--topic", required=True, help="topic name")
+    route.set_defaults(handler=functools.partial(run, parser=route, action="route"))
+
+
+def topic_json(info: TopicInfo) -> dict[str, Any]:
+    return {"topic": info.topic, "queues": info.queues, "perm": info.perm,
+            "max_offsets": list(info.max_offsets)}
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser, action: str) -> int:
+    config = client_config(args, parser)
+
+    async def main() -> int:
+        async with AsyncAdmin(config=config) as admin:
+            if action == "create":
+                infos = [await admin.create_topic(args.topic, args.queues, args.perm)]
+            elif action == "route":
+                infos = [await admin.topic_route(args.topic)]
+            else:
+                infos = await admin.list_topics()
+        for info in infos:
+            sys.stdout.write(json.dumps(topic_json(info)) + "\n")
+        return 0
+
+    return run_client(f"topic {action}", main)
