@@ -99,6 +99,7 @@ class Connection:
         self._slots = asyncio.Semaphore(ctx.config.max_inflight_per_connection)
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[tuple[int, bytes]]] = {}
+        self._out: list[bytes] = []
 
     def __repr__(self) -> str:
         return f"<Connection {self.remote_address} client_id={self.client_id!r}>"
@@ -172,6 +173,7 @@ class Connection:
                 self._ctx.broker.channel_closed(self)
             except Exception:
                 log.exception("broker.channel_closed failed for %s", self.remote_address)
+        self._flush_out()  # error frames queued just before closing still go out
         self._writer.close()
         with contextlib.suppress(ConnectionError, OSError):
             await self._writer.wait_closed()
@@ -202,7 +204,12 @@ class Connection:
 
     async def _handshake(self) -> None:
         """The first frame must be a valid HELLO; otherwise answer with an error and close."""
-        frame = await self._next_frame()
+        try:
+            frame = await asyncio.wait_for(self._next_frame(), self._ctx.config.hello_timeout)
+        except TimeoutError:
+            log.info("closing %s: no HELLO within %gs", self.remote_address,
+                     self._ctx.config.hello_timeout)
+            raise _Closing from None
         if frame is None:  # a bad first frame was answered; there is no session to keep
             raise _Closing
         kind, code, rid, body = frame.kind, frame.code, frame.request_id, frame.body
@@ -281,15 +288,16 @@ class Connection:
 
     async def _serve_request(self, handler: Handler, code: int, rid: int, request: Any,
                              oneway: bool) -> None:
-        name = RequestCode(code).name
         try:
             response = await handler(self._ctx, self, request)
         except BrokerError as exc:
-            log.debug("%s %s from %s failed: %s", name, rid, self.remote_address, exc)
+            log.debug("%s %d from %s failed: %s", RequestCode(code).name, rid,
+                      self.remote_address, exc)
             if not oneway:
                 await self._write_error(rid, exc.code, str(exc), retriable=exc.retriable)
             return
         except Exception:
+            name = RequestCode(code).name
             log.exception("%s %d from %s failed", name, rid, self.remote_address)
             if not oneway:
                 await self._write_error(rid, ResponseCode.SYSTEM_ERROR,
@@ -301,14 +309,26 @@ class Connection:
     # -- writing ---------------------------------------------------------------------
 
     async def _write(self, kind: FrameKind, code: int, rid: int, body: bytes) -> None:
-        """Write one frame in one call (frames never interleave), then respect backpressure."""
+        """Queue one whole frame (frames never interleave), then respect backpressure.
+
+        Frames queued during one turn of the event loop go to the transport in
+        one ``writelines`` call at the end of it: a burst of pipelined responses
+        costs one system call, not one each.
+        """
         if self._writer.is_closing():
             return
-        self._writer.write(encode_frame(kind, code, rid, body))
+        self._out.append(encode_frame(kind, code, rid, body))
+        if len(self._out) == 1:
+            self._ctx.loop.call_soon(self._flush_out)
         try:
             await self._writer.drain()
         except ConnectionError:
             self._alive = False
+
+    def _flush_out(self) -> None:
+        frames, self._out = self._out, []
+        if frames and not self._writer.is_closing():
+            self._writer.writelines(frames)
 
     async def _write_error(self, rid: int, code: int, message: str, *,
                            retriable: bool = False) -> None:

@@ -48,6 +48,8 @@ class ServerConfig:
     flush_timeout: float = 5.0
     #: a check-back request waits this long for the producer's answer
     check_reply_timeout: float = 30.0
+    #: a connection that has not said HELLO within this many seconds is closed
+    hello_timeout: float = 30.0
     #: allow binding a non-loopback host without an ACL
     insecure: bool = False
 
@@ -60,8 +62,9 @@ class ServerConfig:
                 f"got {self.max_frame_size}")
         if self.max_inflight_per_connection < 1:
             raise ValueError("max_inflight_per_connection must be at least 1")
-        if self.flush_timeout <= 0 or self.check_reply_timeout <= 0:
-            raise ValueError("flush_timeout and check_reply_timeout must be positive")
+        if min(self.flush_timeout, self.check_reply_timeout, self.hello_timeout) <= 0:
+            raise ValueError("flush_timeout, check_reply_timeout and hello_timeout must be "
+                             "positive")
 
 
 class Session(Protocol):
