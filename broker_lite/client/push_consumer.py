@@ -158,8 +158,6 @@ class AsyncPushConsumer:
             return
         if self.listener is None:
             raise ValueError("register a listener before start()")
-        if not self._subscriptions:
-            raise ValueError("subscribe to at least one topic before start()")
         if not self.broadcasting:
             self._register(retry_topic(self.group), "*")
         self._executor = concurrent.futures.ThreadPoolExecutor(

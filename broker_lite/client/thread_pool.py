@@ -47,7 +47,8 @@ class BoundedThreadPool:
         self._queue: queue.Queue[_Work | None] = queue.Queue(maxsize=queue_size)
         self._lock = threading.Lock()
         self._threads: set[threading.Thread] = set()
-        self._idle = 0
+        #: one token per worker waiting for work; a submit takes one or starts a thread
+        self._idle = threading.Semaphore(0)
         self._counter = 0
         self._shutdown = False
         with self._lock:
@@ -75,7 +76,7 @@ class BoundedThreadPool:
                 raise PoolFullError(
                     f"{self.name}: {self.queue_size} requests already wait for "
                     f"{len(self._threads)} busy threads") from None
-            if self._idle == 0 and len(self._threads) < self.max_threads:
+            if not self._idle.acquire(blocking=False) and len(self._threads) < self.max_threads:
                 self._spawn()
         return future
 
@@ -116,18 +117,15 @@ class BoundedThreadPool:
         me = threading.current_thread()
         try:
             while True:
-                with self._lock:
-                    self._idle += 1
+                self._idle.release()
                 try:
                     work = self._queue.get(timeout=self.keep_alive)
                 except queue.Empty:
+                    self._idle.acquire(blocking=False)  # take this wait's token back
                     with self._lock:
-                        self._idle -= 1
                         if len(self._threads) > self.min_threads:
                             return
                     continue
-                with self._lock:
-                    self._idle -= 1
                 if work is None:
                     return
                 future, fn, args = work

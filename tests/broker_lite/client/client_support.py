@@ -1,0 +1,63 @@
+"""Helpers for the client tests: collect messages, record what listeners saw."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+
+from support import BrokerLiteServer, wait_until
+
+from broker_lite.client import ConsumeResult, PullConsumer, ReceivedMessage
+
+__all__ = ["FAST_BROKER", "Recorder", "StartBroker", "drain"]
+
+#: ``serve`` flags that keep waits short: retries in ~0.1 s, check-backs after ~1 s
+FAST_BROKER = ("--delay-time-scale", "0.01", "--tx-timeout", "1", "--tx-check-interval", "0.5")
+
+#: the ``start_broker`` fixture: ``start_broker(*extra_args, data_dir=None)``
+StartBroker = Callable[..., contextlib.AbstractContextManager[BrokerLiteServer]]
+
+
+def drain(consumer: PullConsumer, topic: str, count: int, *, timeout: float = 15.0,
+          ack: bool = True,
+          until: Callable[[list[ReceivedMessage]], bool] | None = None) -> list[ReceivedMessage]:
+    """Pull every queue of ``topic`` from the group's offsets until ``count`` messages came
+    (or until ``until(messages)`` holds)."""
+    queues = consumer.assignment(topic)
+    offsets = {q: max(consumer.committed_offset(topic, q), 0) for q in queues}
+    got: list[ReceivedMessage] = []
+
+    def more() -> bool:
+        for queue_id in queues:
+            result = consumer.pull(topic, queue_id, offsets[queue_id], 64)
+            offsets[queue_id] = result.next_offset
+            got.extend(result.messages)
+            if ack:
+                consumer.ack(result.messages)
+        return until(got) if until is not None else len(got) >= count
+
+    wait_until(more, timeout=timeout, message=lambda: f"{len(got)} of {count} messages came")
+    return got
+
+
+class Recorder:
+    """A push-consumer listener that records each delivery; ``decide`` picks the result."""
+
+    def __init__(self, decide: Callable[[ReceivedMessage], ConsumeResult] | None = None) -> None:
+        self._decide = decide or (lambda msg: ConsumeResult.SUCCESS)
+        self._lock = threading.Lock()
+        self.seen: list[ReceivedMessage] = []
+
+    def __call__(self, msg: ReceivedMessage) -> ConsumeResult:
+        with self._lock:
+            self.seen.append(msg)
+        return self._decide(msg)
+
+    def bodies(self) -> list[bytes]:
+        with self._lock:
+            return [m.body for m in self.seen]
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.seen)

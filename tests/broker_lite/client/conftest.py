@@ -1,0 +1,33 @@
+"""Client fixtures: a real ``broker-lite serve`` per test, tuned so that waits are short.
+
+``broker`` runs with ``--delay-time-scale 0.01`` (a 10 s retry delay takes
+0.1 s), ``--tx-timeout 1`` and ``--tx-check-interval 0.5`` (an unresolved half
+is checked back after about a second).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from client_support import FAST_BROKER, StartBroker
+from support import BrokerLiteServer, start_broker_lite
+
+
+@pytest.fixture
+def start_broker(tmp_path: Path) -> StartBroker:
+    """``start_broker(*extra_args, data_dir=None)``: a context manager running a broker."""
+
+    def _start(*extra: str, data_dir: Path | None = None
+               ) -> contextlib.AbstractContextManager[BrokerLiteServer]:
+        return start_broker_lite(data_dir or tmp_path / "broker", [*FAST_BROKER, *extra])
+
+    return _start
+
+
+@pytest.fixture
+def broker(start_broker: StartBroker) -> Iterator[BrokerLiteServer]:
+    with start_broker() as server:
+        yield server
