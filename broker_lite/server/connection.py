@@ -26,6 +26,7 @@ import itertools
 import logging
 import struct
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from broker_lite.core.acl import Account
@@ -84,8 +85,10 @@ class Connection:
     """Serves one socket; also the core's ``Channel`` for check-backs to a producer."""
 
     def __init__(self, ctx: ServerContext, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:
+                 writer: asyncio.StreamWriter, *,
+                 handlers: Mapping[int, Handler] = HANDLERS) -> None:
         self._ctx = ctx
+        self._handlers = handlers
         self._reader = reader
         self._writer = writer
         peer = writer.get_extra_info("peername")
@@ -261,8 +264,9 @@ class Connection:
                 future.set_result((code, body))
             return
         oneway = kind == FrameKind.ONEWAY
-        handler = HANDLERS.get(code)
-        if handler is None:
+        handler = self._handlers.get(code)
+        body_type = REQUEST_TYPES.get(code)
+        if handler is None or body_type is None:
             what = ("HELLO was already received on this connection" if code == RequestCode.HELLO
                     else f"request code {code} is not supported by this broker")
             error = (ResponseCode.MALFORMED_REQUEST if code == RequestCode.HELLO
@@ -271,7 +275,7 @@ class Connection:
                 await self._write_error(rid, error, what)
             return
         try:
-            request = decode(body, REQUEST_TYPES[code])
+            request = decode(body, body_type)
         except BodyError as exc:
             if not oneway:
                 await self._write_error(rid, ResponseCode.MALFORMED_REQUEST,

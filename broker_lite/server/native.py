@@ -12,9 +12,11 @@ import asyncio
 import contextlib
 import logging
 import socket
+from collections.abc import Mapping
 
 from broker_lite.server.connection import Connection
 from broker_lite.server.context import ServerContext
+from broker_lite.server.handlers import HANDLERS, Handler
 
 __all__ = ["NativeServer", "bind_socket", "format_address"]
 
@@ -39,8 +41,11 @@ def format_address(sock: socket.socket) -> str:
 class NativeServer:
     """Accepts native-protocol connections and serves each until it or the server ends."""
 
-    def __init__(self, ctx: ServerContext) -> None:
+    def __init__(self, ctx: ServerContext, *,
+                 handlers: Mapping[int, Handler] = HANDLERS) -> None:
+        """``handlers`` maps request codes to coroutines (the seam tests extend)."""
         self._ctx = ctx
+        self._handlers = handlers
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -63,7 +68,7 @@ class NativeServer:
         if sock is not None:
             with contextlib.suppress(OSError):  # not a TCP socket
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        connection = Connection(self._ctx, reader, writer)
+        connection = Connection(self._ctx, reader, writer, handlers=self._handlers)
         self._connections.add(connection)
         task = asyncio.current_task()
         if task is not None:
