@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import io
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -12,32 +11,10 @@ import pytest
 from server_wire import HealthyClient
 from support import BrokerLiteServer, start_broker_lite
 
-from broker_lite.cli import build_parser
-
-# Until ``serve`` is registered in broker_lite/cli/__init__.py, run it through a
-# parser that has only this command; the arguments are the same.
-_LOCAL_SERVE = (
-    "import argparse, sys\n"
-    "from broker_lite.cli import serve\n"
-    "parser = argparse.ArgumentParser(prog='broker-lite')\n"
-    "serve.register(parser.add_subparsers(dest='command'))\n"
-    "args = parser.parse_args()\n"
-    "sys.exit(args.handler(args))\n"
-)
-
-
-def serve_registered() -> bool:
-    with contextlib.redirect_stderr(io.StringIO()), contextlib.suppress(SystemExit):
-        build_parser().parse_args(["serve", "--data-dir", "x"])
-        return True
-    return False
-
 
 def serve_command() -> list[str]:
     """The ``broker-lite`` command, as argv (``serve ...`` is appended)."""
-    if serve_registered():
-        return [sys.executable, "-m", "broker_lite"]
-    return [sys.executable, "-c", _LOCAL_SERVE]
+    return [sys.executable, "-m", "broker_lite"]
 
 
 StartBroker = Callable[..., contextlib.AbstractContextManager[BrokerLiteServer]]
