@@ -21,6 +21,7 @@ import logging
 import os
 import struct
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from broker_lite.client.errors import BrokerUnavailableError
@@ -52,6 +53,20 @@ T = TypeVar("T")
 #: answers a request the broker sent: ``(code, body)`` -> the response body
 RequestHandler = Callable[[int, bytes], Awaitable[Any]]
 
+#: how often deadlines are checked: a request times out up to this late
+_SWEEP_INTERVAL = 0.05
+#: unsent bytes in the socket's buffer above which a request waits before going on
+_HIGH_WATER = 4 << 20
+
+
+@dataclass(slots=True)
+class _Pending:
+    future: asyncio.Future[Any]
+    response_type: type[Any]
+    deadline: float
+    code: int
+    timeout: float
+
 
 class Connection:
     """A live connection; build it with :meth:`open`."""
@@ -70,10 +85,14 @@ class Connection:
         self._reader = reader
         self._writer = writer
         self._handler = handler
+        self._loop = asyncio.get_running_loop()
         self._ids = itertools.count(1)
-        self._pending: dict[int, tuple[asyncio.Future[Any], type[Any]]] = {}
+        self._pending: dict[int, _Pending] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._closed: asyncio.Future[BrokerError] = asyncio.get_running_loop().create_future()
+        self._closed: asyncio.Future[BrokerError] = self._loop.create_future()
+        #: frames written this loop turn; flushed together in one ``writelines``
+        self._out: list[bytes] = []
+        self._sweeper: asyncio.TimerHandle | None = None
         self._read_task = asyncio.create_task(self._read_loop(), name=f"read {server}")
 
     @classmethod
@@ -138,16 +157,17 @@ class Connection:
         if self._closed.done():
             raise self._error()
         request_id = next(self._ids)
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = (future, response_type)
+        frame = self._frame(FrameKind.REQUEST, code, request_id, encode(body))
+        future: asyncio.Future[T] = self._loop.create_future()
+        self._pending[request_id] = _Pending(future, response_type,
+                                             self._loop.time() + timeout, code, timeout)
+        self._write(frame)
+        if self._sweeper is None:
+            self._sweeper = self._loop.call_later(_SWEEP_INTERVAL, self._sweep)
         try:
-            self._write(FrameKind.REQUEST, code, request_id, encode(body))
-            async with asyncio.timeout(timeout):
-                return await future
-        except TimeoutError:
-            raise RequestTimeoutError(
-                f"no answer from broker at {self.server} within {timeout:.3g}s "
-                f"(request code {code})") from None
+            if self._writer.transport.get_write_buffer_size() > _HIGH_WATER:
+                await self.drain()  # the broker reads slower than we write: wait for it
+            return await future
         finally:
             self._pending.pop(request_id, None)
 
@@ -155,26 +175,51 @@ class Connection:
         """Write a one-way request: the broker never answers it."""
         if self._closed.done():
             raise self._error()
-        self._write(FrameKind.ONEWAY, code, next(self._ids), encode(body))
+        self._write(self._frame(FrameKind.ONEWAY, code, next(self._ids), encode(body)))
 
     async def drain(self) -> None:
-        """Wait until the write buffer is below its high-water mark."""
+        """Hand what is buffered to the socket; wait while its buffer is over the high mark."""
+        self._flush()
         if not self._closed.done():
             with contextlib.suppress(ConnectionError, OSError):
                 await self._writer.drain()
 
-    def _write(self, kind: FrameKind, code: int, request_id: int, body: bytes) -> None:
+    def _frame(self, kind: FrameKind, code: int, request_id: int, body: bytes) -> bytes:
         size = HEADER_SIZE + len(body)
         if size > self.max_frame_size:
             raise ProtocolError(
                 f"request of {size} bytes is over the frame limit of {self.max_frame_size} "
                 f"bytes (send fewer or smaller messages)", code=ResponseCode.FRAME_TOO_LARGE)
+        return encode_frame(kind, code, request_id, body)
+
+    def _write(self, frame: bytes) -> None:
+        """Queue a frame; all frames of one loop turn go out in one ``writelines``."""
+        if not self._out:
+            self._loop.call_soon(self._flush)
+        self._out.append(frame)
+
+    def _flush(self) -> None:
+        out, self._out = self._out, []
+        if not out or self._closed.done():
+            return
         try:
-            self._writer.write(encode_frame(kind, code, request_id, body))
+            self._writer.writelines(out)
         except (ConnectionError, OSError, RuntimeError) as exc:
             self._shut(BrokerUnavailableError(
                 f"connection to broker at {self.server} failed: {exc}", server=self.server))
-            raise self._error() from exc
+
+    def _sweep(self) -> None:
+        """Fail the requests whose deadline passed (one timer for all of them)."""
+        self._sweeper = None
+        if self._closed.done() or not self._pending:
+            return
+        now = self._loop.time()
+        for entry in list(self._pending.values()):
+            if entry.deadline <= now and not entry.future.done():
+                entry.future.set_exception(RequestTimeoutError(
+                    f"no answer from broker at {self.server} within {entry.timeout:.3g}s "
+                    f"(request code {entry.code})"))
+        self._sweeper = self._loop.call_later(_SWEEP_INTERVAL, self._sweep)
 
     # -- reading ---------------------------------------------------------------
 
@@ -225,7 +270,7 @@ class Connection:
         entry = self._pending.pop(request_id, None)
         if entry is None:
             return  # timed out or cancelled already
-        future, response_type = entry
+        future, response_type = entry.future, entry.response_type
         if future.done():
             return
         try:
@@ -244,8 +289,8 @@ class Connection:
     def _on_bad_frame(self, exc: FrameError) -> None:
         if exc.kind == FrameKind.RESPONSE and exc.request_id is not None:
             entry = self._pending.pop(exc.request_id, None)
-            if entry is not None and not entry[0].done():
-                entry[0].set_exception(ProtocolError(f"unreadable response: {exc}"))
+            if entry is not None and not entry.future.done():
+                entry.future.set_exception(ProtocolError(f"unreadable response: {exc}"))
         else:
             log.warning("skipped an unreadable frame from %s: %s", self.server, exc)
 
@@ -267,8 +312,12 @@ class Connection:
             payload = m.ErrorBody(message=f"{type(exc).__name__}: {exc}")
         if kind is FrameKind.ONEWAY or self._closed.done():
             return
-        with contextlib.suppress(BrokerError):
-            self._write(FrameKind.RESPONSE, response_code, request_id, encode(payload))
+        try:
+            frame = self._frame(FrameKind.RESPONSE, response_code, request_id, encode(payload))
+        except BrokerError as exc:
+            frame = self._frame(FrameKind.RESPONSE, exc.code, request_id,
+                                encode(m.ErrorBody(message=str(exc))))
+        self._write(frame)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)
@@ -279,10 +328,13 @@ class Connection:
         if self._closed.done():
             return
         self._closed.set_result(reason)
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         pending, self._pending = self._pending, {}
-        for future, _ in pending.values():
-            if not future.done():
-                future.set_exception(self._error())
+        for entry in pending.values():
+            if not entry.future.done():
+                entry.future.set_exception(self._error())
 
     def _error(self) -> BrokerUnavailableError:
         """A fresh exception (one per raise, so tracebacks do not pile up) saying why."""

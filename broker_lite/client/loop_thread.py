@@ -70,9 +70,8 @@ class LoopThread:
         future = self.submit(coro)
         try:
             return future.result(timeout)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise
+        except concurrent.futures.CancelledError:
+            raise ClientClosedError("the client was shut down during the call") from None
         except BaseException:
             future.cancel()
             raise

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol, runtime_checkable
@@ -34,7 +35,13 @@ from broker_lite.client.config import ClientConfig
 from broker_lite.client.message import Message, ReceivedMessage, SendResult, SendStatus
 from broker_lite.client.producer import AsyncProducer, Producer
 from broker_lite.client.thread_pool import BoundedThreadPool
-from broker_lite.errors import BrokerBusyError, BrokerError, ProtocolError, ResponseCode
+from broker_lite.errors import (
+    BrokerBusyError,
+    BrokerError,
+    ProtocolError,
+    ResponseCode,
+    error_for_code,
+)
 from broker_lite.protocol import BodyError, RequestCode, decode
 from broker_lite.protocol import messages as m
 from broker_lite.storage.properties import TRANSACTION_ID, UNIQ_KEY
@@ -43,6 +50,7 @@ __all__ = [
     "AsyncTransactionListener",
     "AsyncTransactionProducer",
     "LocalTransactionState",
+    "TransactionEnd",
     "TransactionListener",
     "TransactionProducer",
     "TransactionSendResult",
@@ -129,6 +137,23 @@ class TransactionSendResult:
     committed_queue_offset: int | None = None
     #: the broker already had a half with this id (a re-sent transaction)
     duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionEnd:
+    """How to end one transaction; the offsets, when given, are checked against the half."""
+
+    transaction_id: str
+    state: LocalTransactionState
+    commit_log_offset: int = -1
+    queue_offset: int = -1
+    msg_id: str = ""
+
+    def to_wire(self, group: str) -> m.EndTransactionRequest:
+        return m.EndTransactionRequest(
+            producer_group=group, transaction_id=self.transaction_id, state=self.state.tx_state,
+            commit_log_offset=self.commit_log_offset, queue_offset=self.queue_offset,
+            msg_id=self.msg_id)
 
 
 def _is_async(fn: object) -> bool:
@@ -261,6 +286,37 @@ class AsyncTransactionProducer(AsyncProducer):
             committed_queue_offset=response.queue_offset if committed and response else None,
             duplicate=half.duplicate)
 
+    # -- ending a transaction later (the outbox relay) ------------------------------
+
+    async def resolve_transaction(self, end: TransactionEnd) -> m.EndTransactionResponse:
+        """End a transaction by id, e.g. one whose half another process sent.
+
+        Raises the broker's error (``TransactionNotFoundError``,
+        ``TransactionConflictError`` when it was resolved the other way ...).
+        Ending it the same way twice answers ``already=True``.
+        """
+        return await self.session.request(RequestCode.END_TRANSACTION,
+                                          end.to_wire(self.group), m.EndTransactionResponse)
+
+    async def resolve_transactions(
+            self, ends: Sequence[TransactionEnd]) -> list[m.EndTransactionResponse | BrokerError]:
+        """End many transactions in one request; one response or error per item, in order."""
+        if not ends:
+            return []
+        response = await self.session.request(
+            RequestCode.END_TRANSACTION_BATCH,
+            m.EndTransactionBatchRequest(items=[e.to_wire(self.group) for e in ends]),
+            m.EndTransactionBatchResponse)
+        out: list[m.EndTransactionResponse | BrokerError] = []
+        for code, result, error in zip(response.codes, response.results, response.errors,
+                                       strict=True):
+            if code == ResponseCode.SUCCESS and result is not None:
+                out.append(result)
+            else:
+                body = error or m.ErrorBody(message=f"refused with code {code}")
+                out.append(error_for_code(code, body.message, retriable=body.retriable))
+        return out
+
     # -- check-back ------------------------------------------------------------
 
     async def _on_check(self, body: bytes) -> m.CheckTransactionResponse:
@@ -355,6 +411,18 @@ class TransactionProducer(Producer):
         if pool is not None:
             pool.shutdown(wait=False)
             pool.join(timeout=5.0)
+
+    def resolve_transaction(self, end: TransactionEnd) -> m.EndTransactionResponse:
+        """See :meth:`AsyncTransactionProducer.resolve_transaction`."""
+        return self._running().run(self._tx.resolve_transaction(end))
+
+    def resolve_transactions(
+            self, ends: Sequence[TransactionEnd]) -> list[m.EndTransactionResponse | BrokerError]:
+        return self._running().run(self._tx.resolve_transactions(list(ends)))
+
+    def send_half(self, message: Message) -> SendResult:
+        """Only step 1: send the half and return; end it later with :meth:`resolve_transaction`."""
+        return self._running().run(self._tx.send_half(message))[0]
 
     def send_message_in_transaction(self, message: Message,
                                     arg: Any = None) -> TransactionSendResult:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 from client_support import StartBroker, drain
@@ -12,6 +13,7 @@ from support import BrokerLiteServer, free_port
 from broker_lite.client import (
     Admin,
     AsyncProducer,
+    AsyncPullConsumer,
     BatchSendError,
     BrokerUnavailableError,
     ClientClosedError,
@@ -19,7 +21,14 @@ from broker_lite.client import (
     Producer,
     PullConsumer,
 )
-from broker_lite.errors import MessageTooLargeError, NoPermissionError, UnavailableError
+from broker_lite.errors import (
+    MessageTooLargeError,
+    NoPermissionError,
+    RequestTimeoutError,
+    UnavailableError,
+)
+from broker_lite.protocol import RequestCode
+from broker_lite.protocol import messages as m
 
 
 @pytest.mark.timeout(60)
@@ -151,3 +160,23 @@ def test_admin_creates_and_lists_topics(broker: BrokerLiteServer) -> None:
     with Admin(broker.native) as admin:
         [found] = admin.query_by_key("lookup-me")
     assert found.msg_id == sent.msg_id
+
+
+@pytest.mark.timeout(30)
+def test_request_without_answer_times_out_and_the_connection_stays(
+        broker: BrokerLiteServer) -> None:
+    async def main() -> None:
+        async with AsyncPullConsumer("cg", broker.native) as consumer:
+            session = consumer.session
+            held = m.PullRequest(group="cg", topic="Quiet", queue_id=0, offset=0,
+                                 long_poll_ms=10_000)
+            started = time.monotonic()
+            with pytest.raises(RequestTimeoutError) as info:
+                await session.request(RequestCode.PULL_MESSAGE, held, m.PullResponse,
+                                      timeout=0.3)
+            assert 0.3 <= time.monotonic() - started < 2 and info.value.retriable
+            # the late answer is dropped; the connection goes on serving
+            result = await consumer.pull("Quiet", 0, 0)
+            assert result.messages == [] and session.connections == 1
+
+    asyncio.run(main())

@@ -20,9 +20,15 @@ from broker_lite.client import (
     Producer,
     PullConsumer,
     ReceivedMessage,
+    TransactionEnd,
     TransactionProducer,
 )
-from broker_lite.errors import NoPermissionError
+from broker_lite.errors import (
+    NoPermissionError,
+    TransactionConflictError,
+    TransactionNotFoundError,
+)
+from broker_lite.protocol import messages as m
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE
@@ -176,3 +182,30 @@ def test_async_transaction_producer_with_coroutine_listener(broker: BrokerLiteSe
     assert outcomes == ["committed", "rolled_back"] * 10
     got = _marker_then_drain(broker, "APay")
     assert sorted(m.body for m in got) == sorted(f"m{i}".encode() for i in range(0, 20, 2))
+
+
+@pytest.mark.timeout(60)
+def test_relay_style_half_then_resolve_is_idempotent(broker: BrokerLiteServer) -> None:
+    with TransactionProducer("relay", Listener(), broker.native) as producer:
+        half = producer.send_half(Message("Outbox", "row-1", msg_id="tx-0001"))
+        again = producer.send_half(Message("Outbox", "row-1", msg_id="tx-0001"))
+        assert half.transaction_id == again.transaction_id == "tx-0001"
+        assert again.duplicate and not half.duplicate
+        end = TransactionEnd("tx-0001", COMMIT, commit_log_offset=half.commit_log_offset,
+                             queue_offset=half.queue_offset, msg_id=half.msg_id)
+        first = producer.resolve_transaction(end)
+        second = producer.resolve_transaction(end)
+        assert first.outcome == second.outcome == "committed"
+        assert not first.already and second.already
+        with pytest.raises(TransactionConflictError):
+            producer.resolve_transaction(TransactionEnd("tx-0001", ROLLBACK))
+        other = producer.send_half(Message("Outbox", "row-2", msg_id="tx-0002"))
+        results = producer.resolve_transactions([
+            TransactionEnd(str(other.transaction_id), ROLLBACK),
+            TransactionEnd("tx-unknown", COMMIT),
+        ])
+    assert isinstance(results[0], m.EndTransactionResponse)
+    assert results[0].outcome == "rolled_back"
+    assert isinstance(results[1], TransactionNotFoundError)
+    got = _marker_then_drain(broker, "Outbox")
+    assert [(g.body, g.transaction_id) for g in got] == [(b"row-1", "tx-0001")]
