@@ -39,6 +39,7 @@ from broker_lite.errors import (
     InvalidMessageError,
     MessageNotFoundError,
     NoPermissionError,
+    RequestError,
     TopicNotFoundError,
 )
 from broker_lite.protocol import messages as m
@@ -193,8 +194,16 @@ class Broker:
             raise NoPermissionError(f"topic {topic!r} is not readable (perm {config.perm})")
         return config
 
+    def _check_queue(self, topic: str, queue_id: int) -> None:
+        config = self.topics.get(topic)
+        limit = config.queues if config is not None else self.config.default_queues
+        if not 0 <= queue_id < max(limit, 1):
+            raise RequestError(f"queue {queue_id} does not exist in {topic!r} "
+                               f"(queues 0..{limit - 1})")
+
     def pull(self, request: m.PullRequest) -> m.PullResponse:
         self._read_topic(request.topic)
+        self._check_queue(request.topic, request.queue_id)
         tag_filter = parse_tag_expr(request.tag_expr)
         low, high = self.store.queue_offsets(request.topic, request.queue_id)
         offset = request.offset
@@ -232,6 +241,7 @@ class Broker:
             offset=self.offsets.committed(request.group, request.topic, request.queue_id))
 
     def update_offset(self, request: m.UpdateOffsetRequest) -> None:
+        self._check_queue(request.topic, request.queue_id)
         low, high = self.store.queue_offsets(request.topic, request.queue_id)
         self.offsets.update(request.group, request.topic, request.queue_id,
                             min(max(request.offset, low), high))

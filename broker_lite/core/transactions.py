@@ -239,15 +239,15 @@ class TransactionService:
 
     def end(self, request: m.EndTransactionRequest) -> tuple[m.EndTransactionResponse, int]:
         """Commit, roll back, or (UNKNOWN) leave for check-back. Idempotent; first wins."""
+        if request.state not in (0, 8, 12):
+            raise TransactionMismatchError(
+                f"end-transaction state {request.state} is not COMMIT (8), ROLLBACK (12) "
+                "or UNKNOWN (0)")
         with self._lock:
             entry = self._entries.get(request.transaction_id)
             if entry is None:
                 raise TransactionNotFoundError(request.transaction_id)
             self._validate(entry, request)
-            if request.state not in (0, 8, 12):
-                raise TransactionMismatchError(
-                    f"end-transaction state {request.state} is not COMMIT (8), ROLLBACK (12) "
-                    "or UNKNOWN (0)")
             wanted = {8: _COMMITTED, 12: _ROLLED_BACK}.get(request.state)
             if entry.state != _PENDING:
                 if wanted is None or wanted == entry.state:

@@ -16,6 +16,7 @@ from broker_lite.errors import (
     MessageNotFoundError,
     MessageTooLargeError,
     NoPermissionError,
+    RequestError,
     ResponseCode,
     TopicNotFoundError,
 )
@@ -206,3 +207,14 @@ def test_offsets_topics_and_delays_survive_restart(tmp_path: Path) -> None:
         assert again.delays.deliver_due(int(time.time() * 1000) + 2_000) == 1
     finally:
         again.close()
+
+
+def test_queue_ids_outside_the_topic_are_refused(open_broker: Opener) -> None:
+    broker = open_broker()
+    send(broker, "Four", "x")
+    for queue_id in (-1, 4, 70000):
+        with pytest.raises(RequestError, match=f"queue {queue_id} does not exist"):
+            broker.pull(m.PullRequest(group="g", topic="Four", queue_id=queue_id, offset=0))
+        with pytest.raises(RequestError, match="does not exist"):
+            broker.update_offset(m.UpdateOffsetRequest(group="g", topic="Four",
+                                                       queue_id=queue_id, offset=0))
