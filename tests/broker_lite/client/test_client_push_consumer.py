@@ -191,3 +191,23 @@ def test_batch_listener_gets_lists(broker: BrokerLiteServer) -> None:
         wait_until(lambda: sum(len(b) for b in batches) >= 40, timeout=15)
     assert all(isinstance(b, list) and 1 <= len(b) <= 10 for b in batches)
     assert max(len(b) for b in batches) > 1
+
+
+@pytest.mark.timeout(60)
+def test_broadcasting_consumers_each_get_every_message(broker: BrokerLiteServer) -> None:
+    first, second = Recorder(), Recorder()
+    consumers = [PushConsumer("radio", broker.native, listener=rec, broadcasting=True, **FAST)
+                 for rec in (first, second)]
+    for consumer in consumers:
+        consumer.subscribe("News")
+        consumer.start()
+    try:
+        for consumer in consumers:
+            assert consumer.assigned_queues() == {"News": [0, 1, 2, 3]}
+        _send(broker, "News", [f"n{i}" for i in range(12)])
+        wait_until(lambda: first.count() >= 12 and second.count() >= 12, timeout=15)
+    finally:
+        for consumer in consumers:
+            consumer.shutdown()
+    assert sorted(first.bodies()) == sorted(second.bodies()) == sorted(
+        f"n{i}".encode() for i in range(12))

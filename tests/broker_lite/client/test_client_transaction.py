@@ -209,3 +209,28 @@ def test_relay_style_half_then_resolve_is_idempotent(broker: BrokerLiteServer) -
     assert isinstance(results[1], TransactionNotFoundError)
     got = _marker_then_drain(broker, "Outbox")
     assert [(g.body, g.transaction_id) for g in got] == [(b"row-1", "tx-0001")]
+
+
+@pytest.mark.timeout(90)
+def test_full_check_back_queue_answers_system_busy(broker: BrokerLiteServer) -> None:
+    release = threading.Event()
+
+    class Slow(Listener):
+        def check_local_transaction(self, msg: ReceivedMessage) -> LocalTransactionState:
+            super().check_local_transaction(msg)
+            release.wait(30)
+            return COMMIT
+
+    listener = Slow()
+    with TransactionProducer("txg", listener, broker.native, check_threads=(1, 1),
+                             check_queue_size=1) as producer:
+        pending = [producer.send_message_in_transaction(Message("Busy", f"m{i}"), UNKNOW)
+                   for i in range(4)]
+        # one check runs, one waits, the others are refused until the pool frees up
+        wait_until(lambda: "SYSTEM_BUSY" in broker.stderr_text(), timeout=20,
+                   message="the broker never saw a SYSTEM_BUSY answer")
+        release.set()
+        with PullConsumer("cg", broker.native) as consumer:
+            got = drain(consumer, "Busy", 4, timeout=30)
+    assert sorted(g.transaction_id or "" for g in got) == sorted(
+        p.transaction_id for p in pending)
