@@ -199,9 +199,13 @@ class SendStatus(StrEnum):
 class SendResult:
     """Where the broker stored a message.
 
-    For a half message ``topic``/``queue_id``/``queue_offset`` are the real
-    topic's as the broker reports them, ``commit_log_offset`` is the half's,
-    and ``transaction_id`` is the id to end the transaction with.
+    For a half message the broker answers the real ``topic`` and ``queue_id``
+    the message will be committed to, but ``queue_offset`` and
+    ``commit_log_offset`` are the half's (its offset in the half queue and in
+    the commit log: what end-transaction checks); ``transaction_id`` is the id
+    to end the transaction with. A delayed message is not in its queue yet:
+    ``commit_log_offset`` is -1 and ``queue_offset`` is its place in the
+    delay schedule.
     """
 
     msg_id: str

@@ -405,9 +405,21 @@ class TransactionProducer(Producer):
     def checks_answered(self) -> dict[LocalTransactionState, int]:
         return dict(self._tx.checks_answered)
 
+    def start(self) -> None:
+        try:
+            super().start()
+        except BaseException:
+            self._join_pool()
+            raise
+
     def shutdown(self) -> None:
+        try:
+            super().shutdown()
+        finally:
+            self._join_pool()
+
+    def _join_pool(self) -> None:
         pool = self._tx.pool
-        super().shutdown()
         if pool is not None:
             pool.shutdown(wait=False)
             pool.join(timeout=5.0)

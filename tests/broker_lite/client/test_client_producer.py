@@ -20,6 +20,8 @@ from broker_lite.client import (
     Message,
     Producer,
     PullConsumer,
+    PushConsumer,
+    TransactionProducer,
 )
 from broker_lite.errors import (
     MessageTooLargeError,
@@ -29,6 +31,14 @@ from broker_lite.errors import (
 )
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
+
+
+class _NoListener:
+    def execute_local_transaction(self, msg: object, arg: object) -> None:
+        return None
+
+    def check_local_transaction(self, msg: object) -> None:
+        return None
 
 
 @pytest.mark.timeout(60)
@@ -139,13 +149,21 @@ def test_refusals_raise_the_brokers_error(start_broker: StartBroker) -> None:
 
 @pytest.mark.timeout(30)
 def test_unreachable_broker_fails_fast_and_retriable() -> None:
-    producer = Producer("pg", f"127.0.0.1:{free_port()}", timeout=1.0)
+    threads_before = set(threading.enumerate())
+    server = f"127.0.0.1:{free_port()}"
+    producer = Producer("pg", server, timeout=1.0)
     with pytest.raises(BrokerUnavailableError) as info:
         producer.start()
     assert isinstance(info.value, UnavailableError) and info.value.retriable
     assert "cannot connect" in str(info.value)
     with pytest.raises(ClientClosedError):
         producer.send(Message("T", b"x"))
+    clients = [TransactionProducer("tg", _NoListener(), server), PullConsumer("g", server),
+               PushConsumer("g", server, listener=lambda msg: None), Admin(server)]
+    for client in clients:
+        with pytest.raises(BrokerUnavailableError):
+            client.start()
+    assert set(threading.enumerate()) <= threads_before  # nothing left running
 
 
 @pytest.mark.timeout(60)
