@@ -10,7 +10,14 @@ from dataclasses import dataclass
 
 from broker_lite.protocol import DEFAULT_MAX_FRAME_SIZE
 
-__all__ = ["DEFAULT_SERVER", "ClientConfig", "build_config", "make_client_id", "parse_server"]
+__all__ = [
+    "DEFAULT_SERVER",
+    "ClientConfig",
+    "build_config",
+    "check_group",
+    "make_client_id",
+    "parse_server",
+]
 
 #: where ``broker-lite serve`` listens when no ``--port`` is given
 DEFAULT_SERVER = "127.0.0.1:10911"
@@ -27,6 +34,13 @@ def parse_server(server: str) -> tuple[str, int]:
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     return host, port
+
+
+def check_group(group: str) -> str:
+    """A producer or consumer group name; ValueError naming the rule."""
+    if not isinstance(group, str) or not group or group.startswith("%"):
+        raise ValueError(f"group must be a non-empty name not starting with '%', got {group!r}")
+    return group
 
 
 def make_client_id() -> str:

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import Self
 
-from broker_lite.client.config import ClientConfig, build_config
+from broker_lite.client.config import ClientConfig, build_config, check_group
 from broker_lite.client.errors import BatchSendError, ClientClosedError
 from broker_lite.client.loop_thread import LoopThread
 from broker_lite.client.message import Message, SendResult
@@ -36,12 +36,6 @@ from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
 
 __all__ = ["AsyncProducer", "Producer"]
-
-
-def _check_group(group: str) -> str:
-    if not isinstance(group, str) or not group or group.startswith("%"):
-        raise ValueError(f"group must be a non-empty name not starting with '%', got {group!r}")
-    return group
 
 
 class AsyncProducer:
@@ -63,7 +57,7 @@ class AsyncProducer:
         client_id: str | None = None,
         config: ClientConfig | None = None,
     ) -> None:
-        self.group = _check_group(group)
+        self.group = check_group(group)
         self.config = build_config(server, access_key=access_key, secret_key=secret_key,
                                    timeout=timeout, client_id=client_id, config=config)
         self.session = Session(self.config)

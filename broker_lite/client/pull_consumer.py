@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
 
-from broker_lite.client.config import ClientConfig, build_config
+from broker_lite.client.config import ClientConfig, build_config, check_group
 from broker_lite.client.errors import ClientClosedError
 from broker_lite.client.loop_thread import LoopThread
 from broker_lite.client.message import ReceivedMessage
@@ -55,12 +55,6 @@ class PullResult:
                    messages=[ReceivedMessage.from_wire(d) for d in response.messages],
                    next_offset=response.next_offset, min_offset=response.min_offset,
                    max_offset=response.max_offset)
-
-
-def check_group(group: str) -> str:
-    if not isinstance(group, str) or not group or group.startswith("%"):
-        raise ValueError(f"group must be a non-empty name not starting with '%', got {group!r}")
-    return group
 
 
 class AsyncPullConsumer:

@@ -235,7 +235,7 @@ class AsyncTransactionProducer(AsyncProducer):
 
     async def send_message_in_transaction(self, message: Message,
                                           arg: Any = None) -> TransactionSendResult:
-        half, msg = await self.send_half(message)
+        half, msg = await self.prepare(message)
         fn = self.listener.execute_local_transaction
         try:
             if _is_async(fn):
@@ -249,7 +249,15 @@ class AsyncTransactionProducer(AsyncProducer):
         state = LocalTransactionState.coerce(answer, what="execute_local_transaction")
         return await self.end_transaction(half, state)
 
-    async def send_half(self, message: Message) -> tuple[SendResult, Message]:
+    async def send_half(self, message: Message) -> SendResult:
+        """Only step 1: send the half and return; end it later with :meth:`resolve_transaction`.
+
+        With ``message.msg_id`` set (an outbox ``tx_id``), sending the same half
+        again is recognised by the broker (``SendResult.duplicate``).
+        """
+        return (await self.prepare(message))[0]
+
+    async def prepare(self, message: Message) -> tuple[SendResult, Message]:
         """Step 1: send the half; returns it and the message as the listener sees it."""
         half = await self.send_wire(message.to_wire(transactional=True))
         transaction_id = half.transaction_id or half.msg_id
@@ -434,12 +442,12 @@ class TransactionProducer(Producer):
 
     def send_half(self, message: Message) -> SendResult:
         """Only step 1: send the half and return; end it later with :meth:`resolve_transaction`."""
-        return self._running().run(self._tx.send_half(message))[0]
+        return self._running().run(self._tx.send_half(message))
 
     def send_message_in_transaction(self, message: Message,
                                     arg: Any = None) -> TransactionSendResult:
         loop = self._running()
-        half, msg = loop.run(self._tx.send_half(message))
+        half, msg = loop.run(self._tx.prepare(message))
         try:
             answer = self.listener.execute_local_transaction(msg, arg)
         except Exception:
