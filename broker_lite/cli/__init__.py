@@ -7,10 +7,8 @@ Each subcommand lives in its own module and registers itself on the parser;
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 __all__ = ["build_parser", "main"]
 
@@ -22,26 +20,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    from broker_lite.cli import demo, inspect_cmd, serve
+    from broker_lite.cli import bench, consume, demo, inspect_cmd, send, serve, topic
 
-    serve.register(sub)
-    for name in ("send", "consume", "topic", "bench"):
-        module = _optional(name)
-        if module is not None:
-            module.register(sub)
-    inspect_cmd.register(sub)
-    demo.register(sub)
+    for module in (serve, send, consume, topic, bench, inspect_cmd, demo):
+        module.register(sub)
     return parser
-
-
-def _optional(name: str) -> Any:
-    """A client-side command module, if this install has it."""
-    try:
-        return importlib.import_module(f"broker_lite.cli.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"broker_lite.cli.{name}":
-            raise
-        return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

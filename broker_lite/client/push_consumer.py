@@ -42,7 +42,7 @@ from broker_lite.client.listener import (
     call_listener,
 )
 from broker_lite.client.loop_thread import LoopThread
-from broker_lite.client.message import ReceivedMessage, retry_topic
+from broker_lite.client.message import RETRY_PREFIX, ReceivedMessage, retry_topic
 from broker_lite.client.pull_consumer import AsyncPullConsumer
 from broker_lite.client.queue_worker import QueueWorker, WorkerOptions
 from broker_lite.errors import BrokerError
@@ -112,6 +112,7 @@ class AsyncPushConsumer:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._slots: asyncio.Semaphore | None = None
         self._rebalance_now = asyncio.Event()
+        self._topic_missing = False
         self._rebalance_task: asyncio.Task[None] | None = None
         self._started = False
         self._closed = False
@@ -228,12 +229,15 @@ class AsyncPushConsumer:
             except BrokerError as exc:
                 self._registered = False
                 log.warning("heartbeat of group %s failed: %s", self.group, exc)
+        missing = False
         for topic, tag_expr in self._topics().items():
             try:
                 queues = set(await self.client.assignment(topic))
             except BrokerError as exc:
                 log.warning("assignment of %s for group %s failed: %s", topic, self.group, exc)
                 continue
+            if not queues and not topic.startswith(RETRY_PREFIX):
+                missing = True  # the topic does not exist yet (subscribing does not create it)
             held = {q for (t, q) in self._workers if t == topic}
             for queue_id in sorted(held - queues):
                 worker = self._workers.pop((topic, queue_id))
@@ -247,11 +251,16 @@ class AsyncPushConsumer:
                                      consume=self._consume, local_offsets=self._local_offsets)
                 self._workers[(topic, queue_id)] = worker
                 worker.start()
+        self._topic_missing = missing
 
     async def _rebalance_loop(self) -> None:
         while True:
+            # While a subscribed topic has no queues yet, ask again soon: it
+            # appears when a producer first sends to it.
+            wait = min(0.5, self.rebalance_interval) if self._topic_missing \
+                else self.rebalance_interval
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._rebalance_now.wait(), self.rebalance_interval)
+                await asyncio.wait_for(self._rebalance_now.wait(), wait)
             self._rebalance_now.clear()
             try:
                 await self.rebalance()

@@ -226,7 +226,11 @@ class Broker:
 
     def query_assignment(self, request: m.QueryAssignmentRequest) -> m.Assignment:
         topic = request.topic
-        config = self.topics.get(topic) or self.topics.ensure(topic, for_write=False)
+        config = self.topics.get(topic)
+        if config is None:
+            # Subscribing does not create a topic (a typo would): no queues until a
+            # producer creates it; consumers ask again at their next rebalance.
+            return m.Assignment(topic=topic, queue_ids=[])
         queues = list(range(config.queues))
         members, broadcasting = self.clients.members(request.group, topic)
         if broadcasting:
@@ -295,6 +299,10 @@ class Broker:
     # -- clients -------------------------------------------------------------------
 
     def register(self, request: m.HeartbeatRequest, channel: Channel) -> None:
+        """A heartbeat. As in RocketMQ, a consumer group's retry topic exists from here on."""
+        for group in {sub.group for sub in request.consumers}:
+            if self.topics.get(RETRY_PREFIX + group) is None:
+                self.topics.ensure(RETRY_PREFIX + group, for_write=True)
         self.clients.register(request, channel)
 
     def unregister(self, client_id: str) -> None:

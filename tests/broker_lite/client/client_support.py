@@ -24,11 +24,14 @@ def drain(consumer: PullConsumer, topic: str, count: int, *, timeout: float = 15
           until: Callable[[list[ReceivedMessage]], bool] | None = None) -> list[ReceivedMessage]:
     """Pull every queue of ``topic`` from the group's offsets until ``count`` messages came
     (or until ``until(messages)`` holds)."""
-    queues = consumer.assignment(topic)
-    offsets = {q: max(consumer.committed_offset(topic, q), 0) for q in queues}
+    queues: list[int] = []
+    offsets: dict[int, int] = {}
     got: list[ReceivedMessage] = []
 
     def more() -> bool:
+        if not queues:  # the topic may not exist yet (a DLQ appears with its first message)
+            queues.extend(consumer.assignment(topic))
+            offsets.update({q: max(consumer.committed_offset(topic, q), 0) for q in queues})
         for queue_id in queues:
             result = consumer.pull(topic, queue_id, offsets[queue_id], 64)
             offsets[queue_id] = result.next_offset

@@ -15,6 +15,7 @@ from client_support import Recorder, drain
 from support import BrokerLiteServer, wait_until
 
 from broker_lite.client import (
+    Admin,
     AsyncPushConsumer,
     ConsumeResult,
     Message,
@@ -28,6 +29,12 @@ from broker_lite.client import (
 FAST = {"rebalance_interval": 0.3, "long_poll_ms": 20_000}
 
 
+def _create(broker: BrokerLiteServer, topic: str) -> None:
+    """Topics exist before consumers subscribe (subscribing does not create one)."""
+    with Admin(broker.native) as admin:
+        admin.create_topic(topic, queues=4)
+
+
 def _send(broker: BrokerLiteServer, topic: str, bodies: list[str], **kw: object) -> None:
     with Producer("pg", broker.native) as producer:
         for body in bodies:
@@ -38,6 +45,7 @@ def _send(broker: BrokerLiteServer, topic: str, bodies: list[str], **kw: object)
 def test_push_consumer_delivers_and_acks(broker: BrokerLiteServer) -> None:
     threads_before = set(threading.enumerate())
     recorder = Recorder()
+    _create(broker, "Orders")
     consumer = PushConsumer("cg", broker.native, listener=recorder, **FAST)
     consumer.subscribe("Orders")
     consumer.start()
@@ -97,6 +105,7 @@ def test_message_goes_to_dlq_after_max_reconsume_times(broker: BrokerLiteServer)
 def test_two_consumers_split_queues_and_get_each_message_once(
         broker: BrokerLiteServer) -> None:
     first, second = Recorder(), Recorder()
+    _create(broker, "Split")
     a = PushConsumer("shared", broker.native, listener=first, **FAST)
     b = PushConsumer("shared", broker.native, listener=second, **FAST)
     for consumer in (a, b):
@@ -196,6 +205,7 @@ def test_batch_listener_gets_lists(broker: BrokerLiteServer) -> None:
 @pytest.mark.timeout(60)
 def test_broadcasting_consumers_each_get_every_message(broker: BrokerLiteServer) -> None:
     first, second = Recorder(), Recorder()
+    _create(broker, "News")
     consumers = [PushConsumer("radio", broker.native, listener=rec, broadcasting=True, **FAST)
                  for rec in (first, second)]
     for consumer in consumers:
