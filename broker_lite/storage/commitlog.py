@@ -13,7 +13,7 @@ Reads may run from any thread while appends go on.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -209,12 +209,15 @@ class CommitLog:
 
     # -- recovery --------------------------------------------------------------
 
-    def recover(self, hint: int) -> tuple[int, Corruption | None]:
+    def recover(self, hint: int, visit: Callable[[ScanEntry], None] | None = None,
+                visit_from: int = 0) -> tuple[int, Corruption | None]:
         """Walk from the start of the segment holding ``hint`` and truncate at the end.
 
         ``hint`` is the checkpointed offset: everything before its segment is
         trusted, everything after is checked. Returns the new write offset and
         the first corruption met, if any. Segment write positions are restored.
+        ``visit`` is called with every sound record at or after ``visit_from``,
+        so that re-dispatching rides on this one read of the log.
         """
         files = self.queue.files
         if not files:
@@ -228,6 +231,8 @@ class CommitLog:
                 corruption = entry
                 break
             end = entry.offset + entry.size
+            if visit is not None and entry.offset >= visit_from:
+                visit(entry)
         self._truncate(end)
         return end, corruption
 

@@ -80,8 +80,7 @@ HEADER_SIZE = _HEADER.size  # 88: everything up to and including the body length
 _TOTAL_MAGIC = struct.Struct(">II")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
+_ROUTE = struct.Struct(">iiqqi")  # queue id, flag, queue offset, physical offset, sysflag
 _FIRST = struct.Struct(">III")  # total size, magic, body CRC
 _TAIL = _U16
 MIN_BLANK_SIZE = _TOTAL_MAGIC.size
@@ -313,9 +312,7 @@ def verify_record(
 
 def peek_route(buf: Buffer, pos: int) -> tuple[int, int, int, bytes]:
     """``(sysflag, queue_id, queue_offset, topic)`` of a verified record, without decoding it."""
-    queue_id = _I32.unpack_from(buf, pos + 12)[0]
-    queue_offset = _I64.unpack_from(buf, pos + 20)[0]
-    sysflag = _I32.unpack_from(buf, pos + 36)[0]
+    queue_id, _flag, queue_offset, _phys, sysflag = _ROUTE.unpack_from(buf, pos + 12)
     body_end = pos + HEADER_SIZE + _U32.unpack_from(buf, pos + HEADER_SIZE - 4)[0]
     topic_len = _U16.unpack_from(buf, body_end)[0]
     return sysflag, queue_id, queue_offset, bytes(buf[body_end + 2 : body_end + 2 + topic_len])

@@ -30,7 +30,7 @@ from broker_lite.errors import (
     StoreClosedError,
 )
 from broker_lite.storage.checkpoint import AbortMarker, Checkpoint, CheckpointFile
-from broker_lite.storage.commitlog import CommitLog, Corruption
+from broker_lite.storage.commitlog import CommitLog, Corruption, ScanEntry
 from broker_lite.storage.config import StoreConfig
 from broker_lite.storage.consume_queue import ConsumeQueue, QueueUnit
 from broker_lite.storage.flush import FlushService
@@ -166,73 +166,46 @@ class MessageStore:
     # -- recovery ------------------------------------------------------------
 
     def _recover(self) -> RecoveryReport:
-        """Bring the log, queues and index back to one consistent state.
+        """Bring the log, queues and index back to one consistent state, in one read.
 
-        1. Validate the log from the segment holding the checkpoint (CRC and
-           length of every record) and truncate at the first bad record.
-        2. Load every consume queue and drop units pointing past the new end.
-        3. Re-dispatch records after the checkpoint into queues and the index
-           (units and keys already there are skipped).
+        1. Load every consume queue.
+        2. Validate the log from the segment holding the checkpoint (CRC and
+           length of every record) and truncate at the first bad record. On
+           the way, re-dispatch records after the checkpoint that their queue
+           or the key index lack (with no checkpoint: every record).
+        3. Drop queue units pointing past the new end of the log.
+
+        A queue can only hold a record if it holds every earlier one of its
+        queue, so "its queue offset is below the queue's end" means "already
+        there", even while units a truncation will drop are still present.
         """
         started = time.perf_counter()
         crashed = self._abort.found()
         checkpoint = self._checkpoints.last
         hint = checkpoint.dispatched_offset if checkpoint else self._log.min_offset
-        log_end, corruption = self._log.recover(hint)
+        self._load_queues()
+        dispatcher = _Redispatcher(self)
+        log_end, corruption = self._log.recover(
+            hint, dispatcher.visit, hint if checkpoint else self._log.min_offset)
         if corruption is not None:
             log.warning("commit log truncated at %d: %s (segment %s)", corruption.offset,
                         corruption.reason, corruption.segment)
-        self._load_queues(log_end)
         for cq in self._queues.values():
+            cq.truncate_dirty(log_end)
             cq.delete_below(self._log.min_offset)
-        start = min(hint, log_end) if checkpoint else self._log.min_offset
-        redispatched = self._redispatch(max(start, self._log.min_offset), log_end)
-        return RecoveryReport(crashed, checkpoint, log_end, corruption, redispatched,
+        return RecoveryReport(crashed, checkpoint, log_end, corruption, dispatcher.count,
                               time.perf_counter() - started)
 
-    def _load_queues(self, log_end: int) -> None:
+    def _load_queues(self) -> None:
         if not self._queue_dir.exists():
             return
         for topic_dir in sorted(self._queue_dir.iterdir()):
             for queue_dir in sorted(topic_dir.iterdir()):
                 if not queue_dir.name.isdigit():
                     continue
-                cq = ConsumeQueue(queue_dir, topic_dir.name, int(queue_dir.name),
-                                  self.config.units_per_queue_file)
-                cq.truncate_dirty(log_end)
-                self._queues[(topic_dir.name, int(queue_dir.name))] = cq
-
-    def _redispatch(self, start: int, end: int) -> int:
-        """Index records of ``[start, end)`` that their queue or the key index lack.
-
-        The range was just verified by recovery, so records are found by size
-        alone, and only those missing somewhere are decoded.
-        """
-        indexed_to = self._index.indexed_up_to()
-        topics: dict[bytes, str] = {}
-        count = 0
-        for entry in self._log.walk_trusted(start, end):
-            buf = entry.segment.buffer
-            pos = entry.offset - entry.segment.start_offset
-            sysflag, queue_id, queue_offset, topic_b = peek_route(buf, pos)
-            cq = None
-            if sysflag & SysFlag.TX_MASK != TxType.ROLLBACK:
-                topic = topics.get(topic_b) or topics.setdefault(topic_b, topic_b.decode())
-                cq = self._queue(topic, queue_id)
-                if queue_offset < cq.max_offset:
-                    cq = None  # already there
-            if cq is None and entry.offset <= indexed_to:
-                continue
-            record = decode_record(buf, pos, verified=True)
-            if cq is not None:
-                cq.append(queue_offset, entry.offset, entry.size, tag_hash(record.tags))
-                count += 1
-            if entry.offset > indexed_to:
-                keys = _index_keys(record.properties)
-                if keys:
-                    self._index.prepare(len(keys), entry.offset)
-                    self._index.put(keys, entry.offset, record.store_timestamp)
-        return count
+                self._queues[(topic_dir.name, int(queue_dir.name))] = ConsumeQueue(
+                    queue_dir, topic_dir.name, int(queue_dir.name),
+                    self.config.units_per_queue_file)
 
     def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         key = (topic, queue_id)
@@ -496,6 +469,42 @@ def _check_layout(root: Path, config: StoreConfig) -> None:
                 f"{root} was created with {key}={found[key]}, but {value} was configured; "
                 f"open it with {key}={found[key]}"
             )
+
+
+class _Redispatcher:
+    """Puts records that recovery meets into the queues and index that lack them."""
+
+    def __init__(self, store: MessageStore) -> None:
+        self._store = store
+        self._indexed_to = store._index.indexed_up_to()
+        self._queues = store._queues
+        self._topics: dict[bytes, str] = {}
+        self.count = 0
+
+    def visit(self, entry: ScanEntry) -> None:
+        buf = entry.segment.buffer
+        pos = entry.offset - entry.segment.start_offset
+        sysflag, queue_id, queue_offset, topic_b = peek_route(buf, pos)
+        cq = None
+        if sysflag & SysFlag.TX_MASK != TxType.ROLLBACK:
+            topic = self._topics.get(topic_b)
+            if topic is None:
+                topic = self._topics[topic_b] = topic_b.decode()
+            cq = self._queues.get((topic, queue_id)) or self._store._queue(topic, queue_id)
+            if queue_offset < cq.max_offset:
+                cq = None  # already there
+        if cq is None and entry.offset <= self._indexed_to:
+            return
+        record = decode_record(buf, pos, verified=True)
+        if cq is not None:
+            cq.append(queue_offset, entry.offset, entry.size, tag_hash(record.tags))
+            self.count += 1
+        if entry.offset > self._indexed_to:
+            keys = _index_keys(record.properties)
+            if keys:
+                index = self._store._index
+                index.prepare(len(keys), entry.offset)
+                index.put(keys, entry.offset, record.store_timestamp)
 
 
 def _index_keys(props: Mapping[str, str]) -> list[str]:
