@@ -18,6 +18,7 @@ from broker_lite.core import Broker
 from broker_lite.core.acl import Account, Acl
 from broker_lite.protocol import DEFAULT_MAX_FRAME_SIZE
 from broker_lite.protocol import messages as m
+from broker_lite.server.flushgate import FlushGate
 from broker_lite.server.longpoll import ArrivalHub
 
 __all__ = ["MAX_LONG_POLL_MS", "ServerConfig", "ServerContext", "Session"]
@@ -94,6 +95,8 @@ class ServerContext:
     loop: asyncio.AbstractEventLoop
     #: tasks that outlive a request (check-back answers); awaited at shutdown
     background: set[asyncio.Task[Any]] = field(default_factory=set)
+    #: sync flush mode: where requests wait for durability (made on first use)
+    flush_gate: FlushGate | None = None
 
     def spawn(self, coro: Coroutine[Any, Any, T], *, name: str) -> asyncio.Task[T]:
         """Run ``coro`` as a tracked background task; its failure is logged, never raised."""

@@ -17,7 +17,6 @@ asked anything; see :mod:`broker_lite.core.acl` for the rules.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -32,6 +31,7 @@ from broker_lite.errors import (
 from broker_lite.protocol import RequestCode, encode
 from broker_lite.protocol import messages as m
 from broker_lite.server.context import MAX_LONG_POLL_MS, ServerContext, Session
+from broker_lite.server.flushgate import FlushGate
 from broker_lite.server.longpoll import long_poll_pull
 
 __all__ = ["HANDLERS", "Handler", "wait_flushed"]
@@ -71,29 +71,19 @@ def _check_client(session: Session, client_id: str, what: str) -> None:
 async def wait_flushed(ctx: ServerContext, end_offset: int) -> None:
     """Return once the store has made ``end_offset`` durable (at once in async flush mode).
 
-    The store calls back on its flusher thread; the result crosses to the loop
-    with ``call_soon_threadsafe``. A flush error is raised as a BrokerError
+    Requests park in the context's :class:`FlushGate`, which the store's
+    flusher settles once per fsync. A flush error is raised as a BrokerError
     (``FLUSH_DISK_TIMEOUT`` unless it is one already); no answer within
     ``flush_timeout`` raises ``FLUSH_DISK_TIMEOUT`` too: the message is stored,
     its durability is not confirmed.
     """
-    loop = ctx.loop
-    future: asyncio.Future[BaseException | None] = loop.create_future()
-    loop_thread = threading.get_ident()
-
-    def settle(error: BaseException | None) -> None:
-        if not future.done():
-            future.set_result(error)
-
-    def on_flushed(error: BaseException | None) -> None:
-        if threading.get_ident() == loop_thread:  # called back synchronously (async mode)
-            settle(error)
-        else:
-            ctx.call_soon_threadsafe(settle, error)
-
-    ctx.broker.store.when_flushed(end_offset, on_flushed)
+    if ctx.broker.config.store.flush != "sync":
+        return
+    gate = ctx.flush_gate
+    if gate is None:
+        gate = ctx.flush_gate = FlushGate(ctx.broker.store, ctx.loop)
+    future = gate.wait(end_offset)
     try:
-        # async mode settles at once: skip the timer
         error = (future.result() if future.done()
                  else await asyncio.wait_for(future, ctx.config.flush_timeout))
     except TimeoutError:

@@ -53,6 +53,7 @@ class FlushService:
         self._requested = 0
         self._flushed = 0
         self._callbacks: list[tuple[int, Callable[[BaseException | None], None]]] = []
+        self._listeners: list[Callable[[int, BaseException | None], None]] = []
         self._error: BaseException | None = None
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="broker-lite-flush", daemon=True)
@@ -118,6 +119,15 @@ class FlushService:
         if not queued:
             callback(error)
 
+    def add_listener(self, listener: Callable[[int, BaseException | None], None]) -> None:
+        """Call ``listener(flushed_offset, error)`` on the flusher thread after every flush.
+
+        One call per ``fdatasync`` however many appends it covered: a server
+        resolves all its waiting requests with one hop across threads.
+        """
+        with self._lock:
+            self._listeners.append(listener)
+
     def _run(self) -> None:
         last_checkpoint = time.monotonic()
         while True:
@@ -147,9 +157,16 @@ class FlushService:
                     (off, cb) for off, cb in self._callbacks if off > self._flushed and not error
                 ]
                 done, self._generation = self._generation, threading.Event()
+                listeners = list(self._listeners)
+                flushed_now = self._flushed
             done.set()
             for cb in ready:
                 cb(error)
+            for listener in listeners:
+                try:
+                    listener(flushed_now, error)
+                except Exception:
+                    log.exception("flush listener failed")
             now = time.monotonic()
             if error is None and (stopping or now - last_checkpoint >= self._checkpoint_interval):
                 last_checkpoint = now

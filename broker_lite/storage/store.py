@@ -281,6 +281,14 @@ class MessageStore:
         else:
             self._flusher.when_flushed(end_offset, callback)
 
+    def request_flush(self, end_offset: int) -> None:
+        """Ask the flusher (``sync`` mode) to make ``end_offset`` durable soon."""
+        self._flusher.request(end_offset)
+
+    def add_flush_listener(self, listener: Callable[[int, BaseException | None], None]) -> None:
+        """``listener(flushed_offset, error)`` after every flush, on the flusher thread."""
+        self._flusher.add_listener(listener)
+
     def flush(self) -> int:
         """Make everything written so far durable now; return the offset."""
         return self._log.flush()

@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from server_wire import HealthyClient
+from server_wire import HealthyClient, StartBroker, serve_command
 from support import BrokerLiteServer, start_broker_lite
-
-
-def serve_command() -> list[str]:
-    """The ``broker-lite`` command, as argv (``serve ...`` is appended)."""
-    return [sys.executable, "-m", "broker_lite"]
-
-
-StartBroker = Callable[..., contextlib.AbstractContextManager[BrokerLiteServer]]
 
 
 @pytest.fixture
@@ -46,7 +37,3 @@ def healthy(broker: BrokerLiteServer) -> Iterator[HealthyClient]:
     client.start()
     yield client
     client.stop()
-
-
-def run_args(args: Sequence[str]) -> list[str]:
-    return [*serve_command(), "serve", *args]

@@ -7,13 +7,18 @@ not depend on it.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import socket
+import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
+
+from support import BrokerLiteServer
 
 from broker_lite.core.acl import sign_hello
 from broker_lite.protocol import (
@@ -218,3 +223,15 @@ class HealthyClient(threading.Thread):
         self._client.close()
         if self.error is not None:
             raise AssertionError(f"the healthy client failed: {self.error!r}")
+
+
+def serve_command() -> list[str]:
+    """The ``broker-lite`` command, as argv (``serve ...`` is appended)."""
+    return [sys.executable, "-m", "broker_lite"]
+
+
+StartBroker = Callable[..., contextlib.AbstractContextManager[BrokerLiteServer]]
+
+
+def run_args(args: Sequence[str]) -> list[str]:
+    return [*serve_command(), "serve", *args]

@@ -7,8 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import StartBroker
-from server_wire import WireClient, signed_hello
+from server_wire import StartBroker, WireClient, signed_hello
 from support import BrokerLiteServer
 
 from broker_lite.protocol import FrameKind, RequestCode, ResponseCode, decode, encode

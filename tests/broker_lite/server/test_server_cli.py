@@ -9,8 +9,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import StartBroker, run_args
-from server_wire import WireClient
+from server_wire import StartBroker, WireClient, run_args
 from support import BrokerLiteServer
 
 from broker_lite.protocol import RequestCode

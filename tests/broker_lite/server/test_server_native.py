@@ -6,8 +6,7 @@ import struct
 import time
 
 import pytest
-from conftest import StartBroker
-from server_wire import HealthyClient, WireClient
+from server_wire import HealthyClient, StartBroker, WireClient
 from support import BrokerLiteServer, wait_until
 
 from broker_lite.protocol import (
