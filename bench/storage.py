@@ -22,7 +22,7 @@ Cases (records are 1 KiB bodies, one encoded record is ~1.2 KB):
   group commit can do with N appenders, each having one record in flight.
 * ``sync-asyncio-N`` (N = 8, 64): N asyncio tasks on one event loop, each
   with one record in flight, acknowledged the way the server does it:
-  ``put_nowait`` and a ``when_flushed`` callback. Same bound as ``sync-N``.
+  ``put_nowait`` and a wait in the server's ``FlushGate``. Same bound as ``sync-N``.
 * ``recovery-*``: reopen a log of ``--recovery-mb`` MB after a simulated crash
   (checkpoint removed, ``abort`` present), so every record is validated (CRC
   and length) from the start. Bound: sequential ``readinto`` of the same bytes
@@ -88,6 +88,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from broker_lite.server.flushgate import FlushGate
 from broker_lite.storage import CommitLog, MessageStore, MessageToStore, StoreConfig
 from broker_lite.storage.properties import encode_properties
 from broker_lite.storage.record import encode_record, pack_host
@@ -109,7 +110,7 @@ TARGETS = {
     "async-1": ("records_per_s", 150_000.0, "async put, 1 appender, records/s"),
     "sync-64": ("records_per_s", 30_000.0, "sync put, 64 appender threads, records/s"),
     "sync-asyncio-64": ("records_per_s", 30_000.0,
-                        "sync, 64 asyncio appenders (when_flushed), records/s"),
+                        "sync, 64 asyncio appenders (FlushGate), records/s"),
     "recovery-warm": ("mb_per_s", 300.0, "crash recovery with CRC checks, MB/s"),
 }
 
@@ -304,10 +305,10 @@ def store_append_run(
 def store_asyncio_run(
     root: Path, messages: Sequence[MessageToStore], appenders: int
 ) -> Measurement:
-    """Sync flush the way the asyncio server acknowledges: ``put_nowait`` + ``when_flushed``.
+    """Sync flush the way the asyncio server acknowledges: ``put_nowait``, then wait in
+    the server's ``FlushGate``, which the flusher settles once per fsync.
 
-    ``appenders`` asyncio tasks on one event loop, each with one record in
-    flight; the flusher's callback resolves the task's future thread-safely.
+    ``appenders`` asyncio tasks on one event loop, each with one record in flight.
     """
     data_dir = root / f"store-asyncio-{appenders}"
     shutil.rmtree(data_dir, ignore_errors=True)
@@ -326,37 +327,18 @@ def store_asyncio_run(
 async def _asyncio_appenders(
     store: MessageStore, batches: Sequence[Sequence[MessageToStore]]
 ) -> float:
-    loop = asyncio.get_running_loop()
+    """Appender tasks wait in the server's :class:`FlushGate` (one loop hop per fsync)."""
+    gate = FlushGate(store, asyncio.get_running_loop())
 
     async def appender(messages: Sequence[MessageToStore]) -> None:
         for msg in messages:
-            end = store.put_nowait(msg).end_offset
-            future: asyncio.Future[None] = loop.create_future()
-            store.when_flushed(end, _notifier(loop, future))
-            await future
+            error = await gate.wait(store.put_nowait(msg).end_offset)
+            if error is not None:
+                raise error
 
     started = time.perf_counter()
     await asyncio.gather(*(appender(b) for b in batches))
     return time.perf_counter() - started
-
-
-def _notifier(
-    loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]
-) -> Callable[[BaseException | None], None]:
-    """The flusher-thread callback that resolves ``future`` on its event loop."""
-
-    def on_flushed(error: BaseException | None) -> None:
-        loop.call_soon_threadsafe(_resolve, future, error)
-
-    return on_flushed
-
-
-def _resolve(future: asyncio.Future[None], error: BaseException | None) -> None:
-    if not future.done():
-        if error is None:
-            future.set_result(None)
-        else:
-            future.set_exception(error)
 
 
 def _fsync_count(store: MessageStore) -> int | None:
@@ -415,7 +397,7 @@ def append_comparisons(
             msgs = messages[:count]
             batch = None if mode == "async" else n
             if mode == "sync-asyncio":
-                ours = Side(f"{n} asyncio task(s): put_nowait + when_flushed, flush=sync",
+                ours = Side(f"{n} asyncio task(s): put_nowait + FlushGate, flush=sync",
                             _bind(store_asyncio_run, root, msgs, n))
             else:
                 ours = Side(f"{n} thread(s) calling MessageStore.put, flush={mode}",
