@@ -1,0 +1,86 @@
+"""Configuration: the :class:`Outbox` object and the relay's settings (frozen dataclasses).
+
+The library never reads ``os.environ``; the edges (CLI, Django settings,
+Flask config, Celery app factory) build these objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from outbox.errors import ConfigurationError
+from outbox.serializers import JsonSerializer, Serializer
+
+__all__ = ["Mode", "Outbox", "RelaySettings"]
+
+Mode = Literal["outbox", "half_first"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RelaySettings:
+    """How the relay claims and retries rows."""
+
+    #: rows claimed per pass
+    batch_size: int = 200
+    #: a claim expires after this long, so a dead worker's rows are taken over
+    lease_seconds: float = 30.0
+    #: after this many failed attempts a row is parked until replayed
+    max_attempts: int = 10
+    #: retry n waits ``min(backoff_max, backoff_base * 2**n)``, +- ``jitter`` of it
+    backoff_base: float = 0.5
+    backoff_max: float = 300.0
+    jitter: float = 0.2
+    #: the sweeper relays rows older than this whose task was lost (seconds)
+    sweep_after: float = 5.0
+    #: how long a broker request may take before the pass gives up (seconds)
+    broker_timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.lease_seconds <= 0 or self.max_attempts < 1:
+            raise ConfigurationError(
+                "relay settings: batch_size >= 1, lease_seconds > 0 and max_attempts >= 1")
+        if not 0 <= self.jitter < 1:
+            raise ConfigurationError(f"relay settings: jitter must be in [0, 1), got "
+                                     f"{self.jitter}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outbox:
+    """Everything the outbox needs: where rows live, where messages go, how to relay.
+
+    ``on_commit`` is called with the ``tx_id`` s a committed transaction
+    published (the Celery integration enqueues a relay task there). It must
+    not raise into the caller's commit: failures are logged and the sweeper
+    relays those rows later.
+    """
+
+    engine: Engine
+    broker: str = "127.0.0.1:10911"
+    producer_group: str = "rocketbox"
+    serializer: Serializer = field(default_factory=JsonSerializer)
+    relay: RelaySettings = field(default_factory=RelaySettings)
+    mode: Mode = "outbox"
+    #: a half whose DB transaction left no row is rolled back after this long
+    #: (where the DB cannot say whether that transaction is still running)
+    local_tx_timeout: float = 60.0
+    on_commit: Callable[[Sequence[str]], None] | None = None
+    access_key: str | None = None
+    secret_key: str | None = None
+
+    def __post_init__(self) -> None:
+        host, sep, port = self.broker.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigurationError(
+                f"broker address {self.broker!r} must be HOST:PORT, e.g. 127.0.0.1:10911")
+        if not self.producer_group:
+            raise ConfigurationError("producer_group must not be empty")
+        if self.mode not in ("outbox", "half_first"):
+            raise ConfigurationError(f"mode must be 'outbox' or 'half_first', not {self.mode!r}")
+
+    def sessionmaker(self) -> sessionmaker[Session]:
+        return sessionmaker(self.engine)

@@ -1,0 +1,119 @@
+"""The outbox tables (SQLAlchemy 2.0, typed). One source of truth for Alembic and Django.
+
+``rocketbox_transaction`` holds one row per unit of work that published: the
+message to relay, the state the check-back answers with, and the relay's own
+bookkeeping. ``rocketbox_inbox`` holds one row per (consumer group, tx_id) a
+consumer has processed, written in the handler's own transaction.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    false,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = [
+    "NAMING_CONVENTION",
+    "STATES",
+    "Base",
+    "InboxRow",
+    "TransactionRow",
+    "inbox_table",
+    "metadata",
+    "transaction_table",
+]
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+#: what a status row can say about its unit of work (RocketMQ's three answers)
+STATES = ("COMMIT", "ROLLBACK", "UNKNOWN")
+
+
+class Base(DeclarativeBase):
+    metadata = metadata
+
+
+class TransactionRow(Base):
+    """A unit of work's message and the state the broker's check-back gets."""
+
+    __tablename__ = "rocketbox_transaction"
+
+    tx_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    #: commit order: per message group, rows are relayed in this order
+    seq: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    producer_group: Mapped[str] = mapped_column(String(255), nullable=False)
+    topic: Mapped[str] = mapped_column(String(127), nullable=False)
+    tag: Mapped[str | None] = mapped_column(String(255))
+    keys: Mapped[str | None] = mapped_column(String(1024))
+    message_group: Mapped[str | None] = mapped_column(String(255))
+    body: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    headers: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(8), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    #: PostgreSQL: the writing transaction's id, for pg_xact_status in check-back
+    pg_xid: Mapped[int | None] = mapped_column(BigInteger)
+    # -- relay bookkeeping --------------------------------------------------------
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("0"))
+    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    claimed_by: Mapped[str | None] = mapped_column(String(255))
+    claimed_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    half_offset: Mapped[int | None] = mapped_column(BigInteger)
+    commit_offset: Mapped[int | None] = mapped_column(BigInteger)
+    relayed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    parked: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=false())
+
+    __table_args__ = (
+        # "next pending rows" stays cheap at millions of rows: only unrelayed,
+        # unparked rows are in this index.
+        Index("ix_rocketbox_transaction_pending", "next_attempt_at",
+              postgresql_where=text("relayed_at IS NULL AND NOT parked"),
+              sqlite_where=text("relayed_at IS NULL AND NOT parked")),
+        Index("ix_rocketbox_transaction_group_seq", "message_group", "seq",
+              postgresql_where=text("relayed_at IS NULL"),
+              sqlite_where=text("relayed_at IS NULL")),
+        Index("ix_rocketbox_transaction_created_at", "created_at"),
+    )
+
+
+class InboxRow(Base):
+    """A message a consumer group has processed (its dedupe record)."""
+
+    __tablename__ = "rocketbox_inbox"
+
+    consumer_group: Mapped[str] = mapped_column(String(255), nullable=False)
+    tx_id: Mapped[str] = mapped_column(String(64), nullable=False)
+    processed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+    __table_args__ = (
+        PrimaryKeyConstraint("consumer_group", "tx_id"),
+        Index("ix_rocketbox_inbox_processed_at", "processed_at"),
+    )
+
+
+transaction_table = cast(Table, TransactionRow.__table__)
+inbox_table = cast(Table, InboxRow.__table__)

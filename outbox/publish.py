@@ -1,0 +1,124 @@
+"""``publish()``: add a message inside the caller's open database transaction.
+
+The row is the message: it commits or rolls back with the caller's business
+rows, and nothing is sent until it has committed. ``publish`` never commits
+by itself.
+
+Order per message group: on PostgreSQL, ``publish`` takes a transaction-scoped
+advisory lock on the group first, so two transactions of one group commit one
+after the other and ``seq`` (from a sequence, taken after the lock) follows
+their commit order. SQLite has a single writer, so there ``seq`` is
+``max(seq) + 1`` computed inside the insert, which is commit order too.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, event, func, insert, select, text
+from sqlalchemy.orm import Session
+
+from outbox.config import Outbox
+from outbox.errors import NoTransactionError
+from outbox.models import transaction_table
+from outbox.serializers import to_body
+
+__all__ = ["new_tx_id", "publish"]
+
+log = logging.getLogger("rocketbox.outbox")
+_PENDING_KEY = "rocketbox.pending"
+_SEQ = text("nextval('rocketbox_transaction_seq')")
+
+
+def new_tx_id() -> str:
+    """A transaction id: 32 hex digits (the shape of a RocketMQ message id)."""
+    return uuid.uuid4().hex.upper()
+
+
+def _connection(session: Session | Connection) -> Connection:
+    if isinstance(session, Session):
+        if not session.in_transaction():
+            raise NoTransactionError("the session has no transaction; use session.begin()")
+        return session.connection()
+    if not session.in_transaction():
+        raise NoTransactionError("the connection has no transaction; use connection.begin()")
+    return session
+
+
+def publish(
+    session: Session | Connection,
+    topic: str,
+    body: Any,
+    *,
+    outbox: Outbox,
+    tag: str | None = None,
+    keys: str | Sequence[str] | None = None,
+    message_group: str | None = None,
+    headers: Mapping[str, Any] | None = None,
+    tx_id: str | None = None,
+    state: str = "COMMIT",
+) -> str:
+    """Add a message to the caller's transaction and return its ``tx_id``.
+
+    Raises :class:`NoTransactionError` when no transaction is open. After the
+    transaction commits, ``outbox.on_commit`` is told the new ids (a session
+    only; with a bare connection the sweeper picks the rows up).
+    """
+    conn = _connection(session)
+    dialect = conn.dialect.name
+    tx_id = tx_id or new_tx_id()
+    if isinstance(keys, str):
+        key_text: str | None = keys
+    else:
+        key_text = " ".join(keys) if keys else None
+    values: dict[str, Any] = dict(
+        tx_id=tx_id, producer_group=outbox.producer_group, topic=topic, tag=tag,
+        keys=key_text, message_group=message_group, body=to_body(body, outbox.serializer),
+        headers=dict(headers) if headers else None, state=state,
+        created_at=datetime.now(UTC), next_attempt_at=datetime.now(UTC),
+    )
+    if dialect == "postgresql":
+        if message_group is not None:
+            conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:g))"),
+                         {"g": f"rocketbox:{message_group}"})
+        values["pg_xid"] = conn.execute(text("SELECT pg_current_xact_id()::text::bigint")).scalar()
+        values["seq"] = _SEQ
+    else:
+        values["seq"] = select(func.coalesce(func.max(transaction_table.c.seq), 0) + 1) \
+            .scalar_subquery()
+    conn.execute(insert(transaction_table).values(**values))
+    if isinstance(session, Session):
+        _remember(session, outbox, tx_id)
+    log.debug("published %s to %s", tx_id, topic, extra={"tx_id": tx_id, "topic": topic})
+    return tx_id
+
+
+def _remember(session: Session, outbox: Outbox, tx_id: str) -> None:
+    """Collect ids on the session; hand them to ``outbox.on_commit`` after commit."""
+    if outbox.on_commit is None:
+        return
+    pending: list[str] | None = session.info.get(_PENDING_KEY)
+    if pending is None:
+        pending = session.info[_PENDING_KEY] = []
+        hook = outbox.on_commit
+
+        def after_commit(sess: Session) -> None:
+            ids = sess.info.pop(_PENDING_KEY, None) or []
+            if ids:
+                try:
+                    hook(list(ids))
+                except Exception:  # the sweeper relays these rows later
+                    log.exception("on_commit hook failed for %d message(s); the sweeper will "
+                                  "relay them", len(ids))
+
+        def after_rollback(sess: Session) -> None:
+            sess.info.pop(_PENDING_KEY, None)
+
+        event.listen(session, "after_commit", after_commit, once=True)
+        event.listen(session, "after_soft_rollback", lambda s, _t: after_rollback(s),
+                     once=True)
+    pending.append(tx_id)

@@ -1,0 +1,152 @@
+"""The relay's seam to the broker: a :class:`Publisher` Protocol and broker_lite's.
+
+A publisher sends halves for many rows in one request, and ends many
+transactions in one request; each item succeeds or fails on its own.
+broker_lite makes both idempotent per transaction id, so a relay that sends
+the same row twice never makes a second message.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from broker_lite.client import AsyncProducer
+from broker_lite.client.loop_thread import LoopThread
+from broker_lite.errors import BrokerError, ResponseCode, error_for_code
+from broker_lite.protocol import RequestCode
+from broker_lite.protocol import messages as m
+from outbox.config import Outbox
+from outbox.errors import BrokerUnreachableError
+
+T = TypeVar("T")
+
+__all__ = ["BrokerLitePublisher", "HalfSent", "OutgoingMessage", "Publisher", "TxEnded"]
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingMessage:
+    tx_id: str
+    topic: str
+    body: bytes
+    tag: str | None
+    keys: tuple[str, ...]
+    message_group: str | None
+    properties: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class HalfSent:
+    tx_id: str
+    half_offset: int
+    queue_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TxEnded:
+    tx_id: str
+    commit_offset: int  # -1 for a rollback
+
+
+class Publisher(Protocol):
+    def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfSent | Exception]: ...
+
+    def end(self, ends: Sequence[tuple[str, str, int, int]]) -> list[TxEnded | Exception]:
+        """``(tx_id, state, half_offset, half_queue_offset)`` each; offsets -1 if unknown."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class BrokerLitePublisher:
+    """Publishes through broker_lite's native client: one connection, one request per batch.
+
+    It connects under its own producer group (``<group>-relay``), so the
+    broker never routes check-backs to it; the halves and their ends carry the
+    outbox's producer group, whose check-backs ``rocketbox checker`` answers.
+    """
+
+    def __init__(self, outbox: Outbox, *, client_id: str | None = None) -> None:
+        self._group = outbox.producer_group
+        self._timeout = outbox.relay.broker_timeout
+        self._producer = AsyncProducer(outbox.producer_group + "-relay", outbox.broker,
+                                       access_key=outbox.access_key,
+                                       secret_key=outbox.secret_key,
+                                       timeout=outbox.relay.broker_timeout, client_id=client_id)
+        self._loop: LoopThread | None = None
+        self._lock = threading.Lock()
+
+    def _request(self, code: RequestCode, body: Any, kind: type[T]) -> T:
+        with self._lock:
+            if self._loop is None:
+                loop = LoopThread("rocketbox-relay")
+                try:
+                    loop.run(self._producer.start(), self._timeout)
+                except BrokerError as exc:
+                    loop.stop()
+                    raise BrokerUnreachableError(f"broker unreachable: {exc}") from exc
+                self._loop = loop
+            loop = self._loop
+        result: T = loop.run(self._producer.session.request(code, body, kind),
+                             self._timeout * 2)
+        return result
+
+    def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfSent | Exception]:
+        if not messages:
+            return []
+        wires = [m.WireMessage(topic=msg.topic, body=msg.body, tags=msg.tag, keys=list(msg.keys),
+                               properties=msg.properties, msg_id=msg.tx_id,
+                               sharding_key=msg.message_group, transactional=True)
+                 for msg in messages]
+        try:
+            response = self._request(RequestCode.SEND_BATCH, m.SendBatchRequest(
+                producer_group=self._group, messages=wires), m.SendBatchResponse)
+        except BrokerError as exc:
+            return [exc for _ in messages]
+        out: list[HalfSent | Exception] = []
+        for msg, item in zip(messages, response.results, strict=True):
+            if item.code == ResponseCode.SUCCESS and item.result is not None:
+                out.append(HalfSent(msg.tx_id, item.result.commit_log_offset,
+                                    item.result.queue_offset))
+            else:
+                body = item.error or m.ErrorBody(message="no result")
+                out.append(error_for_code(item.code, body.message, retriable=body.retriable))
+        return out
+
+    def end(self, ends: Sequence[tuple[str, str, int, int]]) -> list[TxEnded | Exception]:
+        if not ends:
+            return []
+        items = [m.EndTransactionRequest(producer_group=self._group, transaction_id=tx_id,
+                                         state=_STATES.get(state, m.TxState.UNKNOWN),
+                                         commit_log_offset=half_offset,
+                                         queue_offset=queue_offset, msg_id=tx_id)
+                 for tx_id, state, half_offset, queue_offset in ends]
+        try:
+            response = self._request(RequestCode.END_TRANSACTION_BATCH,
+                                     m.EndTransactionBatchRequest(items=items),
+                                     m.EndTransactionBatchResponse)
+        except BrokerError as exc:
+            return [exc for _ in ends]
+        out: list[TxEnded | Exception] = []
+        for (tx_id, *_rest), code, result, error in zip(
+                ends, response.codes, response.results, response.errors, strict=True):
+            if code == ResponseCode.SUCCESS and result is not None:
+                out.append(TxEnded(tx_id, result.commit_log_offset))
+            else:
+                body = error or m.ErrorBody(message="no result")
+                out.append(error_for_code(code, body.message, retriable=body.retriable))
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            loop, self._loop = self._loop, None
+        if loop is not None:
+            try:
+                loop.run(self._producer.shutdown(), self._timeout)
+            finally:
+                loop.stop()
+
+
+_STATES = {"COMMIT": m.TxState.COMMIT, "ROLLBACK": m.TxState.ROLLBACK}
