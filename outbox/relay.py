@@ -53,9 +53,10 @@ def worker_id() -> str:
 def backoff_seconds(attempts: int, base: float, cap: float, jitter: float,
                     rng: random.Random | None = None) -> float:
     """Exponential backoff with +-``jitter`` proportional noise."""
-    delay = min(cap, base * (2 ** max(0, attempts - 1)))
+    delay: float = min(cap, base * 2.0 ** max(0, attempts - 1))
     spread = delay * jitter
-    return max(0.0, delay + float((rng or random).uniform(-spread, spread)))
+    noise: float = (rng or random.Random()).uniform(-spread, spread)
+    return max(0.0, delay + noise)
 
 
 @dataclass
