@@ -1,1 +1,29 @@
-"""Alembic migrations for the rocketbox tables (env.py and versions/)."""
+"""Alembic migrations for the rocketbox tables (``env.py``, ``versions/``).
+
+This package ships in the wheel; :func:`script_location` finds it wherever it
+was installed, so :mod:`outbox.migrate` never needs an ``alembic.ini``.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from pathlib import Path
+
+__all__ = ["UNDECLARED", "VERSION_TABLE", "script_location"]
+
+#: rocketbox's own Alembic version table: an application's ``alembic_version``
+#: in the same database is never touched
+VERSION_TABLE = "rocketbox_alembic_version"
+#: created by the migrations (PostgreSQL only) but not declared in outbox.models,
+#: so autogenerate must not offer to drop it
+UNDECLARED = frozenset({"rocketbox_transaction_seq"})
+
+
+def script_location() -> Path:
+    """The directory holding ``env.py``, ``script.py.mako`` and ``versions/``."""
+    root = importlib.resources.files(__name__)
+    path = Path(str(root))
+    if not (path / "env.py").is_file():
+        raise RuntimeError(f"rocketbox migrations not found on disk at {path} "
+                           "(zipped installs are not supported)")
+    return path
