@@ -23,12 +23,13 @@ from typing import Any
 from broker_lite.core import BrokerConfig
 from broker_lite.core.acl import Acl, AclFileError
 from broker_lite.errors import BrokerError
+from broker_lite.grpc_door.config import GrpcDoorConfig
 from broker_lite.protocol import DEFAULT_MAX_FRAME_SIZE
 from broker_lite.server import BindRefused, ServerConfig, check_bind_policy, serve
 from broker_lite.storage import StoreConfig
 from broker_lite.storage.store import read_layout
 
-__all__ = ["build_configs", "parse_size", "register", "run"]
+__all__ = ["build_configs", "build_grpc_config", "parse_size", "register", "run"]
 
 log = logging.getLogger("broker_lite.server")
 
@@ -42,8 +43,9 @@ Run a broker_lite broker on --data-dir. It serves two doors over one store:
 
   native  broker_lite's pipelined binary protocol (the framework's own client),
           on --port;
-  gRPC    on --grpc-port. The RocketMQ v5 MessagingService is not served yet
-          (a later issue): the port listens, and every call answers UNIMPLEMENTED.
+  gRPC    the Apache RocketMQ 5 MessagingService (apache.rocketmq.v2), so the
+          official RocketMQ 5 clients work unchanged, on --grpc-port (plaintext
+          HTTP/2; docs/grpc.md says what is served).
 
 Once both listen, one line goes to stdout:
   broker_lite ready native=HOST:PORT grpc=HOST:PORT
@@ -94,8 +96,8 @@ def register(sub: Any) -> None:
     where.add_argument("--port", type=_port, default=10911,
                        help="native protocol port (default: 10911; 0 picks a free port)")
     where.add_argument("--grpc-port", type=_port, default=0,
-                       help="gRPC port (default: 0, a free port). No gRPC service is served "
-                            "yet: every call answers UNIMPLEMENTED")
+                       help="port of the RocketMQ 5 gRPC door (default: 0, a free port); "
+                            "official clients connect to HOST:PORT without TLS")
     where.add_argument("--broker-name", default="broker-lite", metavar="NAME",
                        help="the name announced to clients in HELLO (default: broker-lite)")
 
@@ -134,6 +136,9 @@ def register(sub: Any) -> None:
     topics.add_argument("--client-expiry", type=_positive_float, default=120.0, metavar="S",
                         help="drop a client (and its check-back channel) after this long "
                              "without a heartbeat (default: 120)")
+    topics.add_argument("--grpc-max-delivery-attempts", type=int, default=17, metavar="N",
+                        help="deliveries of a message to a gRPC (RocketMQ 5) consumer before it "
+                             "goes to %%DLQ%%group (default: 17, i.e. 16 retries)")
     topics.add_argument("--delay-time-scale", type=_positive_float, default=1.0, metavar="F",
                         help="multiply every delay level and retry back-off by F; for tests "
                              "(0.01 turns 1 s into 10 ms). Default: 1")
@@ -143,6 +148,9 @@ def register(sub: Any) -> None:
                      help="JSON ACL file (format: see broker_lite.core.acl): clients must sign "
                           "their HELLO, and each request is checked against the account's "
                           "topic and group permissions")
+    net.add_argument("--grpc-clock-skew", type=_positive_float, default=None, metavar="S",
+                     help="with --acl: how far a gRPC request's x-mq-date-time may be from the "
+                          "broker's clock (default: the ACL file's clock_skew_seconds, 300)")
     net.add_argument("--insecure", action="store_true",
                      help="allow a non-loopback --host without --acl (anyone who can reach the "
                           "port can send, consume and end transactions)")
@@ -155,6 +163,12 @@ def register(sub: Any) -> None:
                    choices=("debug", "info", "warning", "error"),
                    help="log verbosity on stderr (default: info)")
     p.set_defaults(handler=run)
+
+
+def build_grpc_config(args: argparse.Namespace) -> GrpcDoorConfig:
+    """The gRPC door's config from parsed flags; ``ValueError`` if refused."""
+    return GrpcDoorConfig(clock_skew_seconds=args.grpc_clock_skew,
+                          max_delivery_attempts=args.grpc_max_delivery_attempts)
 
 
 def build_configs(args: argparse.Namespace) -> tuple[BrokerConfig, ServerConfig]:
@@ -193,6 +207,7 @@ def run(args: argparse.Namespace) -> int:
         acl = Acl.load(args.acl) if args.acl is not None else None
         check_bind_policy(args.host, acl=acl, insecure=args.insecure)
         broker_config, server_config = build_configs(args)
+        grpc_config = build_grpc_config(args)
     except (AclFileError, BindRefused) as exc:
         return _fail(str(exc), 2)
     except (ValueError, BrokerError) as exc:
@@ -203,7 +218,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
 
     try:
-        asyncio.run(serve(broker_config, server_config, acl=acl, ready=ready))
+        asyncio.run(serve(broker_config, server_config, acl=acl, ready=ready,
+                          grpc_config=grpc_config))
     except OSError as exc:
         return _fail(f"cannot start: {exc}", 1)
     except BrokerError as exc:

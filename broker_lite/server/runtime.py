@@ -4,9 +4,8 @@
 
 1. bind the native socket (so the real port is known, and recorded as the
    store host), open the :class:`~broker_lite.core.Broker` in a worker thread
-   (recovery may take a while), start the gRPC server (no services yet: the
-   ``MessagingService`` door is a later issue, so every call answers
-   ``UNIMPLEMENTED``) and the native server;
+   (recovery may take a while), start the gRPC server with the RocketMQ v5
+   ``MessagingService`` (:mod:`broker_lite.grpc_door`) and the native server;
 2. run the broker's periodic methods, each in a worker thread so the event
    loop never blocks; a failure is logged and the task goes on;
 3. on :meth:`BrokerRuntime.request_stop` (SIGTERM/SIGINT in :func:`serve`):
@@ -25,7 +24,7 @@ import logging
 import signal
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -35,6 +34,10 @@ from broker_lite.server.context import ServerConfig, ServerContext
 from broker_lite.server.longpoll import ArrivalHub
 from broker_lite.server.native import NativeServer, bind_socket, format_address
 from broker_lite.server.periodic import Periodic, schedule_for
+
+if TYPE_CHECKING:
+    from broker_lite.grpc_door import GrpcDoor
+    from broker_lite.grpc_door.config import GrpcDoorConfig
 
 __all__ = ["BindRefused", "BrokerRuntime", "check_bind_policy", "is_loopback", "serve"]
 
@@ -74,15 +77,17 @@ class BrokerRuntime:
     """A running broker with its doors; start with :meth:`start`, end with :meth:`stop`."""
 
     def __init__(self, broker_config: BrokerConfig, server_config: ServerConfig, *,
-                 acl: Acl | None = None) -> None:
+                 acl: Acl | None = None, grpc_config: GrpcDoorConfig | None = None) -> None:
         self.broker_config = broker_config
         self.server_config = server_config
         self.acl = acl
+        self.grpc_config = grpc_config
         self.native_address = ""
         self.grpc_address = ""
         self.broker: Broker | None = None
         self._native: NativeServer | None = None
         self._grpc: Any = None
+        self.grpc_door: GrpcDoor | None = None
         self._periodic: list[Periodic] = []
         self._ctx: ServerContext | None = None
         self._stop = asyncio.Event()
@@ -105,11 +110,11 @@ class BrokerRuntime:
             store = dataclasses.replace(self.broker_config.store, store_host=self.native_address)
             config = dataclasses.replace(self.broker_config, store=store)
             self.broker = await asyncio.to_thread(Broker, config)
-            self.grpc_address = await self._start_grpc(cfg.host, cfg.grpc_port)
             hub = ArrivalHub(self._loop)
             self.broker.add_arrival_listener(hub.notify)
             self._ctx = ServerContext(broker=self.broker, config=cfg, acl=self.acl, hub=hub,
                                       loop=self._loop)
+            self.grpc_address = await self._start_grpc(self._ctx, cfg.host, cfg.grpc_port)
             self._native = NativeServer(self._ctx)
             await self._native.start(sock)
         except BaseException:
@@ -125,7 +130,10 @@ class BrokerRuntime:
                  self.broker_config.store.data_dir, self.broker_config.store.flush,
                  "on" if self.acl is not None else "off")
 
-    async def _start_grpc(self, host: str, port: int) -> str:
+    async def _start_grpc(self, ctx: ServerContext, host: str, port: int) -> str:
+        # imported here: broker_lite.grpc_door imports this package's modules
+        from broker_lite.grpc_door import GrpcDoor, add_to_server
+
         server = grpc.aio.server()
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
@@ -134,8 +142,12 @@ class BrokerRuntime:
             raise OSError(f"cannot bind the gRPC door to {target}: {exc}") from exc
         if not bound:
             raise OSError(f"cannot bind the gRPC door to {target}")
+        door = GrpcDoor(ctx, self.grpc_config)
+        door.address = (host, bound)
+        add_to_server(server, door)
         await server.start()
-        self._grpc = server
+        door.start()
+        self._grpc, self.grpc_door = server, door
         return f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
 
     def request_stop(self) -> None:
@@ -159,6 +171,9 @@ class BrokerRuntime:
     async def _teardown(self) -> None:
         if self._native is not None:
             self._native.stop_accepting()
+        if self.grpc_door is not None:
+            await self.grpc_door.close()
+            self.grpc_door = None
         if self._grpc is not None:
             await self._grpc.stop(None)
             self._grpc = None
@@ -185,12 +200,13 @@ def _close_broker(broker: Broker) -> None:
 
 
 async def serve(broker_config: BrokerConfig, server_config: ServerConfig, *,
-                acl: Acl | None = None, ready: Callable[[str], None] = print) -> None:
+                acl: Acl | None = None, ready: Callable[[str], None] = print,
+                grpc_config: GrpcDoorConfig | None = None) -> None:
     """Run a broker until SIGTERM or SIGINT, then shut it down gracefully.
 
     ``ready`` receives the ready line once both doors listen.
     """
-    runtime = BrokerRuntime(broker_config, server_config, acl=acl)
+    runtime = BrokerRuntime(broker_config, server_config, acl=acl, grpc_config=grpc_config)
     loop = asyncio.get_running_loop()
     # Installed before start: a SIGTERM during recovery stops the broker right after.
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -1,0 +1,62 @@
+"""Settings of the gRPC door: a frozen dataclass the CLI builds from ``--grpc-*`` flags.
+
+The defaults are the RocketMQ 5 proxy's (``ProxyConfig``), except the smallest
+invisible duration a receive may ask for: the proxy refuses less than 10 s,
+broker_lite accepts 1 s so tests and short jobs need not wait.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["GrpcDoorConfig"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GrpcDoorConfig:
+    """What the gRPC door needs beyond the broker's and the server's configs."""
+
+    #: accepted distance of a request's ``x-mq-date-time`` from the broker's clock;
+    #: ``None``: the ACL file's ``clock_skew_seconds``
+    clock_skew_seconds: float | None = None
+    #: deliveries of a message before it goes to ``%DLQ%group`` (16 retries + 1)
+    max_delivery_attempts: int = 17
+    #: the invisible duration of an auto-renewed receive (push consumers), renewed
+    #: while the client is connected
+    auto_renew_invisible_seconds: float = 60.0
+    #: an auto-renewed message is held for a connected client at most this long
+    auto_renew_max_seconds: float = 3 * 3600.0
+    #: a message held for a client that went away becomes visible after this long
+    invisible_when_client_gone_seconds: float = 1.0
+    #: the largest invisible duration a receive or ChangeInvisibleDuration may ask for
+    max_invisible_seconds: float = 12 * 3600.0
+    #: long polling of a receive is capped here; push consumers are told this value
+    max_long_polling_seconds: float = 20.0
+    #: most messages one receive returns; push consumers are told this value
+    receive_batch_size: int = 32
+    #: messages read ahead per queue and group while FIFO message groups wait
+    max_read_ahead: int = 1024
+    #: a DELAY message may not be due later than this from now
+    max_delay_seconds: float = 24 * 3600.0
+    #: the producer's send attempts, told to producers in their settings
+    producer_max_attempts: int = 3
+    #: user properties of one message, and their total size in bytes (keys + values)
+    max_user_properties: int = 128
+    max_user_properties_bytes: int = 16 * 1024
+
+    def __post_init__(self) -> None:
+        if self.clock_skew_seconds is not None and self.clock_skew_seconds <= 0:
+            raise ValueError(f"clock_skew_seconds must be positive, got {self.clock_skew_seconds}")
+        if self.max_delivery_attempts < 1:
+            raise ValueError(
+                f"max_delivery_attempts must be at least 1, got {self.max_delivery_attempts}")
+        if min(self.auto_renew_invisible_seconds, self.max_invisible_seconds,
+               self.max_long_polling_seconds, self.max_delay_seconds) <= 0:
+            raise ValueError("invisible, long-polling and delay limits must be positive")
+        if self.invisible_when_client_gone_seconds < 0 or self.auto_renew_max_seconds < 0:
+            raise ValueError("invisible_when_client_gone_seconds and auto_renew_max_seconds "
+                             "must not be negative")
+        if self.receive_batch_size < 1 or self.max_read_ahead < self.receive_batch_size:
+            raise ValueError("receive_batch_size >= 1 and max_read_ahead >= receive_batch_size")
+        if self.producer_max_attempts < 1:
+            raise ValueError("producer_max_attempts must be at least 1")

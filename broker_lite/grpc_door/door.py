@@ -1,0 +1,141 @@
+"""What every call of the gRPC door shares: the broker, the clients, the pop state.
+
+:class:`GrpcDoor` is to the gRPC door what ``ServerContext`` is to the native
+one (and it holds that context: the broker, the ACL, the event loop, the
+flush waits). :class:`Waker` lets a long-polling receive sleep until
+something it could receive may have appeared: a message arriving on its topic
+(the broker's arrival listener, from any thread), an ack that frees a FIFO
+message group, a changed invisible duration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from typing import Any
+
+from broker_lite.grpc_door.auth import Authenticator, Caller, metadata_dict
+from broker_lite.grpc_door.config import GrpcDoorConfig
+from broker_lite.grpc_door.pop import PopService
+from broker_lite.grpc_door.settings import ClientInfo, ClientRegistry
+from broker_lite.server.context import ServerContext
+
+__all__ = ["GrpcDoor", "Waker"]
+
+log = logging.getLogger("broker_lite.grpc")
+
+_HOUSEKEEPING_SECONDS = 5.0
+
+
+class Waker:
+    """Futures of the receives waiting on a topic, woken when the topic may have news."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+
+    def register(self, topic: str) -> asyncio.Future[None]:
+        future: asyncio.Future[None] = self._loop.create_future()
+        self._waiters.setdefault(topic, set()).add(future)
+        return future
+
+    def unregister(self, topic: str, future: asyncio.Future[None]) -> None:
+        waiters = self._waiters.get(topic)
+        if waiters is not None:
+            waiters.discard(future)
+            if not waiters:
+                del self._waiters[topic]
+
+    def notify(self, topic: str) -> None:
+        """Wake the receives of ``topic``; from the loop's thread."""
+        for future in self._waiters.pop(topic, ()):
+            if not future.done():
+                future.set_result(None)
+
+    def arrived(self, topic: str, queue_id: int) -> None:
+        """The broker's arrival listener: any thread, costs nothing when nobody waits."""
+        if topic not in self._waiters:
+            return
+        if threading.get_ident() == self._loop_thread:
+            self.notify(topic)
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+            self._loop.call_soon_threadsafe(self.notify, topic)
+
+    def waiting(self, topic: str) -> int:
+        return len(self._waiters.get(topic, ()))
+
+
+class GrpcDoor:
+    """The live state behind the ``MessagingService``, one per running broker."""
+
+    def __init__(self, ctx: ServerContext, config: GrpcDoorConfig | None = None) -> None:
+        self.ctx = ctx
+        self.broker = ctx.broker
+        self.config = config or GrpcDoorConfig()
+        self.auth = Authenticator(ctx.acl, clock_skew_seconds=self.config.clock_skew_seconds)
+        self.clients = ClientRegistry(self.broker.config.client_expiry)
+        self.pop = PopService(self.broker, self.config, client_alive=self.clients.alive)
+        self.waker = Waker(ctx.loop)
+        self.broker.add_arrival_listener(self.waker.arrived)
+        #: where clients reach this door when a request names no endpoint ("host", port)
+        self.address: tuple[str, int] = ("127.0.0.1", 0)
+        self.channels: set[Any] = set()
+        self._housekeeping: asyncio.Task[None] | None = None
+
+    @property
+    def store_host(self) -> str:
+        return self.broker.config.store.store_host
+
+    def caller(self, context: Any) -> Caller:
+        """Who sent this call; GrpcDoorError / UnauthorizedError when refused."""
+        return self.auth.caller(metadata_dict(context.invocation_metadata()), context.peer())
+
+    def start(self) -> None:
+        self._housekeeping = self.ctx.loop.create_task(self._expire_clients(),
+                                                       name="grpc-door-housekeeping")
+
+    async def close(self) -> None:
+        """End every Telemetry stream (so the server's shutdown need not wait for them)."""
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._housekeeping
+            self._housekeeping = None
+        for channel in list(self.channels):
+            channel.close()
+
+    # -- clients -------------------------------------------------------------------------
+
+    def register(self, info: ClientInfo) -> None:
+        """Tell the core about a client connected by a Telemetry stream (its check-backs)."""
+        if info.channel is not None and info.channel.is_alive():
+            self.broker.register(info.heartbeat_request(), info.channel)
+
+    def stream_closed(self, channel: Any) -> None:
+        self.channels.discard(channel)
+        self.broker.channel_closed(channel)
+        info = self.clients.channel_closed(channel)
+        if info is not None:
+            self.release(info.client_id, info)
+
+    def terminated(self, client_id: str) -> None:
+        info = self.clients.remove(client_id)
+        self.broker.unregister(client_id)
+        self.release(client_id, info)
+
+    def release(self, client_id: str, info: ClientInfo | None) -> None:
+        """What the client held by auto-renewal becomes visible again shortly."""
+        if self.pop.client_gone(client_id) and info is not None:
+            for topic in info.subscriptions:
+                self.waker.notify(topic)
+
+    async def _expire_clients(self) -> None:
+        while True:
+            await asyncio.sleep(_HOUSEKEEPING_SECONDS)
+            for client_id in self.clients.expire():
+                log.info("gRPC client %s expired (no heartbeat)", client_id)
+                self.pop.client_gone(client_id)
