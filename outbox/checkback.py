@@ -49,8 +49,14 @@ def check_state(engine: Engine, tx_id: str, *, pg_xid: int | None, half_age_seco
             if status == "aborted":
                 return CheckAnswer("ROLLBACK", f"no row; transaction {pg_xid} aborted")
             if status == "committed":
-                # committed, and the row is not there: the insert was not part of it
-                # (a rolled-back savepoint), so there is nothing to deliver
+                # It may have committed after the row was read above: read again (a new
+                # statement, a new snapshot). Still no row: the insert was not part of it
+                # (a rolled-back savepoint), so there is nothing to deliver.
+                state = conn.execute(select(t.c.state).where(t.c.tx_id == tx_id)).scalar()
+                if state in ("COMMIT", "ROLLBACK"):
+                    return CheckAnswer(state, f"status row (transaction {pg_xid} committed)")
+                if state is not None:
+                    return CheckAnswer("UNKNOWN", f"status row says {state}")
                 return CheckAnswer("ROLLBACK", f"no row; transaction {pg_xid} committed "
                                                "without it")
             if status == "in progress":

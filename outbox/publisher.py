@@ -15,7 +15,7 @@ from typing import Any, Protocol, TypeVar
 
 from broker_lite.client import AsyncProducer
 from broker_lite.client.loop_thread import LoopThread
-from broker_lite.errors import BrokerError, ResponseCode, error_for_code
+from broker_lite.errors import BrokerError, ResponseCode, UnavailableError, error_for_code
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
 from outbox.config import Outbox
@@ -89,8 +89,12 @@ class BrokerLitePublisher:
                     raise BrokerUnreachableError(f"broker unreachable: {exc}") from exc
                 self._loop = loop
             loop = self._loop
-        result: T = loop.run(self._producer.session.request(code, body, kind),
-                             self._timeout * 2)
+        try:
+            result: T = loop.run(self._producer.session.request(code, body, kind),
+                                 self._timeout * 2)
+        except (UnavailableError, TimeoutError) as exc:
+            # the request as a whole did not get through: no row is at fault
+            raise BrokerUnreachableError(f"broker unreachable: {exc}") from exc
         return result
 
     def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfSent | Exception]:

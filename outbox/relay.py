@@ -37,6 +37,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, or_, select, update
 
 from outbox.config import Outbox
+from outbox.errors import RelayError
 from outbox.models import transaction_table as t
 from outbox.publisher import HalfSent, OutgoingMessage, Publisher
 
@@ -159,9 +160,20 @@ class Relay:
         report.claimed = len(rows)
         if not rows:
             return report
+        halves: dict[str, HalfSent] = {}
+        try:
+            self._send(rows, halves, report)
+        except RelayError as exc:
+            # The broker could not be reached at all: nothing is wrong with these rows,
+            # so no attempt is counted (an outage never parks a row). Release the claims
+            # for the next pass, and let the caller retry the pass.
+            self._release(rows, halves, exc)
+            raise
+        return report
+
+    def _send(self, rows: list[_Row], halves: dict[str, HalfSent], report: RelayReport) -> None:
         failed_groups: set[str] = set()
         need_half = [r for r in rows if r.half_offset is None]
-        halves: dict[str, HalfSent] = {}
         outcomes: dict[str, Exception | None] = {}
         for row, result in zip(need_half, self.publisher.send_halves(
                 [self._outgoing(r) for r in need_half]), strict=True):
@@ -187,7 +199,17 @@ class Relay:
                 outcomes[tx_id] = None
                 commit_offsets[tx_id] = ended.commit_offset
         self._record(rows, halves, commit_offsets, outcomes, report)
-        return report
+
+    def _release(self, rows: list[_Row], halves: dict[str, HalfSent], error: Exception) -> None:
+        """Give the claims back after a whole-pass failure, keeping any half offsets."""
+        log.warning("relay pass over %d row(s) failed: %s", len(rows), error)
+        with self.outbox.engine.begin() as conn:
+            for row in rows:
+                half = halves.get(row.tx_id)
+                conn.execute(update(t).where(t.c.tx_id == row.tx_id,
+                                             t.c.claimed_by == self.name).values(
+                    claimed_by=None, claimed_until=None, last_error=str(error)[:2000],
+                    half_offset=half.half_offset if half else row.half_offset))
 
     def _outgoing(self, row: _Row) -> OutgoingMessage:
         properties = {str(k): str(v) for k, v in (row.headers or {}).items()}

@@ -1,0 +1,182 @@
+"""The Celery app factory: :func:`make_celery` and the per-app state the tasks use.
+
+The app is dedicated to rocketbox: its tasks go to the ``rocketbox`` queue
+(``CelerySettings.queue``), they are acked late (a worker killed mid-task
+leaves the task to be redelivered), a worker prefetches one task at a time,
+and beat runs ``rocketbox.sweep`` every ``sweep_interval`` seconds with an
+in-memory schedule (no ``celerybeat-schedule`` file).
+
+Two broker setups are tested:
+
+* embedded: kombu's SQLAlchemy transport over SQLite
+  (``sqla+sqlite:///celery.sqlite``, results ``db+sqlite:///...``), polled
+  every ``polling_interval`` seconds;
+* production: Redis (``redis://host:6379/0``) for tasks and results.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from celery import Celery
+from celery.signals import worker_process_shutdown, worker_shutdown
+
+from outbox.config import Outbox
+from outbox.errors import ConfigurationError
+from outbox.publisher import BrokerLitePublisher, Publisher
+from outbox.relay import Relay, backoff_seconds, worker_id
+
+__all__ = ["CelerySettings", "PublisherFactory", "RocketboxState", "make_celery",
+           "rocketbox_state"]
+
+log = logging.getLogger("rocketbox.celery")
+
+#: builds the relay's broker seam for one worker process
+PublisherFactory = Callable[[Outbox], Publisher]
+_STATE_ATTRIBUTE = "rocketbox_state"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CelerySettings:
+    """How the Celery side behaves (the relay's own settings are ``Outbox.relay``)."""
+
+    #: beat runs ``rocketbox.sweep`` this often (seconds); 0 schedules nothing
+    sweep_interval: float = 5.0
+    #: at most this many relay passes per sweep
+    sweep_passes: int = 50
+    #: a task's retry n waits ``min(retry_max, retry_base * 2**n)`` +-20 %
+    retry_base: float = 1.0
+    retry_max: float = 60.0
+    max_retries: int = 10
+    #: run the check-back responder inside the worker (a bootstep)
+    checker: bool = False
+    #: the queue rocketbox's tasks go to (and the worker consumes)
+    queue: str = "rocketbox"
+    #: kombu's SQLAlchemy transport: seconds between polls of the queue table
+    polling_interval: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.sweep_interval < 0 or self.retry_base <= 0 or self.retry_max <= 0:
+            raise ConfigurationError("celery settings: sweep_interval >= 0, retry_base > 0 "
+                                     "and retry_max > 0")
+        if self.max_retries < 0 or self.sweep_passes < 1:
+            raise ConfigurationError("celery settings: max_retries >= 0, sweep_passes >= 1")
+        if self.polling_interval <= 0:
+            raise ConfigurationError("celery settings: polling_interval must be > 0")
+
+
+@dataclass
+class RocketboxState:
+    """What the tasks of one app need: the outbox, settings, and a publisher per process."""
+
+    outbox: Outbox
+    settings: CelerySettings
+    publisher_factory: PublisherFactory
+    _publishers: dict[int, Publisher] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def publisher(self) -> Publisher:
+        """This process's publisher (made on first use; a forked child makes its own)."""
+        pid = os.getpid()
+        with self._lock:
+            publisher = self._publishers.get(pid)
+            if publisher is None:
+                publisher = self._publishers[pid] = self.publisher_factory(self.outbox)
+            return publisher
+
+    def relay(self, run_id: str | None = None) -> Relay:
+        """A relay named after this worker and the run (its claims are its own)."""
+        name = worker_id() + (f":{run_id}" if run_id else f":{threading.get_ident()}")
+        return Relay(self.outbox, self.publisher(), name=name[:255])
+
+    def retry_delay(self, retries: int) -> float:
+        return backoff_seconds(retries + 1, self.settings.retry_base, self.settings.retry_max,
+                               0.2)
+
+    def close(self) -> None:
+        """Close this process's publisher (worker shutdown)."""
+        with self._lock:
+            publisher = self._publishers.pop(os.getpid(), None)
+        if publisher is not None:
+            try:
+                publisher.close()
+            except Exception:
+                log.warning("closing the relay's publisher failed", exc_info=True)
+
+
+def rocketbox_state(app: Celery) -> RocketboxState:
+    """The :class:`RocketboxState` :func:`make_celery` attached to ``app``."""
+    state = getattr(app, _STATE_ATTRIBUTE, None)
+    if not isinstance(state, RocketboxState):
+        raise ConfigurationError("this Celery app was not made by outbox.celery.make_celery")
+    return state
+
+
+def _transport_defaults(broker_url: str, settings: CelerySettings) -> dict[str, Any]:
+    if broker_url.startswith("sqla+"):
+        return {"polling_interval": settings.polling_interval}
+    if broker_url.startswith(("redis://", "rediss://")):
+        # the on_commit hook must not hang on a dead Redis
+        return {"socket_connect_timeout": 2.0}
+    return {}
+
+
+def make_celery(outbox: Outbox, *, broker_url: str, backend_url: str | None = None,
+                settings: CelerySettings | None = None,
+                publisher_factory: PublisherFactory | None = None, **conf: Any) -> Celery:
+    """A Celery app with rocketbox's tasks, beat schedule and (optionally) the checker step.
+
+    ``conf`` entries override the defaults (any Celery setting, lower-case).
+    ``publisher_factory`` replaces :class:`~outbox.publisher.BrokerLitePublisher`
+    (a seam for tests and other brokers).
+    """
+    # imported here: tasks and bootstep import this module
+    from outbox.celery.bootstep import CheckbackStep
+    from outbox.celery.tasks import SWEEP_TASK, register_tasks
+
+    settings = settings or CelerySettings()
+    app = Celery("rocketbox", broker=broker_url, backend=backend_url, set_as_current=False)
+    defaults: dict[str, Any] = {
+        "task_default_queue": settings.queue,
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "broker_connection_retry_on_startup": True,
+        "broker_transport_options": _transport_defaults(broker_url, settings),
+        "beat_scheduler": "celery.beat:Scheduler",
+        "result_expires": 3600,
+        "worker_hijack_root_logger": True,
+    }
+    if settings.sweep_interval > 0:
+        defaults["beat_schedule"] = {
+            "rocketbox-sweep": {
+                "task": SWEEP_TASK,
+                "schedule": timedelta(seconds=settings.sweep_interval),
+                # sweeps queued up during an outage are dropped, not run in a burst
+                "options": {"expires": max(1.0, settings.sweep_interval * 2)},
+            },
+        }
+    defaults.update(conf)
+    app.conf.update(defaults)
+    state = RocketboxState(outbox=outbox, settings=settings,
+                           publisher_factory=publisher_factory or BrokerLitePublisher)
+    setattr(app, _STATE_ATTRIBUTE, state)
+    register_tasks(app)
+    if settings.checker:
+        app.steps["worker"].add(CheckbackStep)
+
+    def close(**_kwargs: object) -> None:
+        state.close()
+
+    worker_shutdown.connect(close, weak=False)
+    worker_process_shutdown.connect(close, weak=False)
+    return app

@@ -1,0 +1,109 @@
+"""rocketbox's Celery tasks, registered on an app by :func:`register_tasks`.
+
+``rocketbox.relay(tx_ids=None)``
+    One relay pass over the given rows (the on_commit hook's ids), or over
+    any due rows. A whole-pass failure (broker or database unreachable,
+    :class:`~outbox.errors.RelayError`) is retried with exponential backoff;
+    a row the broker refused is rescheduled on the row itself (backoff,
+    parking) and left to the sweeper.
+``rocketbox.sweep()``
+    Beat's periodic task: relay passes until nothing is due. It relays rows
+    whose task was lost (Redis down at commit, a killed worker, a task that
+    ran out of retries). Never retried: the next beat tick is the retry.
+``rocketbox.end_transaction(tx_id, state, half_offset, queue_offset)``
+    Half-first mode: end a transaction after the local commit, retried with
+    backoff while the broker is unreachable; then mark the row relayed.
+
+All three are ``acks_late``: a worker killed mid-task leaves the task to be
+delivered again, which is safe because relaying is idempotent.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import Celery
+from sqlalchemy.exc import OperationalError
+
+from outbox.celery.app import RocketboxState, rocketbox_state
+from outbox.errors import RelayError
+from outbox.half_first import mark_relayed
+from outbox.relay import RelayReport
+
+__all__ = ["END_TRANSACTION_TASK", "RELAY_TASK", "SWEEP_TASK", "register_tasks"]
+
+log = logging.getLogger("rocketbox.celery")
+
+RELAY_TASK = "rocketbox.relay"
+SWEEP_TASK = "rocketbox.sweep"
+END_TRANSACTION_TASK = "rocketbox.end_transaction"
+
+#: a pass that failed as a whole: try the task again later
+_TRANSIENT = (RelayError, OperationalError)
+
+
+def _summary(report: RelayReport) -> dict[str, int]:
+    return {"claimed": report.claimed, "relayed": report.relayed, "failed": report.failed,
+            "parked": report.parked, "held_back": report.held_back}
+
+
+def relay(task: Any, tx_ids: list[str] | None = None) -> dict[str, int]:
+    """``rocketbox.relay``: one pass over ``tx_ids`` (or over any due rows)."""
+    state: RocketboxState = rocketbox_state(task.app)
+    try:
+        report = state.relay(task.request.id).run_once(only=tx_ids or None)
+    except _TRANSIENT as exc:
+        delay = state.retry_delay(task.request.retries)
+        log.warning("relay pass failed (%s); retry %d in %.1fs", exc, task.request.retries + 1,
+                    delay)
+        raise task.retry(exc=exc, countdown=delay) from exc
+    if report.failed:
+        log.warning("relay: %d row(s) failed, %d parked; the sweeper retries them",
+                    report.failed, report.parked)
+    return _summary(report)
+
+
+def sweep(task: Any) -> dict[str, int]:
+    """``rocketbox.sweep``: relay until nothing is due; a failure waits for the next tick."""
+    state: RocketboxState = rocketbox_state(task.app)
+    try:
+        report = state.relay(task.request.id).drain(max_passes=state.settings.sweep_passes)
+    except _TRANSIENT as exc:
+        log.warning("sweep failed, the next one tries again: %s", exc)
+        return {"claimed": 0, "relayed": 0, "failed": 0, "parked": 0, "held_back": 0}
+    if report.relayed or report.failed:
+        log.info("sweep relayed %d, failed %d, parked %d", report.relayed, report.failed,
+                 report.parked)
+    return _summary(report)
+
+
+def end_transaction(task: Any, tx_id: str, state_name: str, half_offset: int,
+                    queue_offset: int) -> dict[str, Any]:
+    """``rocketbox.end_transaction``: end a half-first transaction, then mark its row."""
+    state: RocketboxState = rocketbox_state(task.app)
+    try:
+        [result] = state.publisher().end([(tx_id, state_name, half_offset, queue_offset)])
+    except RelayError as exc:
+        result = exc
+    if isinstance(result, Exception):
+        if getattr(result, "retriable", False):
+            delay = state.retry_delay(task.request.retries)
+            log.warning("end-transaction %s failed (%s); retry in %.1fs", tx_id, result, delay)
+            raise task.retry(exc=result, countdown=delay) from result
+        log.error("end-transaction %s (%s) refused: %s", tx_id, state_name, result,
+                  extra={"tx_id": tx_id})
+        return {"tx_id": tx_id, "ended": False, "error": str(result)}
+    if state_name == "COMMIT":
+        mark_relayed(state.outbox.engine, tx_id, half_offset=half_offset,
+                     commit_offset=result.commit_offset)
+    return {"tx_id": tx_id, "ended": True, "commit_offset": result.commit_offset}
+
+
+def register_tasks(app: Celery) -> None:
+    """Add the three tasks to ``app`` under their explicit names."""
+    max_retries = rocketbox_state(app).settings.max_retries
+    common: dict[str, Any] = {"bind": True, "acks_late": True, "reject_on_worker_lost": True}
+    app.task(name=RELAY_TASK, max_retries=max_retries, **common)(relay)
+    app.task(name=SWEEP_TASK, max_retries=0, **common)(sweep)
+    app.task(name=END_TRANSACTION_TASK, max_retries=max_retries, **common)(end_transaction)
