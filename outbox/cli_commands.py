@@ -1,0 +1,278 @@
+"""What each ``rocketbox`` subcommand does (:mod:`outbox.cli` builds the parser).
+
+Every handler takes the parsed arguments and returns the exit status. They
+raise :class:`CommandError` for a one-line failure, and
+:class:`NotConnected` when the database does not answer; ``outbox.cli``
+turns both into a line on stderr.
+
+``relay`` and ``checker`` import their implementation only when they run,
+so ``rocketbox`` works (and says so) before those parts are installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from types import FrameType
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from sqlalchemy import Engine, inspect
+from sqlalchemy.exc import DBAPIError
+
+from outbox import migrate as migrations
+from outbox.config import Outbox
+from outbox.models import transaction_table
+
+__all__ = [
+    "CommandError",
+    "NotConnected",
+    "build_outbox",
+    "checker",
+    "migrate",
+    "open_engine",
+    "relay",
+    "replay",
+    "retention",
+    "status",
+]
+
+
+class CommandError(Exception):
+    """A one-line failure for the user; ``code`` is the exit status."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class NotConnected(Exception):
+    """The first connection to ``--db`` failed; the driver's error is the cause."""
+
+
+def _shown(url: str) -> str:
+    return migrations.parse_url(url).render_as_string(hide_password=True)
+
+
+def open_engine(args: argparse.Namespace) -> Engine:
+    """An engine for ``--db`` that has connected once (so failures show up here)."""
+    if not args.db:
+        raise CommandError("--db URL is required (or set ROCKETBOX_DB_URL)")
+    engine = migrations.engine_for(args.db)
+    try:
+        with engine.connect():
+            pass
+    except DBAPIError as exc:
+        engine.dispose()
+        raise NotConnected(str(exc)) from exc
+    return engine
+
+
+@contextlib.contextmanager
+def _engine(args: argparse.Namespace, *, tables: bool = True) -> Iterator[Engine]:
+    engine = open_engine(args)
+    try:
+        if tables and not inspect(engine).has_table(transaction_table.name):
+            raise CommandError(f"no rocketbox tables in {_shown(args.db)}; run "
+                               f"`rocketbox migrate --db URL` first")
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def build_outbox(args: argparse.Namespace) -> Outbox:
+    """The :class:`Outbox` the ``--db``/``--broker``/``--group``/key options describe."""
+    engine = open_engine(args)
+    try:
+        return Outbox(engine=engine, broker=args.broker, producer_group=args.group,
+                      access_key=args.access_key, secret_key=args.secret_key)
+    except Exception:
+        engine.dispose()
+        raise
+
+
+# -- migrate --------------------------------------------------------------------------------
+
+
+def migrate(args: argparse.Namespace) -> int:
+    if sum((args.sql, args.check, args.current)) > 1:
+        raise CommandError("--sql, --check and --current go one at a time")
+    if args.downgrade and (args.check or args.current):
+        raise CommandError("--downgrade goes with --revision and --sql only")
+    if not args.db:
+        raise CommandError("--db URL is required (or set ROCKETBOX_DB_URL)")
+    if args.sql:
+        revision = args.revision or ("-1" if args.downgrade else "head")
+        if args.downgrade and ":" not in revision:
+            revision = f"head:{revision}"  # offline, Alembic needs where to start
+        run = migrations.downgrade if args.downgrade else migrations.upgrade
+        run(args.db, revision, sql=True, output=sys.stdout)
+        return 0
+    with _engine(args, tables=False) as engine:
+        if args.current:
+            print(migrations.current(engine) or "(none: no rocketbox migration applied)")
+            return 0
+        if args.check:
+            return _check(engine, args.db)
+        before = migrations.current(engine)
+        if args.downgrade:
+            migrations.downgrade(engine, args.revision or "-1")
+        else:
+            migrations.upgrade(engine, args.revision or "head")
+        after = migrations.current(engine)
+    verb = "already at" if before == after else f"{before or 'empty'} ->"
+    print(f"rocketbox migrate: {_shown(args.db)}: {verb} {after or 'base (no tables)'}")
+    return 0
+
+
+def _check(engine: Engine, url: str) -> int:
+    diffs = migrations.check(engine)
+    if not diffs:
+        print(f"rocketbox migrate: {_shown(url)} matches outbox.models")
+        return 0
+    print(f"rocketbox migrate: {_shown(url)} differs from outbox.models:")
+    for line in migrations.render_diffs(diffs):
+        print(f"  {line}")
+    return 1
+
+
+# -- status, replay, retention ----------------------------------------------------------------
+
+
+def status(args: argparse.Namespace) -> int:
+    from outbox.status import read_status, render_status
+
+    with _engine(args) as engine:
+        result = read_status(engine, parked_limit=args.parked_limit)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        render_status(result, Console())
+    return 0
+
+
+def replay(args: argparse.Namespace) -> int:
+    from outbox.replay import replay as replay_rows
+
+    if bool(args.tx_ids) == bool(args.all_parked):
+        raise CommandError("give TX_IDs or --all-parked (one of the two)")
+    with _engine(args) as engine:
+        if args.all_parked:
+            result = replay_rows(engine, all_parked=True)
+        else:
+            result = replay_rows(engine, args.tx_ids)
+    print(f"replayed {len(result.replayed)} parked row(s)")
+    for label, ids in (("not parked", result.not_parked),
+                       ("already relayed", result.already_relayed),
+                       ("unknown", result.unknown)):
+        if ids:
+            print(f"rocketbox replay: {label}, left alone: {' '.join(ids)}", file=sys.stderr)
+    return 0 if result.complete else 1
+
+
+def retention(args: argparse.Namespace) -> int:
+    from outbox.retention import count_expired, purge
+
+    now = datetime.now(UTC)
+    relayed_before = now - timedelta(days=args.days)
+    inbox_before = None if args.inbox_days is None else now - timedelta(days=args.inbox_days)
+    with _engine(args) as engine:
+        if args.dry_run:
+            rows, inbox = count_expired(engine, relayed_before=relayed_before,
+                                        inbox_before=inbox_before)
+            print(f"would delete {rows} relayed row(s) and {inbox} inbox row(s)")
+            return 0
+        if args.no_progress:
+            report = purge(engine, relayed_before=relayed_before, inbox_before=inbox_before,
+                           batch=args.batch)
+        else:
+            rows, inbox = count_expired(engine, relayed_before=relayed_before,
+                                        inbox_before=inbox_before)
+            with _progress_bar(rows, inbox if inbox_before is not None else None) as advance:
+                report = purge(engine, relayed_before=relayed_before,
+                               inbox_before=inbox_before, batch=args.batch, progress=advance)
+    print(f"deleted {report.transactions} relayed row(s) and {report.inbox} inbox row(s) "
+          f"in {report.batches} batch(es)")
+    return 0
+
+
+@contextlib.contextmanager
+def _progress_bar(rows: int, inbox: int | None) -> Iterator[Callable[[str, int], None]]:
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=Console(stderr=True))
+    tasks = {"rocketbox_transaction": progress.add_task("relayed rows", total=rows)}
+    if inbox is not None:
+        tasks["rocketbox_inbox"] = progress.add_task("inbox rows", total=inbox)
+
+    def advance(table: str, deleted: int) -> None:
+        progress.advance(tasks[table], deleted)
+
+    with progress:
+        yield advance
+
+
+# -- relay and checker ------------------------------------------------------------------------
+
+
+def _load(command: str, module: str, name: str) -> Any:
+    """``module.name``, or "not available" when that module (or its package) is missing."""
+    try:
+        loaded = __import__(module, fromlist=[name])
+    except ModuleNotFoundError as exc:
+        if exc.name and module.startswith(exc.name) and exc.name.startswith("outbox"):
+            raise CommandError("not available in this version yet") from exc
+        raise
+    try:
+        return getattr(loaded, name)
+    except AttributeError:
+        raise CommandError("not available in this version yet") from None
+
+
+def _serve_metrics(args: argparse.Namespace, outbox: Outbox) -> None:
+    if args.metrics_port is None:
+        return
+    from outbox.metrics import start_metrics_server
+
+    server = start_metrics_server(args.metrics_port, engine=outbox.engine)
+    print(f"rocketbox {args.command}: metrics on http://{server.server_name}:"
+          f"{server.server_port}/metrics", file=sys.stderr, flush=True)
+
+
+def relay(args: argparse.Namespace) -> int:
+    run_worker = _load("relay", "outbox.celery.worker", "run_worker")
+    outbox = build_outbox(args)
+    try:
+        _serve_metrics(args, outbox)
+        code: int = run_worker(
+            outbox, celery_broker=args.celery_broker or f"sqla+{args.db}",
+            celery_backend=args.celery_backend, concurrency=args.concurrency,
+            beat=args.beat, loglevel=args.log_level.upper())
+        return code
+    finally:
+        outbox.engine.dispose()
+
+
+def checker(args: argparse.Namespace) -> int:
+    run_checker = _load("checker", "outbox.checker", "run_checker")
+    outbox = build_outbox(args)
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        _serve_metrics(args, outbox)
+        code: int = run_checker(outbox, stop=stop)
+        return code
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        outbox.engine.dispose()
