@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, or_, select, update
+from sqlalchemy import Connection, and_, false, or_, select, update
 
 from outbox.config import Outbox
 from outbox.errors import RelayError
@@ -100,6 +100,10 @@ class Relay:
         limit = limit or self.settings.batch_size
         now = datetime.now(UTC)
         with self.outbox.engine.begin() as conn:
+            if conn.dialect.name == "sqlite":
+                # Take SQLite's write lock before reading: two claims that both read
+                # first would pick the same rows, or deadlock upgrading their locks.
+                conn.execute(update(t).where(false()).values(claimed_by=t.c.claimed_by))
             due = and_(t.c.relayed_at.is_(None), t.c.parked.is_(False),
                        t.c.next_attempt_at <= now,
                        or_(t.c.claimed_until.is_(None), t.c.claimed_until < now))

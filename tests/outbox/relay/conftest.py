@@ -1,0 +1,31 @@
+"""Relay test fixtures: an outbox database (PostgreSQL or SQLite) and a fast broker."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from outbox_relay_support import FAST_BROKER, pg_outbox_engine, sqlite_outbox_engine
+from sqlalchemy import Engine
+from support import BrokerLiteServer, PostgresServer, start_broker_lite
+
+
+@pytest.fixture
+def pg_engine(postgres_server: PostgresServer) -> Iterator[Engine]:
+    engine = pg_outbox_engine(postgres_server)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def sqlite_engine(tmp_path: Path) -> Iterator[Engine]:
+    engine = sqlite_outbox_engine(tmp_path / "outbox.sqlite")
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[BrokerLiteServer]:
+    with start_broker_lite(tmp_path / "broker", FAST_BROKER) as server:
+        yield server

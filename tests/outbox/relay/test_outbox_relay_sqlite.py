@@ -1,0 +1,88 @@
+"""The relay on SQLite (the embedded setup) against a real broker_lite."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from outbox_relay_support import (
+    Collector,
+    all_ids,
+    broker_records,
+    commit_counts,
+    iter_commit_order,
+    records_of,
+    relayed_ids,
+)
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+from support import BrokerLiteServer
+
+from outbox import BrokerLitePublisher, Outbox, Relay, RelaySettings, publish
+
+FAST = RelaySettings(batch_size=5, lease_seconds=5, max_attempts=3, backoff_base=0.01,
+                     backoff_max=0.05, jitter=0.0, broker_timeout=2.0)
+
+
+@pytest.mark.timeout(60)
+def test_sqlite_commit_rollback_and_savepoint(sqlite_engine: Engine,
+                                              broker: BrokerLiteServer) -> None:
+    outbox = Outbox(engine=sqlite_engine, broker=broker.native, relay=FAST)
+    with Session(sqlite_engine) as session, session.begin():
+        kept = publish(session, "Lite", {"n": 1}, outbox=outbox, message_group="g")
+        with session.begin_nested() as savepoint:
+            dropped = publish(session, "Lite", {"n": 2}, outbox=outbox, message_group="g")
+            savepoint.rollback()
+        kept2 = publish(session, "Lite", {"n": 3}, outbox=outbox, message_group="g")
+    with Session(sqlite_engine) as session, session.begin() as tx:
+        rolled_back = publish(session, "Lite", {"n": 4}, outbox=outbox)
+        tx.rollback()
+    assert all_ids(sqlite_engine) == {kept, kept2}
+
+    publisher = BrokerLitePublisher(outbox)
+    try:
+        Relay(outbox, publisher).drain()
+    finally:
+        publisher.close()
+    with Collector(broker.native, "Lite", "lite-group", orderly=True) as group:
+        group.wait_for({kept, kept2})
+        assert group.keys == [kept, kept2]
+    records = broker_records(broker.data_dir)
+    assert commit_counts(records) == {kept: 1, kept2: 1}
+    assert records_of(records, dropped) == [] and records_of(records, rolled_back) == []
+
+
+@pytest.mark.timeout(90)
+def test_sqlite_racing_relays_never_commit_twice(sqlite_engine: Engine,
+                                                 broker: BrokerLiteServer) -> None:
+    outbox = Outbox(engine=sqlite_engine, broker=broker.native, relay=FAST)
+    ordered: list[str] = []
+    for i in range(30):
+        with Session(sqlite_engine) as session, session.begin():
+            ordered.append(publish(session, "LiteRace", {"i": i}, outbox=outbox,
+                                   message_group="g"))
+            publish(session, "LiteRace", {"i": i}, outbox=outbox)
+    expected = all_ids(sqlite_engine)
+    errors: list[BaseException] = []
+
+    def worker(name: str) -> None:
+        publisher = BrokerLitePublisher(outbox)
+        relay = Relay(outbox, publisher, name=name)
+        try:
+            while relayed_ids(sqlite_engine) != expected:
+                relay.run_once()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            publisher.close()
+
+    threads = [threading.Thread(target=worker, args=(f"lite-{i}",)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors
+    records = broker_records(broker.data_dir)
+    counts = commit_counts(records)
+    assert set(counts) == expected and set(counts.values()) == {1}
+    assert list(iter_commit_order(records, ordered)) == ordered
