@@ -9,8 +9,8 @@ and answers every failure inside the response, with its ``Status`` code
 RocketMQ's proxy, so the official client raises its own exception for the
 code. An unexpected exception is logged and answered INTERNAL_SERVER_ERROR;
 it never ends the server or another client's call. A request that is not
-valid protobuf is refused by grpc itself (gRPC status INTERNAL) before any of
-this runs.
+valid protobuf is refused by grpc itself (gRPC status UNKNOWN, "Error parsing
+message") before any of this runs.
 
 The generated stubs of the official ``rocketmq-python-client`` package
 (``rocketmq.grpc_protocol``) provide the messages and the method table; this

@@ -1,0 +1,34 @@
+"""gRPC door fixtures: a real ``broker-lite serve`` per test, reached by the official client.
+
+``grpc_broker`` runs with :data:`grpc_support.FAST_GRPC_BROKER`; ``start_grpc_broker``
+starts one with extra flags (an ACL, a data dir to restart on).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from grpc_support import FAST_GRPC_BROKER
+from support import BrokerLiteServer, start_broker_lite
+
+StartGrpcBroker = Callable[..., contextlib.AbstractContextManager[BrokerLiteServer]]
+
+
+@pytest.fixture
+def start_grpc_broker(tmp_path: Path) -> StartGrpcBroker:
+    """``start_grpc_broker(*extra_args, data_dir=None)``: a context manager running a broker."""
+
+    def _start(*extra: str, data_dir: Path | None = None
+               ) -> contextlib.AbstractContextManager[BrokerLiteServer]:
+        return start_broker_lite(data_dir or tmp_path / "broker", [*FAST_GRPC_BROKER, *extra])
+
+    return _start
+
+
+@pytest.fixture
+def grpc_broker(start_grpc_broker: StartGrpcBroker) -> Iterator[BrokerLiteServer]:
+    with start_grpc_broker() as server:
+        yield server

@@ -1,0 +1,197 @@
+"""PopService on a real Broker, with a clock the test moves: no server, no waiting."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker_lite.core import Broker, BrokerConfig
+from broker_lite.grpc_door import GrpcDoorConfig, GrpcDoorError
+from broker_lite.grpc_door.pop import Delivery, PopService, ReceiveSpec
+from broker_lite.grpc_door.status import Code
+from broker_lite.protocol import messages as m
+from broker_lite.storage import StoreConfig
+
+pytestmark = [pytest.mark.grpc, pytest.mark.timeout(30)]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    b = Broker(BrokerConfig(store=StoreConfig(data_dir=tmp_path / "b", segment_size=1 << 20)))
+    b.create_topic(m.TopicCreateRequest(topic="T", queues=1))
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def _pop(broker: Broker, clock: Clock, alive: set[str] | None = None,
+         **config: object) -> PopService:
+    live = alive if alive is not None else set()
+    return PopService(broker, GrpcDoorConfig(**config),  # type: ignore[arg-type]
+                      client_alive=live.__contains__, clock=clock)
+
+
+def _send(broker: Broker, *bodies: str, group: str | None = None, tag: str | None = None
+          ) -> None:
+    for body in bodies:
+        broker.send("p", m.WireMessage(topic="T", body=body.encode(), sharding_key=group,
+                                       tags=tag))
+
+
+def _spec(batch: int = 16, invisible_ms: int = 1000, tag: str = "*", auto_renew: bool = False,
+          max_attempts: int = 17) -> ReceiveSpec:
+    return ReceiveSpec(group="g", topic="T", batch=batch, invisible_ms=invisible_ms,
+                       client_id="c1", max_attempts=max_attempts, tag_expr=tag,
+                       auto_renew=auto_renew)
+
+
+def _bodies(found: list[Delivery]) -> list[str]:
+    return [d.message.body.decode() for d in found]
+
+
+def _committed(broker: Broker) -> int:
+    return broker.offsets.committed("g", "T", 0)
+
+
+def test_acks_in_any_order_advance_the_committed_offset(broker: Broker, clock: Clock) -> None:
+    pop = _pop(broker, clock)
+    _send(broker, "a", "b", "c", "d", "e")
+    found = pop.receive(_spec())
+    assert _bodies(found) == ["a", "b", "c", "d", "e"]
+    assert {d.attempt for d in found} == {1}
+    for index in (4, 0, 1):
+        pop.ack("g", "T", found[index].receipt_handle)
+    assert _committed(broker) == 2
+    for index in (2, 3):
+        pop.ack("g", "T", found[index].receipt_handle)
+    assert _committed(broker) == 5 and pop.in_flight("g", "T") == 0
+    pop.ack("g", "T", found[0].receipt_handle)  # acking twice is harmless
+    assert pop.receive(_spec()) == []
+
+
+def test_unacked_message_comes_back_after_its_deadline(broker: Broker, clock: Clock) -> None:
+    pop = _pop(broker, clock)
+    _send(broker, "job")
+    (first,) = pop.receive(_spec(invisible_ms=1000))
+    clock.now += 0.999
+    assert pop.receive(_spec()) == []
+    assert pop.next_deadline("g", "T") == pytest.approx(clock.now + 0.001)
+    clock.now += 0.001
+    (second,) = pop.receive(_spec(invisible_ms=5000))
+    assert (second.attempt, second.message.msg_id) == (2, first.message.msg_id)
+    with pytest.raises(GrpcDoorError) as stale:
+        pop.ack("g", "T", first.receipt_handle)
+    assert stale.value.code == Code.INVALID_RECEIPT_HANDLE
+    pop.ack("g", "T", second.receipt_handle)
+    assert _committed(broker) == 1
+
+
+def test_a_message_group_has_one_message_in_flight(broker: Broker, clock: Clock) -> None:
+    pop = _pop(broker, clock)
+    _send(broker, "g1-a", "g1-b", group="g1")
+    _send(broker, "g2-a", group="g2")
+    _send(broker, "free-1", "free-2")
+    first = pop.receive(_spec())
+    assert _bodies(first) == ["g1-a", "g2-a", "free-1", "free-2"]
+    assert pop.receive(_spec()) == []  # g1-b waits for g1-a
+    clock.now += 1.0  # g1-a expires unacked: it comes back before g1-b
+    again = pop.receive(_spec())
+    assert _bodies(again) == ["g1-a", "g2-a", "free-1", "free-2"]
+    pop.ack("g", "T", again[0].receipt_handle)
+    assert _bodies(pop.receive(_spec())) == ["g1-b"]
+
+
+def test_max_delivery_attempts_then_the_dlq(broker: Broker, clock: Clock) -> None:
+    pop = _pop(broker, clock)
+    _send(broker, "poison", "fine")
+    first = pop.receive(_spec(max_attempts=2))
+    assert [(d.message.body, d.attempt) for d in first] == [(b"poison", 1), (b"fine", 1)]
+    pop.ack("g", "T", first[1].receipt_handle)
+    clock.now += 1.0
+    second = pop.receive(_spec(max_attempts=2))
+    assert [(d.message.body, d.attempt) for d in second] == [(b"poison", 2)]
+    clock.now += 1.0
+    assert pop.receive(_spec(max_attempts=2)) == []
+    assert _committed(broker) == 2  # dead-lettered counts as consumed
+    dlq = broker.pull(m.PullRequest(group="x", topic="%DLQ%g", queue_id=0, offset=0))
+    assert [msg.body for msg in dlq.messages] == [b"poison"]
+
+
+def test_messages_filtered_out_are_consumed(broker: Broker, clock: Clock) -> None:
+    pop = _pop(broker, clock)
+    for i in range(6):
+        _send(broker, f"m{i}", tag="keep" if i % 3 == 0 else "skip")
+    found = pop.receive(_spec(tag="keep"))
+    assert _bodies(found) == ["m0", "m3"]
+    for delivery in found:
+        pop.ack("g", "T", delivery.receipt_handle)
+    assert _committed(broker) == 6
+
+
+def test_after_a_restart_unacked_messages_come_again_from_the_committed_offset(
+        broker: Broker, clock: Clock) -> None:
+    _send(broker, "a", "b", "c")
+    before = _pop(broker, clock)
+    found = before.receive(_spec(invisible_ms=60_000))
+    before.ack("g", "T", found[0].receipt_handle)
+    after = _pop(broker, clock)  # the in-memory state is gone
+    again = after.receive(_spec())
+    assert [(d.message.body, d.attempt) for d in again] == [(b"b", 1), (b"c", 1)]
+    with pytest.raises(GrpcDoorError):
+        after.ack("g", "T", found[1].receipt_handle.rsplit(":", 1)[0] + ":other")
+
+
+def test_auto_renewed_messages_are_held_while_the_client_lives(broker: Broker,
+                                                                clock: Clock) -> None:
+    alive = {"c1"}
+    pop = _pop(broker, clock, alive, auto_renew_invisible_seconds=1.0)
+    _send(broker, "held")
+    (held,) = pop.receive(_spec(auto_renew=True))
+    clock.now += 10
+    assert pop.receive(_spec()) == []  # renewed ten times over
+    assert pop.client_gone("c1") == 1
+    alive.clear()
+    clock.now += 1.0  # invisible_when_client_gone_seconds
+    (back,) = pop.receive(_spec())
+    assert (back.message.msg_id, back.attempt) == (held.message.msg_id, 2)
+
+
+def test_change_invisible_duration(broker: Broker, clock: Clock) -> None:
+    pop = _pop(broker, clock)
+    _send(broker, "x")
+    (first,) = pop.receive(_spec(invisible_ms=1000))
+    handle = pop.change_invisible("g", "T", first.receipt_handle, first.message.msg_id, 5000)
+    assert handle != first.receipt_handle
+    clock.now += 4.9
+    assert pop.receive(_spec()) == []
+    now_visible = pop.change_invisible("g", "T", handle, "", 0)
+    (second,) = pop.receive(_spec())
+    assert second.attempt == 2
+    with pytest.raises(GrpcDoorError):
+        pop.ack("g", "T", now_visible)  # received again since: that handle is stale
+    with pytest.raises(GrpcDoorError) as wrong_id:
+        pop.ack("g", "T", second.receipt_handle, "NOT-THE-ID")
+    assert wrong_id.value.code == Code.INVALID_RECEIPT_HANDLE
+
+
+@pytest.mark.parametrize("handle", ["", "garbage", "1:2", "a:b:c", "0:99:token"])
+def test_receipt_handles_that_were_never_issued(broker: Broker, clock: Clock,
+                                                handle: str) -> None:
+    pop = _pop(broker, clock)
+    with pytest.raises(GrpcDoorError) as info:
+        pop.ack("g", "T", handle)
+    assert info.value.code == Code.INVALID_RECEIPT_HANDLE
