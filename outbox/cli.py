@@ -200,6 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="worker threads/processes")
     p.add_argument("--no-beat", dest="beat", action="store_false",
                    help="do not run beat in this worker (run exactly one beat per deployment)")
+    p.add_argument("--no-checker", dest="checker", action="store_false",
+                   help="do not answer check-backs in this worker (run `rocketbox checker`)")
     p.set_defaults(handler=cli_commands.relay, log_level="INFO")
 
     p = _add(sub, "checker", "answer the broker's check-backs from the status table",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import json
 import signal
 import sys
@@ -24,7 +25,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine
+from sqlalchemy import inspect as inspect_db
 from sqlalchemy.exc import DBAPIError
 
 from outbox import migrate as migrations
@@ -79,7 +81,7 @@ def open_engine(args: argparse.Namespace) -> Engine:
 def _engine(args: argparse.Namespace, *, tables: bool = True) -> Iterator[Engine]:
     engine = open_engine(args)
     try:
-        if tables and not inspect(engine).has_table(transaction_table.name):
+        if tables and not inspect_db(engine).has_table(transaction_table.name):
             raise CommandError(f"no rocketbox tables in {_shown(args.db)}; run "
                                f"`rocketbox migrate --db URL` first")
         yield engine
@@ -235,6 +237,13 @@ def _load(command: str, module: str, name: str) -> Any:
         raise CommandError("not available in this version yet") from None
 
 
+def _accepts(function: Callable[..., Any], name: str) -> bool:
+    try:
+        return name in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def _serve_metrics(args: argparse.Namespace, outbox: Outbox) -> None:
     if args.metrics_port is None:
         return
@@ -250,10 +259,13 @@ def relay(args: argparse.Namespace) -> int:
     outbox = build_outbox(args)
     try:
         _serve_metrics(args, outbox)
+        extra: dict[str, Any] = {}
+        if not args.checker and _accepts(run_worker, "checker"):
+            extra["checker"] = False
         code: int = run_worker(
             outbox, celery_broker=args.celery_broker or f"sqla+{args.db}",
             celery_backend=args.celery_backend, concurrency=args.concurrency,
-            beat=args.beat, loglevel=args.log_level.upper())
+            beat=args.beat, loglevel=args.log_level.upper(), **extra)
         return code
     finally:
         outbox.engine.dispose()
@@ -270,7 +282,12 @@ def checker(args: argparse.Namespace) -> int:
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         _serve_metrics(args, outbox)
-        code: int = run_checker(outbox, stop=stop)
+        extra: dict[str, Any] = {}
+        if _accepts(run_checker, "on_ready"):
+            extra["on_ready"] = lambda: print(
+                f"rocketbox checker ready group={outbox.producer_group} broker={outbox.broker}",
+                flush=True)
+        code: int = run_checker(outbox, stop=stop, **extra)
         return code
     finally:
         for sig, handler in previous.items():

@@ -76,7 +76,7 @@ class _Metrics:
         self.inbox_duplicates = Counter(
             "rocketbox_inbox_duplicates", "Redelivered messages the inbox skipped, by group.",
             ["group"], registry=self.registry)
-        self.collectors: dict[str, OutboxCollector] = {}
+        self.outbox: OutboxCollector | None = None
 
 
 _lock = threading.Lock()
@@ -134,6 +134,15 @@ class OutboxCollector:
         self._cached: tuple[float, OutboxStatus | None] | None = None
         self._seen: set[str] = set()
 
+    def retarget(self, engine: Engine, *, cache_seconds: float | None = None) -> None:
+        """Read another database from now on (topics seen so far are forgotten)."""
+        with self._lock:
+            self.engine = engine
+            if cache_seconds is not None:
+                self.cache_seconds = cache_seconds
+            self._cached = None
+            self._seen = set()
+
     def read(self) -> OutboxStatus | None:
         """The status, at most ``cache_seconds`` old; ``None`` if the database failed."""
         with self._lock:
@@ -186,15 +195,20 @@ class OutboxCollector:
 
 
 def watch_outbox(engine: Engine, *, cache_seconds: float = 5.0) -> OutboxCollector:
-    """Register an :class:`OutboxCollector` for ``engine`` (once per database URL)."""
+    """Report the ``rocketbox_outbox_*`` gauges for ``engine``'s database.
+
+    A process reports one outbox: a second call points the collector at the
+    new engine (the series names cannot be registered twice).
+    """
     metrics = _metrics()
-    key = engine.url.render_as_string(hide_password=True)
     with _lock:
-        collector = metrics.collectors.get(key)
+        collector = metrics.outbox
         if collector is None:
             collector = OutboxCollector(engine, cache_seconds=cache_seconds)
             metrics.registry.register(collector)
-            metrics.collectors[key] = collector
+            metrics.outbox = collector
+        else:
+            collector.retarget(engine, cache_seconds=cache_seconds)
     return collector
 
 
