@@ -24,11 +24,13 @@ from __future__ import annotations
 import os
 import struct
 import zlib
+from collections.abc import Mapping
 from pathlib import Path
 
 from broker_lite.storage.mapped_file import MappedFile, segment_name
+from broker_lite.storage.properties import KEYS, TRANSACTION_ID, UNIQ_KEY, split_keys
 
-__all__ = ["IndexFile", "KeyIndex", "key_hash"]
+__all__ = ["IndexFile", "KeyIndex", "index_keys", "key_hash"]
 
 _HEADER = struct.Struct(">qqqqii")
 _SLOT = struct.Struct(">i")
@@ -193,3 +195,18 @@ class KeyIndex:
         for index_file in self.files:
             index_file.flush()
             index_file.file.close()
+
+
+def index_keys(props: Mapping[str, str]) -> list[str]:
+    """The keys a record is indexed under: unique key, transaction id, user keys."""
+    keys: list[str] = []
+    uniq = props.get(UNIQ_KEY)
+    if uniq:
+        keys.append(uniq)
+    tx_id = props.get(TRANSACTION_ID)
+    if tx_id and tx_id != uniq:
+        keys.append(tx_id)
+    user = props.get(KEYS)
+    if user:
+        keys.extend(split_keys(user))
+    return keys

@@ -12,9 +12,7 @@ Opening a store recovers it (see :meth:`MessageStore._recover`).
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import re
 import threading
 import time
@@ -30,31 +28,27 @@ from broker_lite.errors import (
     StoreClosedError,
 )
 from broker_lite.storage.checkpoint import AbortMarker, Checkpoint, CheckpointFile
-from broker_lite.storage.commitlog import CommitLog, Corruption, ScanEntry
+from broker_lite.storage.commitlog import CommitLog
 from broker_lite.storage.config import StoreConfig
 from broker_lite.storage.consume_queue import ConsumeQueue, QueueUnit
 from broker_lite.storage.flush import FlushService
-from broker_lite.storage.key_index import KeyIndex
+from broker_lite.storage.key_index import KeyIndex, index_keys
+from broker_lite.storage.layout import check_layout, read_layout
 from broker_lite.storage.properties import (
-    KEYS,
     TAGS,
-    TRANSACTION_ID,
-    UNIQ_KEY,
     encode_properties,
-    split_keys,
 )
 from broker_lite.storage.record import (
     HostAddress,
     StoredRecord,
     SysFlag,
     TxType,
-    decode_record,
     encode_record_fast,
     pack_host,
-    peek_route,
     record_size,
     tag_hash,
 )
+from broker_lite.storage.recovery import RecoveryReport, Redispatcher
 
 __all__ = [
     "MessageStore",
@@ -113,18 +107,6 @@ class PutResult:
 
 
 @dataclass(frozen=True, slots=True)
-class RecoveryReport:
-    """What opening the store found and did."""
-
-    crashed: bool
-    checkpoint: Checkpoint | None
-    log_end: int
-    corruption: Corruption | None
-    redispatched: int
-    seconds: float
-
-
-@dataclass(frozen=True, slots=True)
 class RetentionReport:
     segments: int
     queue_files: int
@@ -140,7 +122,7 @@ class MessageStore:
         root = Path(config.data_dir)
         root.mkdir(parents=True, exist_ok=True)
         self._root = root
-        _check_layout(root, config)
+        check_layout(root, config)
         self._lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()
         self._closed = False
@@ -184,7 +166,7 @@ class MessageStore:
         checkpoint = self._checkpoints.last
         hint = checkpoint.dispatched_offset if checkpoint else self._log.min_offset
         self._load_queues()
-        dispatcher = _Redispatcher(self)
+        dispatcher = Redispatcher(self._queues, self._queue, self._index)
         log_end, corruption = self._log.recover(
             hint, dispatcher.visit, hint if checkpoint else self._log.min_offset)
         if corruption is not None:
@@ -238,7 +220,7 @@ class MessageStore:
         props_b = encode_properties(props)
         size = record_size(len(body), len(topic_b), len(props_b))
         dispatch = (msg.sysflag & SysFlag.TX_MASK) != TxType.ROLLBACK
-        keys = _index_keys(props)
+        keys = index_keys(props)
         tag = tag_hash(props.get(TAGS))
         with self._lock:
             if self._closed:
@@ -387,7 +369,7 @@ class MessageStore:
                 record = self.get(offset)
             except StorageError:
                 continue
-            if key in _index_keys(record.properties) and record.physical_offset == offset:
+            if key in index_keys(record.properties) and record.physical_offset == offset:
                 found.append(record)
         return found[:limit]
 
@@ -445,88 +427,6 @@ class MessageStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-LAYOUT_FILE = "meta.json"
-_LAYOUT_FIELDS = ("segment_size", "units_per_queue_file", "index_slots", "index_entries")
-
-
-def read_layout(data_dir: Path) -> dict[str, int] | None:
-    """The file sizes a data dir was created with (``meta.json``), if recorded."""
-    try:
-        raw = json.loads((Path(data_dir) / LAYOUT_FILE).read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise StorageError(f"{data_dir}/{LAYOUT_FILE} is unreadable: {exc}") from exc
-    return {k: int(raw[k]) for k in _LAYOUT_FIELDS if k in raw}
-
-
-def _check_layout(root: Path, config: StoreConfig) -> None:
-    """File sizes are fixed at creation: refuse to open with different ones."""
-    wanted = {k: int(getattr(config, k)) for k in _LAYOUT_FIELDS}
-    found = read_layout(root)
-    if found is None:
-        tmp = root / (LAYOUT_FILE + ".tmp")
-        tmp.write_text(json.dumps({"format": 1, **wanted}, indent=2) + "\n")
-        os.replace(tmp, root / LAYOUT_FILE)
-        return
-    for key, value in wanted.items():
-        if key in found and found[key] != value:
-            raise StorageError(
-                f"{root} was created with {key}={found[key]}, but {value} was configured; "
-                f"open it with {key}={found[key]}"
-            )
-
-
-class _Redispatcher:
-    """Puts records that recovery meets into the queues and index that lack them."""
-
-    def __init__(self, store: MessageStore) -> None:
-        self._store = store
-        self._indexed_to = store._index.indexed_up_to()
-        self._queues = store._queues
-        self._topics: dict[bytes, str] = {}
-        self.count = 0
-
-    def visit(self, entry: ScanEntry) -> None:
-        buf = entry.segment.buffer
-        pos = entry.offset - entry.segment.start_offset
-        sysflag, queue_id, queue_offset, topic_b = peek_route(buf, pos)
-        cq = None
-        if sysflag & SysFlag.TX_MASK != TxType.ROLLBACK:
-            topic = self._topics.get(topic_b)
-            if topic is None:
-                topic = self._topics[topic_b] = topic_b.decode()
-            cq = self._queues.get((topic, queue_id)) or self._store._queue(topic, queue_id)
-            if queue_offset < cq.max_offset:
-                cq = None  # already there
-        if cq is None and entry.offset <= self._indexed_to:
-            return
-        record = decode_record(buf, pos, verified=True)
-        if cq is not None:
-            cq.append(queue_offset, entry.offset, entry.size, tag_hash(record.tags))
-            self.count += 1
-        if entry.offset > self._indexed_to:
-            keys = _index_keys(record.properties)
-            if keys:
-                index = self._store._index
-                index.prepare(len(keys), entry.offset)
-                index.put(keys, entry.offset, record.store_timestamp)
-
-
-def _index_keys(props: Mapping[str, str]) -> list[str]:
-    keys: list[str] = []
-    uniq = props.get(UNIQ_KEY)
-    if uniq:
-        keys.append(uniq)
-    tx_id = props.get(TRANSACTION_ID)
-    if tx_id and tx_id != uniq:
-        keys.append(tx_id)
-    user = props.get(KEYS)
-    if user:
-        keys.extend(split_keys(user))
-    return keys
 
 
 def _split_host(host_port: str) -> tuple[str, int]:
