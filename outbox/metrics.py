@@ -51,6 +51,7 @@ __all__ = [
     "observe_relayed",
     "registry",
     "start_metrics_server",
+    "unwatch_outbox",
     "watch_outbox",
 ]
 
@@ -210,6 +211,15 @@ def watch_outbox(engine: Engine, *, cache_seconds: float = 5.0) -> OutboxCollect
         else:
             collector.retarget(engine, cache_seconds=cache_seconds)
     return collector
+
+
+def unwatch_outbox() -> None:
+    """Stop reporting the ``rocketbox_outbox_*`` gauges (the counters stay)."""
+    metrics = _metrics()
+    with _lock:
+        if metrics.outbox is not None:
+            metrics.registry.unregister(metrics.outbox)
+            metrics.outbox = None
 
 
 def start_metrics_server(port: int, addr: str = "0.0.0.0", *,
