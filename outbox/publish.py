@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, event, func, insert, select, text
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, SessionTransaction
 
 from outbox.config import Outbox
 from outbox.errors import NoTransactionError
@@ -31,6 +31,7 @@ __all__ = ["new_tx_id", "publish"]
 
 log = logging.getLogger("rocketbox.outbox")
 _PENDING_KEY = "rocketbox.pending"
+_HOOKED_KEY = "rocketbox.hooked"
 _SEQ = text("nextval('rocketbox_transaction_seq')")
 
 
@@ -98,27 +99,35 @@ def publish(
 
 
 def _remember(session: Session, outbox: Outbox, tx_id: str) -> None:
-    """Collect ids on the session; hand them to ``outbox.on_commit`` after commit."""
+    """Collect ids on the session; hand them to ``outbox.on_commit`` after commit.
+
+    The listeners are added once per session and read the ids at event time.
+    Rolling back a savepoint keeps the ids (those of the savepoint are then
+    extra, and harmless: the relay finds no row for them); rolling back the
+    whole transaction forgets them.
+    """
     if outbox.on_commit is None:
         return
-    pending: list[str] | None = session.info.get(_PENDING_KEY)
-    if pending is None:
-        pending = session.info[_PENDING_KEY] = []
-        hook = outbox.on_commit
+    pending: dict[Callable[[Sequence[str]], None], list[str]] = \
+        session.info.setdefault(_PENDING_KEY, {})
+    pending.setdefault(outbox.on_commit, []).append(tx_id)
+    if not session.info.get(_HOOKED_KEY):
+        session.info[_HOOKED_KEY] = True
+        event.listen(session, "after_commit", _after_commit)
+        event.listen(session, "after_soft_rollback", _after_soft_rollback)
 
-        def after_commit(sess: Session) -> None:
-            ids = sess.info.pop(_PENDING_KEY, None) or []
-            if ids:
-                try:
-                    hook(list(ids))
-                except Exception:  # the sweeper relays these rows later
-                    log.exception("on_commit hook failed for %d message(s); the sweeper will "
-                                  "relay them", len(ids))
 
-        def after_rollback(sess: Session) -> None:
-            sess.info.pop(_PENDING_KEY, None)
+def _after_commit(session: Session) -> None:
+    pending: dict[Callable[[Sequence[str]], None], list[str]] = \
+        session.info.pop(_PENDING_KEY, None) or {}
+    for hook, ids in pending.items():
+        try:
+            hook(list(ids))
+        except Exception:  # the sweeper relays these rows later
+            log.exception("on_commit hook failed for %d message(s); the sweeper will "
+                          "relay them", len(ids))
 
-        event.listen(session, "after_commit", after_commit, once=True)
-        event.listen(session, "after_soft_rollback", lambda s, _t: after_rollback(s),
-                     once=True)
-    pending.append(tx_id)
+
+def _after_soft_rollback(session: Session, previous: SessionTransaction) -> None:
+    if not previous.nested:
+        session.info.pop(_PENDING_KEY, None)

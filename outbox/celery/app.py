@@ -122,8 +122,12 @@ def _transport_defaults(broker_url: str, settings: CelerySettings) -> dict[str, 
     if broker_url.startswith("sqla+"):
         return {"polling_interval": settings.polling_interval}
     if broker_url.startswith(("redis://", "rediss://")):
-        # the on_commit hook must not hang on a dead Redis
-        return {"socket_connect_timeout": 2.0}
+        # The on_commit hook must not hold up a commit while Redis is down: publishing
+        # gives up after one quick retry (kombu's default retries for seconds); the
+        # sweeper relays what could not be enqueued. The worker's own consuming
+        # connection follows broker_connection_max_retries, not this.
+        return {"socket_connect_timeout": 1.0, "max_retries": 1, "interval_start": 0,
+                "interval_step": 0.2, "interval_max": 0.5}
     return {}
 
 

@@ -1,0 +1,143 @@
+"""Worker and checker subprocesses for the Celery tests, plus database and broker helpers.
+
+A :class:`Proc` runs ``celery -A rocketbox_celery_app worker ...`` (or the
+module's ``worker`` / ``checker`` entry points) in its own process group,
+waits for the ready file the app module writes on Celery's ``worker_ready``
+signal (or when the checker connected), and kills the whole group on exit.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, select, text
+from support import PostgresServer, wait_until
+
+from outbox.models import metadata
+from outbox.models import transaction_table as t
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
+CELERY = Path(sys.executable).with_name("celery")
+FAST_BROKER = ("--tx-timeout", "1", "--tx-check-interval", "0.3")
+
+
+@dataclass
+class Proc:
+    """A started worker or checker subprocess."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self, sig: signal.Signals = signal.SIGKILL, timeout: float = 15.0) -> int:
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # stragglers (beat's child)
+        return self.process.wait(timeout)
+
+
+def app_env(*, db: str, broker: str, celery_broker: str, tmp: Path,
+            **extra: str) -> dict[str, str]:
+    """The environment the app module reads (see rocketbox_celery_app)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RB_TEST_")}
+    env.update({
+        "PYTHONPATH": os.pathsep.join([str(HERE), str(REPO)]),
+        "PYTHONUNBUFFERED": "1",
+        "RB_TEST_DB": db, "RB_TEST_BROKER": broker, "RB_TEST_CELERY_BROKER": celery_broker,
+    })
+    env.update(extra)
+    return env
+
+
+@contextlib.contextmanager
+def running(name: str, argv: list[str], env: Mapping[str, str], tmp: Path, *,
+            timeout: float = 40.0) -> Iterator[Proc]:
+    """Start ``argv`` and wait for its ready file; kill its process group on exit."""
+    ready = tmp / f"ready-{name}-{uuid.uuid4().hex[:8]}"
+    env = {**env, "RB_TEST_READY_FILE": str(ready)}
+    log_path = tmp / f"{name}-{uuid.uuid4().hex[:6]}.log"
+    with log_path.open("ab") as out:
+        process = subprocess.Popen(argv, env=dict(env), cwd=HERE, stdout=out,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+    proc = Proc(name, process, log_path)
+    try:
+        def is_ready() -> bool:
+            if process.poll() is not None:
+                raise AssertionError(f"{name} exited with {process.returncode}:\n"
+                                     f"{proc.log_text()[-4000:]}")
+            return ready.exists()
+        wait_until(is_ready, timeout=timeout, interval=0.05,
+                   message=lambda: f"{name} not ready:\n{proc.log_text()[-4000:]}")
+        yield proc
+    finally:
+        proc.kill(signal.SIGTERM, timeout=5)
+
+
+def celery_worker(name: str, env: Mapping[str, str], tmp: Path, *, concurrency: int = 2,
+                  beat: bool = True) -> contextlib.AbstractContextManager[Proc]:
+    """``celery -A rocketbox_celery_app worker --pool=threads`` (beat embedded)."""
+    argv = [str(CELERY), "-A", "rocketbox_celery_app", "worker", "--pool=threads",
+            f"--concurrency={concurrency}", "--loglevel=INFO", "--without-mingle",
+            "--without-gossip", "--without-heartbeat", "-n", f"{name}@%h"]
+    if beat:
+        argv.append("--beat")
+    return running(name, argv, env, tmp)
+
+
+def module_entry(name: str, command: str, env: Mapping[str, str],
+                 tmp: Path) -> contextlib.AbstractContextManager[Proc]:
+    """``python rocketbox_celery_app.py worker|checker`` (run_worker / run_checker)."""
+    return running(name, [sys.executable, str(HERE / "rocketbox_celery_app.py"), command],
+                   env, tmp)
+
+
+# -- databases and the broker ----------------------------------------------------------
+
+
+def pg_outbox_engine(server: PostgresServer) -> tuple[Engine, str]:
+    """A fresh database with the outbox tables; returns the engine and its URL."""
+    db = server.create_database(f"rbc_{uuid.uuid4().hex[:12]}")
+    engine = create_engine(db.url)
+    metadata.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE SEQUENCE IF NOT EXISTS rocketbox_transaction_seq"))
+    return engine, db.url
+
+
+def broker_records(data_dir: Path) -> list[dict[str, Any]]:
+    out = subprocess.run([sys.executable, "-m", "broker_lite", "inspect", "--data-dir",
+                          str(data_dir)], capture_output=True, text=True, timeout=60,
+                         check=True)
+    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+
+
+def commit_counts(records: list[dict[str, Any]]) -> collections.Counter[str]:
+    return collections.Counter(r["transaction_id"] for r in records if r["sysflag"] == "commit")
+
+
+def relayed_ids(engine: Engine) -> set[str]:
+    with engine.connect() as conn:
+        return set(conn.execute(select(t.c.tx_id).where(t.c.relayed_at.is_not(None))).scalars())

@@ -1,0 +1,231 @@
+"""Real Celery workers (subprocesses, threads pool) on Redis, with PostgreSQL and broker_lite."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import pytest
+from rocketbox_celery_support import (
+    FAST_BROKER,
+    app_env,
+    broker_records,
+    celery_worker,
+    commit_counts,
+    module_entry,
+    relayed_ids,
+)
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+from support import BrokerLiteServer, RedisServer, free_port, start_broker_lite, wait_until
+
+from outbox import BrokerLitePublisher, Outbox, RelaySettings, publish
+from outbox.celery import CelerySettings, celery_on_commit, make_celery
+from outbox.models import transaction_table as t
+from outbox.publisher import OutgoingMessage
+
+
+def redis_url_of(server: RedisServer, db: int) -> str:
+    return f"redis://{server.host}:{server.port}/{db}"
+
+
+def app_outbox(engine: Engine, broker: str, celery_broker: str) -> Outbox:
+    """The web side: an outbox whose on_commit enqueues rocketbox.relay."""
+    outbox = Outbox(engine=engine, broker=broker, relay=RelaySettings(broker_timeout=1.0))
+    app = make_celery(outbox, broker_url=celery_broker,
+                      settings=CelerySettings(sweep_interval=0))
+    return dataclasses.replace(outbox, on_commit=celery_on_commit(app))
+
+
+@pytest.mark.timeout(90)
+def test_worker_relays_committed_units_once_and_nothing_else(
+        pg_db: tuple[Engine, str], broker: BrokerLiteServer, redis_server: RedisServer,
+        tmp_path: Path) -> None:
+    engine, url = pg_db
+    redis_url = redis_url_of(redis_server, 1)
+    env = app_env(db=url, broker=broker.native, celery_broker=redis_url, tmp=tmp_path,
+                  RB_TEST_SWEEP="0")
+    outbox = app_outbox(engine, broker.native, redis_url)
+    with celery_worker("relay", env, tmp_path, beat=False) as worker:
+        started = time.monotonic()
+        with Session(engine) as session, session.begin():
+            a = publish(session, "Jobs", {"a": 1}, outbox=outbox)
+            with session.begin_nested() as sp:
+                dropped = publish(session, "Jobs", {"x": 1}, outbox=outbox)
+                sp.rollback()
+            b = publish(session, "Jobs", {"b": 1}, outbox=outbox)
+        with Session(engine) as session, session.begin() as tx:
+            never = publish(session, "Jobs", {"c": 1}, outbox=outbox)
+            tx.rollback()
+        wait_until(lambda: relayed_ids(engine) == {a, b}, timeout=20,
+                   message=lambda: worker.log_text()[-3000:])
+        latency = time.monotonic() - started
+    counts = commit_counts(broker_records(broker.data_dir))
+    assert counts == {a: 1, b: 1}, counts
+    assert dropped not in counts and never not in counts
+    assert latency < 5, latency
+
+
+@pytest.mark.timeout(90)
+def test_redis_down_at_commit_the_sweeper_relays_later(
+        pg_db: tuple[Engine, str], broker: BrokerLiteServer, redis_server: RedisServer,
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    engine, url = pg_db
+    env = app_env(db=url, broker=broker.native, celery_broker=redis_url_of(redis_server, 2),
+                  tmp=tmp_path, RB_TEST_SWEEP="0.5")
+    dead_redis = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    outbox = app_outbox(engine, broker.native, dead_redis)
+    with celery_worker("sweeper", env, tmp_path, concurrency=1) as worker:
+        started = time.monotonic()
+        ids = []
+        for i in range(3):
+            with Session(engine) as session, session.begin():
+                ids.append(publish(session, "Swept", {"i": i}, outbox=outbox))
+        commit_time = time.monotonic() - started
+        assert "the sweeper will relay them" in caplog.text
+        assert relayed_ids(engine) == set()
+        wait_until(lambda: relayed_ids(engine) == set(ids), timeout=20,
+                   message=lambda: worker.log_text()[-3000:])
+    assert commit_time < 3, commit_time
+    assert commit_counts(broker_records(broker.data_dir)) == {tx: 1 for tx in ids}
+
+
+@pytest.mark.timeout(120)
+def test_two_workers_racing_never_commit_twice(
+        pg_db: tuple[Engine, str], broker: BrokerLiteServer, redis_server: RedisServer,
+        tmp_path: Path) -> None:
+    engine, url = pg_db
+    redis_url = redis_url_of(redis_server, 3)
+    env = app_env(db=url, broker=broker.native, celery_broker=redis_url, tmp=tmp_path,
+                  RB_TEST_SWEEP="0.2")
+    outbox = app_outbox(engine, broker.native, redis_url)
+    groups: dict[str, list[str]] = {"g1": [], "g2": []}
+    with celery_worker("racer1", env, tmp_path) as one, \
+            celery_worker("racer2", env, tmp_path) as two:
+        for i in range(40):
+            with Session(engine) as session, session.begin():
+                for g, ids in groups.items():
+                    ids.append(publish(session, "Race", {"i": i}, outbox=outbox,
+                                       message_group=g))
+                publish(session, "Race", {"i": i}, outbox=outbox)
+        expected = _all_ids(engine)
+        wait_until(lambda: relayed_ids(engine) == expected, timeout=40,
+                   message=lambda: one.log_text()[-2000:] + two.log_text()[-2000:])
+    # both workers relayed (each log shows relay passes that committed rows)
+    for log in (one.log_text(), two.log_text()):
+        assert any(f"'relayed': {n}," in log for n in range(1, 200)), log[-2000:]
+    records = broker_records(broker.data_dir)
+    counts = commit_counts(records)
+    assert set(counts) == expected and set(counts.values()) == {1}
+    for ids in groups.values():
+        order = [r["transaction_id"] for r in records
+                 if r["sysflag"] == "commit" and r["transaction_id"] in set(ids)]
+        assert order == ids
+
+
+def _all_ids(engine: Engine) -> set[str]:
+    with engine.connect() as conn:
+        return set(conn.execute(select(t.c.tx_id)).scalars())
+
+
+@pytest.mark.timeout(120)
+def test_worker_killed_between_half_and_end_the_checker_commits_once(
+        pg_db: tuple[Engine, str], broker: BrokerLiteServer, redis_server: RedisServer,
+        tmp_path: Path) -> None:
+    engine, url = pg_db
+    redis_url = redis_url_of(redis_server, 4)
+    marker = tmp_path / "killed"
+    env = app_env(db=url, broker=broker.native, celery_broker=redis_url, tmp=tmp_path,
+                  RB_TEST_SWEEP="0", RB_TEST_LEASE="2")
+    outbox = app_outbox(engine, broker.native, redis_url)
+    with module_entry("checker", "checker", env, tmp_path) as checker:
+        with celery_worker("doomed", {**env, "RB_TEST_KILL_AFTER_HALVES": str(marker)},
+                           tmp_path, beat=False) as doomed:
+            with Session(engine) as session, session.begin():
+                tx_id = publish(session, "Killed", {"k": 1}, outbox=outbox)
+            wait_until(lambda: not doomed.alive(), timeout=20,
+                       message=lambda: doomed.log_text()[-3000:])
+        assert doomed.process.returncode == -9
+        assert marker.read_text() == tx_id
+        # the half is in the broker, no end was sent; the row is still unrelayed
+        assert relayed_ids(engine) == set()
+
+        def committed() -> bool:
+            return commit_counts(broker_records(broker.data_dir)).get(tx_id, 0) > 0
+        wait_until(committed, timeout=20, message=lambda: checker.log_text()[-3000:])
+        assert f"check-back {tx_id}" in checker.log_text()
+        assert "COMMIT (status row)" in checker.log_text()
+        # a fresh worker re-relays the row once its lease ran out: still one commit
+        with celery_worker("after", {**env, "RB_TEST_SWEEP": "0.3"}, tmp_path) as after:
+            wait_until(lambda: relayed_ids(engine) == {tx_id}, timeout=20,
+                       message=lambda: after.log_text()[-3000:])
+    records = broker_records(broker.data_dir)
+    assert commit_counts(records) == {tx_id: 1}
+    checks = [r for r in records if r["transaction_id"] == tx_id
+              and r["properties"].get("TX_STATE") == "CHECK"]
+    assert checks, "the commit came from a check-back"
+
+
+@pytest.mark.timeout(120)
+def test_broker_lite_down_for_a_while_rows_wait_then_flow(
+        pg_db: tuple[Engine, str], redis_server: RedisServer, tmp_path: Path) -> None:
+    engine, url = pg_db
+    redis_url = redis_url_of(redis_server, 5)
+    data_dir, port = tmp_path / "broker", free_port()
+    args = [*FAST_BROKER, "--port", str(port)]
+    address = f"127.0.0.1:{port}"
+    env = app_env(db=url, broker=address, celery_broker=redis_url, tmp=tmp_path,
+                  RB_TEST_SWEEP="0.3")
+    outbox = app_outbox(engine, address, redis_url)
+    ids: list[str] = []
+
+    def commit(n: int) -> None:
+        for _ in range(n):
+            with Session(engine) as session, session.begin():
+                ids.append(publish(session, "Outage", {"n": len(ids)}, outbox=outbox,
+                                   message_group="g"))
+
+    with celery_worker("outage", env, tmp_path) as worker:
+        with start_broker_lite(data_dir, args):
+            commit(5)
+            wait_until(lambda: relayed_ids(engine) == set(ids), timeout=20)
+        commit(10)  # the broker is down: tasks fail, retry, sweeps fail
+        wait_until(lambda: worker.log_text().count("unreachable") >= 2, timeout=20,
+                   message=lambda: worker.log_text()[-3000:])
+        with engine.connect() as conn:
+            waiting = conn.execute(select(t.c.attempts, t.c.parked)
+                                   .where(t.c.relayed_at.is_(None))).all()
+        assert len(waiting) == 10 and not any(r.parked for r in waiting)
+        with start_broker_lite(data_dir, args):
+            wait_until(lambda: relayed_ids(engine) == set(ids), timeout=30,
+                       message=lambda: worker.log_text()[-3000:])
+    records = broker_records(data_dir)
+    assert commit_counts(records) == {tx: 1 for tx in ids}
+    order = [r["transaction_id"] for r in records if r["sysflag"] == "commit"]
+    assert order == ids
+
+
+@pytest.mark.timeout(90)
+def test_checker_bootstep_answers_check_backs_inside_the_worker(
+        pg_db: tuple[Engine, str], broker: BrokerLiteServer, redis_server: RedisServer,
+        tmp_path: Path) -> None:
+    engine, url = pg_db
+    redis_url = redis_url_of(redis_server, 6)
+    env = app_env(db=url, broker=broker.native, celery_broker=redis_url, tmp=tmp_path,
+                  RB_TEST_SWEEP="0", RB_TEST_CHECKER="1")
+    plain = Outbox(engine=engine, broker=broker.native)  # no hook: no relay task
+    with Session(engine) as session, session.begin():
+        tx_id = publish(session, "Orphan", {"o": 1}, outbox=plain)
+    publisher = BrokerLitePublisher(plain)
+    try:  # an orphan half: sent, never ended (as if the relay died)
+        [half] = publisher.send_halves([OutgoingMessage(tx_id, "Orphan", b'{"o":1}', None, (),
+                                                        None, {})])
+        assert not isinstance(half, Exception)
+    finally:
+        publisher.close()
+    with celery_worker("checking", env, tmp_path, beat=False) as worker:
+        wait_until(lambda: commit_counts(broker_records(broker.data_dir)).get(tx_id),
+                   timeout=20, message=lambda: worker.log_text()[-3000:])
+        assert f"check-back {tx_id}" in worker.log_text()
+    assert commit_counts(broker_records(broker.data_dir)) == {tx_id: 1}
