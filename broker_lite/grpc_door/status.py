@@ -113,8 +113,12 @@ def status(code: int, message: str = "") -> Any:
     return pb.Status(code=code, message=message or pb.Code.Name(code))
 
 
+_OK = status(pb.Code.OK)
+
+
 def ok() -> Any:
-    return status(pb.Code.OK)
+    """The OK ``Status``: one shared instance (protobuf copies it into a response)."""
+    return _OK
 
 
 def status_for(exc: BaseException, *, what: str = "request") -> Any:
