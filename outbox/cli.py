@@ -274,15 +274,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(args_list)
     from outbox.logging import configure_logging
 
+    root = logging.getLogger()
+    saved_level = root.level
     try:
-        configure_logging(args.log_level, args.log_format)
+        handler = configure_logging(args.log_level, args.log_format)
     except ValueError:
         print(f"rocketbox {args.command}: --log-level: unknown level {args.log_level!r}",
               file=sys.stderr)
         return 2
-    handler: Callable[[argparse.Namespace], int] = args.handler
     try:
-        return handler(args)
+        return _run(args)
+    finally:  # leave the caller's logging as it was (main() also runs inside tests)
+        root.removeHandler(handler)
+        root.setLevel(saved_level)
+
+
+def _run(args: argparse.Namespace) -> int:
+    command: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return command(args)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

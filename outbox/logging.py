@@ -122,20 +122,40 @@ class StructuredFormatter(logging.Formatter):
         return " ".join(f"{key}={_kv_value(value)}" for key, value in fields.items())
 
 
+class _StderrHandler(logging.StreamHandler[TextIO]):
+    """Writes to whatever ``sys.stderr`` is when a record comes (as logging's last resort)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        pass
+
+
 def configure_logging(level: str | int = "INFO", style: LogFormat = "kv",
                       stream: TextIO | None = None) -> logging.Handler:
-    """Send the root logger's records to ``stream`` (stderr) through the structured formatter.
+    """Send the root logger's records to ``stream`` (default: the current ``sys.stderr``)
+    through the structured formatter.
 
     Calling it again replaces the handler it installed before, rather than
-    adding a second one.
+    adding a second one. Raises ``ValueError`` for an unknown level.
     """
     root = logging.getLogger()
+    resolved = logging.getLevelName(level.upper()) if isinstance(level, str) else level
+    if not isinstance(resolved, int):
+        raise ValueError(f"unknown log level {level!r}")
     for old in [h for h in root.handlers if getattr(h, _HANDLER_MARK, False)]:
         root.removeHandler(old)
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler: logging.Handler = (logging.StreamHandler(stream) if stream is not None
+                                else _StderrHandler())
     handler.setFormatter(StructuredFormatter(style))
     handler.addFilter(ContextFilter())
     setattr(handler, _HANDLER_MARK, True)
     root.addHandler(handler)
-    root.setLevel(level.upper() if isinstance(level, str) else level)
+    root.setLevel(resolved)
     return handler
