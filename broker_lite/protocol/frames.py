@@ -29,6 +29,7 @@ __all__ = [
     "FrameDecoder",
     "FrameError",
     "FrameKind",
+    "RawFrame",
     "encode_frame",
     "parse_header",
 ]
@@ -38,12 +39,16 @@ DEFAULT_MAX_FRAME_SIZE = 8 * 1024 * 1024
 _HEADER = struct.Struct(">IBBHQ")
 HEADER_SIZE = _HEADER.size  # 16
 _AFTER_LENGTH = HEADER_SIZE - 4
+_LENGTH = struct.Struct(">I")
 
 
 class FrameKind(IntEnum):
     REQUEST = 0
     RESPONSE = 1
     ONEWAY = 2
+
+
+_KINDS = (FrameKind.REQUEST, FrameKind.RESPONSE, FrameKind.ONEWAY)
 
 
 class FrameError(ValueError):
@@ -74,17 +79,17 @@ def encode_frame(kind: FrameKind, code: int, request_id: int, body: bytes) -> by
                         request_id) + body
 
 
-def parse_header(header: bytes, max_frame_size: int) -> tuple[int, FrameKind, int, int]:
-    """``(body_length, kind, code, request_id)`` from 16 header bytes.
+def parse_header(header: bytes | bytearray, max_frame_size: int,
+                 offset: int = 0) -> tuple[int, FrameKind, int, int]:
+    """``(body_length, kind, code, request_id)`` from the 16 header bytes at ``offset``.
 
     Raises :class:`FrameError`: fatal when the length is impossible (the
     stream is lost), non-fatal for a bad version or kind once the length is
     known (the frame can be skipped and answered).
     """
-    length, version, kind, code, request_id = _HEADER.unpack(header)
+    length, version, kind, code, request_id = _HEADER.unpack_from(header, offset)
     if length < _AFTER_LENGTH:
         raise FrameError(f"frame length {length} is shorter than a header", fatal=True)
-    body_length = length - _AFTER_LENGTH
     if length + 4 > max_frame_size:
         raise FrameError(
             f"frame of {length + 4} bytes is over the limit of {max_frame_size}",
@@ -93,40 +98,84 @@ def parse_header(header: bytes, max_frame_size: int) -> tuple[int, FrameKind, in
     if version != PROTOCOL_VERSION:
         raise FrameError(f"protocol version {version} is not supported (want "
                          f"{PROTOCOL_VERSION})", fatal=False, request_id=request_id, kind=kind)
-    if kind not in (0, 1, 2):
+    try:
+        frame_kind = _KINDS[kind]
+    except IndexError:
         raise FrameError(f"unknown frame kind {kind}", fatal=False, request_id=request_id,
-                         kind=kind)
-    return body_length, FrameKind(kind), code, request_id
+                         kind=kind) from None
+    return length - _AFTER_LENGTH, frame_kind, code, request_id
+
+
+#: what :meth:`FrameDecoder.next` returns for a whole frame: kind, code, request id, body
+RawFrame = tuple[FrameKind, int, int, bytes]
 
 
 class FrameDecoder:
-    """Incremental decoder: ``feed`` bytes, get whole frames (for tests and sync clients)."""
+    """Incremental decoder: ``push`` bytes, take whole frames with ``next``.
+
+    Bytes accumulate in one buffer; frames are cut out of it by offset, and
+    the consumed part is dropped once per ``push``, not once per frame.
+    ``feed`` (push, then every whole frame as a :class:`Frame`) suits tests
+    and sync clients; the asyncio server and client use ``push``/``next``,
+    which cost no object per frame beyond its body.
+    """
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.max_frame_size = max_frame_size
         self._buf = bytearray()
+        self._pos = 0  # where the first unread frame starts
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet returned as frames."""
+        return len(self._buf) - self._pos
+
+    def push(self, data: bytes) -> None:
+        if self._pos:
+            del self._buf[: self._pos]
+            self._pos = 0
+        self._buf += data
+
+    def next(self) -> RawFrame | FrameError | None:
+        """The next whole frame, a :class:`FrameError`, or ``None`` until more bytes come.
+
+        After a fatal error the buffer is dropped: the stream cannot be
+        resynced. A non-fatal one is returned once its whole frame is in,
+        and that frame is skipped.
+        """
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos < HEADER_SIZE:
+            return None
+        try:
+            body_length, kind, code, request_id = parse_header(buf, self.max_frame_size, pos)
+        except FrameError as exc:
+            if exc.fatal:
+                buf.clear()
+                self._pos = 0
+                return exc
+            end = pos + _LENGTH.unpack_from(buf, pos)[0] + 4
+            if len(buf) < end:
+                return None
+            self._pos = end
+            return exc
+        start = pos + HEADER_SIZE
+        end = start + body_length
+        if len(buf) < end:
+            return None
+        self._pos = end
+        with memoryview(buf) as view:
+            body = view[start:end].tobytes()
+        return kind, code, request_id, body
 
     def feed(self, data: bytes) -> list[Frame | FrameError]:
-        self._buf += data
+        """Push ``data``; return every whole frame now buffered (and any errors)."""
+        self.push(data)
         out: list[Frame | FrameError] = []
-        while len(self._buf) >= HEADER_SIZE:
-            try:
-                body_length, kind, code, request_id = parse_header(
-                    bytes(self._buf[:HEADER_SIZE]), self.max_frame_size)
-            except FrameError as exc:
-                if exc.fatal:
-                    out.append(exc)
-                    self._buf.clear()
-                    return out
-                length = _HEADER.unpack_from(self._buf)[0] + 4
-                if len(self._buf) < length:
-                    return out
-                del self._buf[:length]
-                out.append(exc)
-                continue
-            end = HEADER_SIZE + body_length
-            if len(self._buf) < end:
-                break
-            out.append(Frame(kind, code, request_id, bytes(self._buf[HEADER_SIZE:end])))
-            del self._buf[:end]
+        while (item := self.next()) is not None:
+            if isinstance(item, FrameError):
+                out.append(item)
+                if item.fatal:
+                    break
+            else:
+                out.append(Frame(*item))
         return out
