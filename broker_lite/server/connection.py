@@ -1,12 +1,22 @@
 """One client connection of the native door: read frames, serve requests, write responses.
 
-The reader loop reads a 16-byte header, then exactly the body it announces,
-decodes the body by request code, and starts one task per request (at most
-``max_inflight_per_connection`` at once; beyond that the reader waits, which
-pushes back on the client through TCP). Responses go out as each request
-finishes, in any order, matched to requests by id. Every frame is handed to
-the transport in one ``write`` call from the loop thread, so frames never
-interleave.
+The reader loop reads whatever the socket has (up to 256 KiB at a time),
+cuts whole frames out of it (:class:`~broker_lite.protocol.FrameDecoder`),
+and decodes each body by request code. Requests with a synchronous form
+(:data:`~broker_lite.server.handlers.INLINE`: sends, transaction ends, pulls
+that need not wait, acks) are served right there, in order; only what waits
+(a sync-flush acknowledgement, a long poll, every other request) gets a
+task, at most ``max_inflight_per_connection`` at once; beyond that the
+reader waits, which pushes back on the client through TCP. Responses go out
+in any order, matched to requests by id.
+
+Responses are queued and handed to the transport together: at the end of
+each loop turn, and every ``_FLUSH_EVERY`` responses while a burst of
+requests is being served, so that the client can work on the first answers
+while the broker serves the rest (one write per burst would make the two
+sides take turns). Before reading more the reader waits while the socket's
+send buffer is full: a client that does not read its answers is not read.
+Every frame is queued whole from the loop thread, so frames never interleave.
 
 The broker may also send requests on this connection: a check-back
 (``CHECK_TRANSACTION_STATE``) to a producer. Those use the server's own id
@@ -26,7 +36,7 @@ import itertools
 import logging
 import struct
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from broker_lite.core.acl import Account
@@ -37,6 +47,7 @@ from broker_lite.protocol import (
     REQUEST_TYPES,
     BodyError,
     Frame,
+    FrameDecoder,
     FrameError,
     FrameKind,
     RequestCode,
@@ -48,13 +59,17 @@ from broker_lite.protocol import (
 from broker_lite.protocol import messages as m
 from broker_lite.server.checkback import answer_check
 from broker_lite.server.context import ServerContext
-from broker_lite.server.handlers import HANDLERS, Handler
+from broker_lite.server.handlers import HANDLERS, INLINE, Handler, InlineHandler, wait_flushed
 
 __all__ = ["Connection", "read_frame"]
 
 log = logging.getLogger("broker_lite.server")
 
 _LENGTH = struct.Struct(">I")
+#: bytes asked of the socket per read
+_READ_SIZE = 256 * 1024
+#: while serving a burst of requests, hand the responses to the transport this often
+_FLUSH_EVERY = 16
 
 
 async def read_frame(reader: asyncio.StreamReader, max_frame_size: int) -> Frame:
@@ -99,10 +114,16 @@ class Connection:
         self._closed = False
         self._registered = False
         self._tasks: set[asyncio.Task[None]] = set()
-        self._slots = asyncio.Semaphore(ctx.config.max_inflight_per_connection)
+        self._max_tasks = ctx.config.max_inflight_per_connection
+        self._room: asyncio.Future[None] | None = None
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[tuple[int, bytes]]] = {}
         self._out: list[bytes] = []
+        self._frames = FrameDecoder(ctx.config.max_frame_size)
+        # the synchronous forms usable here: only where the default handler is in place
+        self._inline: dict[int, InlineHandler] = {
+            code: now for code, (default, now) in INLINE.items() if handlers.get(code) is default}
+        self._sync_flush = ctx.broker.config.store.flush == "sync"
 
     def __repr__(self) -> str:
         return f"<Connection {self.remote_address} client_id={self.client_id!r}>"
@@ -148,16 +169,32 @@ class Connection:
         """Run the connection to its end; never raises (a bad client only hurts itself)."""
         try:
             await self._handshake()
-            while self._alive:
-                frame = await self._next_frame()
-                if frame is not None:
-                    await self._dispatch(frame.kind, frame.code, frame.request_id, frame.body)
+            await self._serve_frames()
         except (_Closing, asyncio.IncompleteReadError, ConnectionError):
             pass
         except Exception:
             log.exception("connection %s failed", self.remote_address)
         finally:
             await self.close()
+
+    async def _serve_frames(self) -> None:
+        """Serve every whole frame buffered, then read more; until EOF or closing."""
+        frames = self._frames
+        while self._alive:
+            item = frames.next()
+            if item is None:
+                self._flush_out()
+                await self._drain()
+                data = await self._reader.read(_READ_SIZE)
+                if not data:
+                    return  # EOF
+                frames.push(data)
+            elif isinstance(item, FrameError):
+                await self._bad_frame(item)
+            else:
+                self._dispatch(*item)
+                if len(self._tasks) >= self._max_tasks:
+                    await self._wait_for_room()
 
     async def close(self) -> None:
         """Stop serving: cancel requests in flight, fail check-backs, tell the broker."""
@@ -188,11 +225,16 @@ class Connection:
 
     async def _next_frame(self) -> Frame | None:
         """The next whole frame; ``None`` when a bad frame was skipped and answered."""
-        try:
-            return await read_frame(self._reader, self._ctx.config.max_frame_size)
-        except FrameError as exc:
-            await self._bad_frame(exc)
+        frames = self._frames
+        while (item := frames.next()) is None:
+            data = await self._reader.read(_READ_SIZE)
+            if not data:
+                raise asyncio.IncompleteReadError(b"", HEADER_SIZE)
+            frames.push(data)
+        if isinstance(item, FrameError):
+            await self._bad_frame(item)
             return None
+        return Frame(*item)
 
     async def _bad_frame(self, exc: FrameError) -> None:
         rid = exc.request_id
@@ -255,15 +297,16 @@ class Connection:
 
     # -- dispatching -------------------------------------------------------------------
 
-    async def _dispatch(self, kind: FrameKind, code: int, rid: int, body: bytes) -> None:
-        if kind == FrameKind.RESPONSE:
+    def _dispatch(self, kind: FrameKind, code: int, rid: int, body: bytes) -> None:
+        """Serve one frame: inline when it has a synchronous form, else in a task."""
+        if kind is FrameKind.RESPONSE:
             future = self._pending.pop(rid, None)
             if future is None or future.done():
                 log.info("%s answered unknown or expired request id %d", self.remote_address, rid)
             else:
                 future.set_result((code, body))
             return
-        oneway = kind == FrameKind.ONEWAY
+        oneway = kind is FrameKind.ONEWAY
         handler = self._handlers.get(code)
         body_type = REQUEST_TYPES.get(code)
         if handler is None or body_type is None:
@@ -272,58 +315,106 @@ class Connection:
             error = (ResponseCode.MALFORMED_REQUEST if code == RequestCode.HELLO
                      else ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
             if not oneway:
-                await self._write_error(rid, error, what)
+                self._queue_error(rid, error, what)
             return
         try:
             request = decode(body, body_type)
         except BodyError as exc:
             if not oneway:
-                await self._write_error(rid, ResponseCode.MALFORMED_REQUEST,
-                                        f"{RequestCode(code).name}: {exc}")
+                self._queue_error(rid, ResponseCode.MALFORMED_REQUEST,
+                                  f"{RequestCode(code).name}: {exc}")
             return
-        await self._slots.acquire()
-        task = self._ctx.loop.create_task(self._serve_request(handler, code, rid, request, oneway))
+        inline = self._inline.get(code)
+        if inline is not None:
+            try:
+                answer = inline(self._ctx, self, request)
+            except Exception as exc:
+                self._failed(code, rid, exc, oneway)
+                return
+            if answer is not None:
+                response, end_offset = answer
+                if end_offset >= 0 and self._sync_flush and not oneway:
+                    self._spawn(self._answer_when_flushed(code, rid, response, end_offset))
+                elif not oneway:
+                    self._queue(FrameKind.RESPONSE, ResponseCode.SUCCESS, rid, encode(response))
+                return
+        self._spawn(self._serve_request(handler, code, rid, request, oneway))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = self._ctx.loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._request_done)
 
     def _request_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
-        self._slots.release()
+        room = self._room
+        if room is not None and len(self._tasks) < self._max_tasks:
+            self._room = None
+            if not room.done():
+                room.set_result(None)
+
+    async def _wait_for_room(self) -> None:
+        """Wait until fewer than ``max_inflight_per_connection`` requests are being served."""
+        while len(self._tasks) >= self._max_tasks and self._alive:
+            if self._room is None:
+                self._room = self._ctx.loop.create_future()
+            await self._room
+
+    async def _answer_when_flushed(self, code: int, rid: int, response: Any,
+                                   end_offset: int) -> None:
+        """Sync flush: answer once ``end_offset`` is durable (or with the flush error)."""
+        try:
+            await wait_flushed(self._ctx, end_offset)
+        except Exception as exc:
+            self._failed(code, rid, exc, oneway=False)
+            return
+        await self._write(FrameKind.RESPONSE, ResponseCode.SUCCESS, rid, encode(response))
 
     async def _serve_request(self, handler: Handler, code: int, rid: int, request: Any,
                              oneway: bool) -> None:
         try:
             response = await handler(self._ctx, self, request)
-        except BrokerError as exc:
-            log.debug("%s %d from %s failed: %s", RequestCode(code).name, rid,
-                      self.remote_address, exc)
-            if not oneway:
-                await self._write_error(rid, exc.code, str(exc), retriable=exc.retriable)
-            return
-        except Exception:
-            name = RequestCode(code).name
-            log.exception("%s %d from %s failed", name, rid, self.remote_address)
-            if not oneway:
-                await self._write_error(rid, ResponseCode.SYSTEM_ERROR,
-                                        f"internal error serving {name}; see the broker log")
+        except Exception as exc:
+            self._failed(code, rid, exc, oneway)
             return
         if not oneway:
             await self._write(FrameKind.RESPONSE, ResponseCode.SUCCESS, rid, encode(response))
 
+    def _failed(self, code: int, rid: int, exc: Exception, oneway: bool) -> None:
+        """Log a request that raised; answer (unless one-way) with its code for a
+        BrokerError, else SYSTEM_ERROR (the details stay in the log)."""
+        name = RequestCode(code).name
+        if isinstance(exc, BrokerError):
+            log.debug("%s %d from %s failed: %s", name, rid, self.remote_address, exc)
+            if not oneway:
+                self._queue_error(rid, exc.code, str(exc), retriable=exc.retriable)
+            return
+        log.error("%s %d from %s failed", name, rid, self.remote_address, exc_info=exc)
+        if not oneway:
+            self._queue_error(rid, ResponseCode.SYSTEM_ERROR,
+                              f"internal error serving {name}; see the broker log")
+
     # -- writing ---------------------------------------------------------------------
 
-    async def _write(self, kind: FrameKind, code: int, rid: int, body: bytes) -> None:
-        """Queue one whole frame (frames never interleave), then respect backpressure.
+    def _queue(self, kind: FrameKind, code: int, rid: int, body: bytes) -> None:
+        """Queue one whole frame (frames never interleave); it goes out with the others
+        queued this loop turn, in one ``writelines``, or sooner in a long burst."""
+        out = self._out
+        out.append(encode_frame(kind, code, rid, body))
+        if len(out) == 1:
+            self._ctx.loop.call_soon(self._flush_out)
+        elif len(out) >= _FLUSH_EVERY:
+            self._flush_out()
 
-        Frames queued during one turn of the event loop go to the transport in
-        one ``writelines`` call at the end of it: a burst of pipelined responses
-        costs one system call, not one each.
-        """
+    async def _write(self, kind: FrameKind, code: int, rid: int, body: bytes) -> None:
+        """Queue one frame, then respect backpressure (for requests served in a task)."""
         if self._writer.is_closing():
             return
-        self._out.append(encode_frame(kind, code, rid, body))
-        if len(self._out) == 1:
-            self._ctx.loop.call_soon(self._flush_out)
+        self._queue(kind, code, rid, body)
+        await self._drain()
+
+    async def _drain(self) -> None:
+        """Wait while the transport's buffer is over its high-water mark."""
         try:
             await self._writer.drain()
         except ConnectionError:
@@ -333,6 +424,13 @@ class Connection:
         frames, self._out = self._out, []
         if frames and not self._writer.is_closing():
             self._writer.writelines(frames)
+
+    def _queue_error(self, rid: int, code: int, message: str, *,
+                     retriable: bool = False) -> None:
+        if self._writer.is_closing():
+            return
+        body = encode(m.ErrorBody(message=message, retriable=retriable))
+        self._queue(FrameKind.RESPONSE, code, rid, body)
 
     async def _write_error(self, rid: int, code: int, message: str, *,
                            retriable: bool = False) -> None:

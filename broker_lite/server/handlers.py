@@ -10,6 +10,14 @@ the event loop. What waits does so without blocking it: a sync-flush
 acknowledgement waits for the flusher's callback (:func:`wait_flushed`), and a
 long-polling PULL waits on the :class:`ArrivalHub`.
 
+The requests that are served most often also have a synchronous form in
+:data:`INLINE`: it does all the work and returns the response with the log
+offset that must be durable before it may go out (``-1``: none), or ``None``
+when the request has to wait for something else (a long poll). The
+connection runs those forms in its reader loop, without a task per request,
+and only starts a task for what waits; each coroutine handler of those codes
+is its inline form plus the wait, so both paths answer alike.
+
 ACL checks (when the broker runs with one) happen here, before the broker is
 asked anything; see :mod:`broker_lite.core.acl` for the rules.
 """
@@ -32,11 +40,13 @@ from broker_lite.protocol import RequestCode, encode
 from broker_lite.protocol import messages as m
 from broker_lite.server.context import MAX_LONG_POLL_MS, ServerContext, Session
 from broker_lite.server.flushgate import FlushGate
-from broker_lite.server.longpoll import long_poll_pull
+from broker_lite.server.longpoll import NO_NEW_MESSAGE, long_poll_pull
 
-__all__ = ["HANDLERS", "Handler", "wait_flushed"]
+__all__ = ["HANDLERS", "INLINE", "Handler", "InlineHandler", "wait_flushed"]
 
 Handler = Callable[[ServerContext, Session, Any], Awaitable[Any]]
+#: ``(response, end offset to make durable first, or -1)``, or ``None``: "await the handler"
+InlineHandler = Callable[[ServerContext, Session, Any], "tuple[Any, int] | None"]
 
 # Room for the frame header and the fields around the messages of a response.
 _RESPONSE_OVERHEAD = 1024
@@ -139,73 +149,104 @@ async def unregister(ctx: ServerContext, session: Session, req: m.HeartbeatReque
 # -- producing -----------------------------------------------------------------------
 
 
-async def send(ctx: ServerContext, session: Session, req: m.SendRequest) -> m.SendResult:
+def send_now(ctx: ServerContext, session: Session, req: m.SendRequest) -> tuple[m.SendResult, int]:
     _check_topic(session, req.message.topic, "PUB")
     sent: Sent = ctx.broker.send(req.producer_group, req.message,
                                  born_host=session.remote_address)
-    await wait_flushed(ctx, sent.end_offset)
-    return sent.result
+    return sent.result, sent.end_offset
+
+
+async def send(ctx: ServerContext, session: Session, req: m.SendRequest) -> m.SendResult:
+    result, end = send_now(ctx, session, req)
+    await wait_flushed(ctx, end)
+    return result
+
+
+def send_batch_now(ctx: ServerContext, session: Session,
+                   req: m.SendBatchRequest) -> tuple[m.SendBatchResponse, int]:
+    """Every message stored or refused on its own; durable up to the last one stored."""
+    if session.account is not None:
+        for message in req.messages:
+            _check_topic(session, message.topic, "PUB")
+    outcomes = ctx.broker.send_batch(req.producer_group, req.messages,
+                                     born_host=session.remote_address)
+    results: list[m.SendItemResult] = []
+    end = -1
+    success = ResponseCode.SUCCESS
+    for outcome in outcomes:
+        if isinstance(outcome, Sent):
+            results.append(m.SendItemResult(code=success, result=outcome.result))
+            if outcome.end_offset > end:
+                end = outcome.end_offset
+        else:
+            results.append(m.SendItemResult(code=outcome.code, error=_error_body(outcome)))
+    return m.SendBatchResponse(results=results), end
 
 
 async def send_batch(ctx: ServerContext, session: Session,
                      req: m.SendBatchRequest) -> m.SendBatchResponse:
-    for message in req.messages:
-        _check_topic(session, message.topic, "PUB")
-    outcomes = ctx.broker.send_batch(req.producer_group, req.messages,
-                                     born_host=session.remote_address)
-    ends = [o.end_offset for o in outcomes if isinstance(o, Sent)]
-    if ends:
-        await wait_flushed(ctx, max(ends))
-    results = [
-        m.SendItemResult(code=ResponseCode.SUCCESS, result=o.result) if isinstance(o, Sent)
-        else m.SendItemResult(code=o.code, error=_error_body(o))
-        for o in outcomes
-    ]
-    return m.SendBatchResponse(results=results)
+    response, end = send_batch_now(ctx, session, req)
+    if end >= 0:
+        await wait_flushed(ctx, end)
+    return response
 
 
 # -- transactions ----------------------------------------------------------------------
 
 
-async def end_transaction(ctx: ServerContext, session: Session,
-                          req: m.EndTransactionRequest) -> m.EndTransactionResponse:
+def end_transaction_now(ctx: ServerContext, session: Session, req: m.EndTransactionRequest
+                        ) -> tuple[m.EndTransactionResponse, int]:
     _check_producer(session, req.producer_group)
     ended: Ended = ctx.broker.end_transaction(req)
-    await wait_flushed(ctx, ended.end_offset)
-    return ended.response
+    return ended.response, ended.end_offset
 
 
-async def end_transaction_batch(ctx: ServerContext, session: Session,
-                                req: m.EndTransactionBatchRequest
-                                ) -> m.EndTransactionBatchResponse:
+async def end_transaction(ctx: ServerContext, session: Session,
+                          req: m.EndTransactionRequest) -> m.EndTransactionResponse:
+    response, end = end_transaction_now(ctx, session, req)
+    await wait_flushed(ctx, end)
+    return response
+
+
+def end_transaction_batch_now(ctx: ServerContext, session: Session,
+                              req: m.EndTransactionBatchRequest
+                              ) -> tuple[m.EndTransactionBatchResponse, int]:
     codes: list[int] = []
     results: list[m.EndTransactionResponse | None] = []
     errors: list[m.ErrorBody | None] = []
     end = -1
+    end_transaction = ctx.broker.end_transaction
     for item in req.items:
         try:
             _check_producer(session, item.producer_group)
-            ended = ctx.broker.end_transaction(item)
+            ended = end_transaction(item)
         except BrokerError as exc:
             codes.append(exc.code)
             results.append(None)
             errors.append(_error_body(exc))
             continue
-        end = max(end, ended.end_offset)
+        if ended.end_offset > end:
+            end = ended.end_offset
         codes.append(ResponseCode.SUCCESS)
         results.append(ended.response)
         errors.append(None)
+    return m.EndTransactionBatchResponse(codes=codes, results=results, errors=errors), end
+
+
+async def end_transaction_batch(ctx: ServerContext, session: Session,
+                                req: m.EndTransactionBatchRequest
+                                ) -> m.EndTransactionBatchResponse:
+    response, end = end_transaction_batch_now(ctx, session, req)
     if end >= 0:
         await wait_flushed(ctx, end)
-    return m.EndTransactionBatchResponse(codes=codes, results=results, errors=errors)
+    return response
 
 
 # -- consuming ----------------------------------------------------------------------
 
 
-async def pull(ctx: ServerContext, session: Session, req: m.PullRequest) -> m.PullResponse:
-    _check_consume(session, req.topic, req.group)
-    response = await long_poll_pull(ctx.broker, ctx.hub, req, MAX_LONG_POLL_MS)
+def _fitted(ctx: ServerContext, req: m.PullRequest, response: m.PullResponse) -> m.PullResponse:
+    """``response`` cut to what fits in one frame; the next pull fetches the rest."""
     keep = _fit(response.messages, ctx.config.max_frame_size)
     if keep == len(response.messages):
         return response
@@ -214,10 +255,25 @@ async def pull(ctx: ServerContext, session: Session, req: m.PullRequest) -> m.Pu
             f"message at queue offset {response.messages[0].queue_offset} of {req.topic!r} "
             f"does not fit in a frame of {ctx.config.max_frame_size} bytes",
             code=ResponseCode.FRAME_TOO_LARGE)
-    # The rest is fetched by the next pull, from the first message left out.
     return m.PullResponse(status=response.status, messages=response.messages[:keep],
                           next_offset=response.messages[keep].queue_offset,
                           min_offset=response.min_offset, max_offset=response.max_offset)
+
+
+def pull_now(ctx: ServerContext, session: Session,
+             req: m.PullRequest) -> tuple[m.PullResponse, int] | None:
+    """The pull's answer if it has one now; ``None`` when it would long-poll."""
+    _check_consume(session, req.topic, req.group)
+    response = ctx.broker.pull(req)
+    if response.status == NO_NEW_MESSAGE and min(req.long_poll_ms, MAX_LONG_POLL_MS) > 0:
+        return None
+    return _fitted(ctx, req, response), -1
+
+
+async def pull(ctx: ServerContext, session: Session, req: m.PullRequest) -> m.PullResponse:
+    _check_consume(session, req.topic, req.group)
+    response = await long_poll_pull(ctx.broker, ctx.hub, req, MAX_LONG_POLL_MS)
+    return _fitted(ctx, req, response)
 
 
 async def query_assignment(ctx: ServerContext, session: Session,
@@ -239,10 +295,14 @@ async def update_offset(ctx: ServerContext, session: Session,
     return m.Empty()
 
 
-async def ack(ctx: ServerContext, session: Session, req: m.AckRequest) -> m.Empty:
+def ack_now(ctx: ServerContext, session: Session, req: m.AckRequest) -> tuple[m.Empty, int]:
     _check_consume(session, req.topic, req.group)
     ctx.broker.ack(req)
-    return m.Empty()
+    return m.Empty(), -1
+
+
+async def ack(ctx: ServerContext, session: Session, req: m.AckRequest) -> m.Empty:
+    return ack_now(ctx, session, req)[0]
 
 
 async def send_back(ctx: ServerContext, session: Session, req: m.SendBackRequest) -> m.Empty:
@@ -315,4 +375,15 @@ HANDLERS: dict[int, Handler] = {
     RequestCode.TOPIC_LIST: topic_list,
     RequestCode.TOPIC_ROUTE: topic_route,
     RequestCode.QUERY_MESSAGE_BY_KEY: query_by_key,
+}
+
+#: the synchronous forms of the handlers of the most frequent requests (see the module
+#: docstring); the connection uses one only while ``HANDLERS`` has the default handler
+INLINE: dict[int, tuple[Handler, InlineHandler]] = {
+    RequestCode.SEND_MESSAGE: (send, send_now),
+    RequestCode.SEND_BATCH: (send_batch, send_batch_now),
+    RequestCode.END_TRANSACTION: (end_transaction, end_transaction_now),
+    RequestCode.END_TRANSACTION_BATCH: (end_transaction_batch, end_transaction_batch_now),
+    RequestCode.PULL_MESSAGE: (pull, pull_now),
+    RequestCode.ACK_MESSAGE: (ack, ack_now),
 }
