@@ -58,10 +58,38 @@ __all__ = ["Broker", "Ended", "Sent", "new_msg_id"]
 
 log = logging.getLogger("broker_lite.core")
 
+_NO_HOST = b"\x00" * 8
+#: distinct born hosts kept packed; the cache starts over past this many
+_BORN_HOST_CACHE = 4096
+
+
+class _RandomIds:
+    """Random 32-hex-digit ids, cut from a pool of ``os.urandom`` bytes made 256 ids at a
+    time: one system call per 256 ids, not one per id, and the same randomness."""
+
+    _IDS_PER_POOL = 256
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool = ""
+        self._pos = 0
+
+    def next(self) -> str:
+        with self._lock:
+            pos = self._pos
+            if pos >= len(self._pool):
+                self._pool = os.urandom(16 * self._IDS_PER_POOL).hex().upper()
+                pos = 0
+            self._pos = pos + 32
+            return self._pool[pos : pos + 32]
+
+
+_ids = _RandomIds()
+
 
 def new_msg_id() -> str:
-    """A 32-hex-digit unique id, the shape of RocketMQ's message ids."""
-    return os.urandom(16).hex().upper()
+    """A 32-hex-digit unique (random) id, the shape of RocketMQ's message ids."""
+    return _ids.next()
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +113,8 @@ class Broker:
         self.store = MessageStore(config.store)
         self._listeners: list[Callable[[str, int], None]] = []
         self._listeners_lock = threading.Lock()
+        #: born hosts ("ip:port" of a connection) already packed for records
+        self._born_hosts: dict[str, bytes] = {}
         self.topics = TopicManager(root / "topics.json", auto_create=config.auto_create_topics,
                                    default_queues=config.default_queues)
         for name, queues in SYSTEM_TOPIC_QUEUES.items():
@@ -139,47 +169,80 @@ class Broker:
         if msg.sharding_key:
             props[SHARDING_KEY] = msg.sharding_key
         props[UNIQ_KEY] = msg_id
-        host, _, port = born_host.rpartition(":")
         return MessageToStore(
             topic=topic, queue_id=queue_id, body=msg.body, flag=msg.flag, properties=props,
-            born_timestamp=msg.born_timestamp,
-            born_host=pack_host(host, int(port)) if port.isdigit() else b"\x00" * 8,
-        )
+            born_timestamp=msg.born_timestamp, born_host=self._packed_host(born_host))
+
+    def _packed_host(self, born_host: str) -> bytes:
+        """``"ip:port"`` as a record stores it; cached, since one connection sends many."""
+        packed = self._born_hosts.get(born_host)
+        if packed is None:
+            host, _, port = born_host.rpartition(":")
+            packed = pack_host(host, int(port)) if port.isdigit() else _NO_HOST
+            if len(self._born_hosts) >= _BORN_HOST_CACHE:
+                self._born_hosts.clear()
+            self._born_hosts[born_host] = packed
+        return packed
 
     def send(self, producer_group: str, message: m.WireMessage, *, born_host: str = "") -> Sent:
         """Store a message (a half when ``message.transactional``)."""
+        sent, visible = self._send(producer_group, message, born_host)
+        if visible:
+            self._arrived(message.topic, sent.result.queue_id)
+        return sent
+
+    def _send(self, producer_group: str, message: m.WireMessage,
+              born_host: str) -> tuple[Sent, bool]:
+        """Store one message; also says whether it is visible in its queue now (not a
+        half, not delayed), for the caller to notify arrival listeners."""
         topic = message.topic
         if topic in SYSTEM_TOPICS:
             raise NoPermissionError(f"topic {topic!r} is reserved for the broker")
-        config = self.topics.ensure(topic, for_write=True)
-        queue_id = self.topics.select_queue(config, message.queue_id, message.sharding_key)
+        topics = self.topics
+        config = topics.ensure(topic, for_write=True)
+        queue_id = topics.select_queue(config, message.queue_id, message.sharding_key)
         msg_id = message.msg_id or new_msg_id()
         store_msg = self._store_message(message, topic, queue_id, msg_id, born_host)
         if message.transactional:
             # RocketMQ strips any delay from a transactional message.
             result, end = self.transactions.prepare(producer_group, store_msg, msg_id, topic,
                                                     queue_id)
-            return Sent(result, end)
-        if message.delay_level or message.deliver_at_ms > int(time.time() * 1000):
+            return Sent(result, end), False
+        deliver_at_ms = message.deliver_at_ms
+        if message.delay_level or (deliver_at_ms and deliver_at_ms > int(time.time() * 1000)):
             queue_offset, end = self.delays.schedule(
                 store_msg, level=message.delay_level,
-                deliver_at_ms=message.deliver_at_ms if not message.delay_level else 0)
-            put_offset = -1
-        else:
-            put = self.store.put_nowait(store_msg)
-            queue_offset, end, put_offset = put.queue_offset, put.end_offset, put.physical_offset
-            self._arrived(topic, queue_id)
+                deliver_at_ms=deliver_at_ms if not message.delay_level else 0)
+            return Sent(m.SendResult(msg_id=msg_id, topic=topic, queue_id=queue_id,
+                                     queue_offset=queue_offset, commit_log_offset=-1),
+                        end), False
+        put = self.store.put_nowait(store_msg)
         return Sent(m.SendResult(msg_id=msg_id, topic=topic, queue_id=queue_id,
-                                 queue_offset=queue_offset, commit_log_offset=put_offset), end)
+                                 queue_offset=put.queue_offset,
+                                 commit_log_offset=put.physical_offset), put.end_offset), True
 
     def send_batch(self, producer_group: str, messages: list[m.WireMessage], *,
                    born_host: str = "") -> list[Sent | BrokerError]:
+        """Store each message on its own (a refusal does not stop the others).
+
+        Arrival listeners hear once per queue that got messages, after the batch.
+        """
         results: list[Sent | BrokerError] = []
-        for message in messages:
-            try:
-                results.append(self.send(producer_group, message, born_host=born_host))
-            except BrokerError as exc:
-                results.append(exc)
+        arrived: set[tuple[str, int]] = set()
+        send = self._send
+        try:
+            for message in messages:
+                try:
+                    sent, visible = send(producer_group, message, born_host)
+                except BrokerError as exc:
+                    results.append(exc)
+                    continue
+                results.append(sent)
+                if visible:
+                    arrived.add((message.topic, sent.result.queue_id))
+        finally:
+            for topic, queue_id in arrived:
+                self._arrived(topic, queue_id)
         return results
 
     def end_transaction(self, request: m.EndTransactionRequest) -> Ended:
