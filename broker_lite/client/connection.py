@@ -2,10 +2,16 @@
 
 A :class:`Connection` multiplexes requests over one socket: each request gets
 an id and a future, any number may be in flight (pipelining), and a reader
-task resolves them as responses arrive, in whatever order. Requests the
-broker sends the other way (``CHECK_TRANSACTION_STATE`` on a producer's
-connection) go to a handler, each in its own task, and are answered with a
-``RESPONSE`` frame echoing their id.
+task resolves them as responses arrive, in whatever order. The reader takes
+whatever the socket has and cuts whole frames out of it
+(:class:`~broker_lite.protocol.FrameDecoder`). Requests the broker sends the
+other way (``CHECK_TRANSACTION_STATE`` on a producer's connection) go to a
+handler, each in its own task, and are answered with a ``RESPONSE`` frame
+echoing their id.
+
+Frames written in one loop turn go to the socket together, in one
+``writelines``; a long burst goes out every ``_FLUSH_EVERY`` frames, so the
+broker starts on the first requests while the rest are still being made.
 
 When the socket breaks, every pending request fails with
 :class:`BrokerUnavailableError`; reconnecting is the job of
@@ -19,7 +25,6 @@ import contextlib
 import itertools
 import logging
 import os
-import struct
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -35,12 +40,12 @@ from broker_lite.errors import (
 from broker_lite.protocol import (
     HEADER_SIZE,
     BodyError,
+    FrameDecoder,
     FrameError,
     FrameKind,
     decode,
     encode,
     encode_frame,
-    parse_header,
 )
 from broker_lite.protocol import messages as m
 
@@ -57,6 +62,10 @@ RequestHandler = Callable[[int, bytes], Awaitable[Any]]
 _SWEEP_INTERVAL = 0.05
 #: unsent bytes in the socket's buffer above which a request waits before going on
 _HIGH_WATER = 4 << 20
+#: bytes asked of the socket per read
+_READ_SIZE = 256 * 1024
+#: in a burst of requests, hand them to the transport at least this often
+_FLUSH_EVERY = 16
 
 
 @dataclass(slots=True)
@@ -193,10 +202,14 @@ class Connection:
         return encode_frame(kind, code, request_id, body)
 
     def _write(self, frame: bytes) -> None:
-        """Queue a frame; all frames of one loop turn go out in one ``writelines``."""
-        if not self._out:
+        """Queue a frame; the frames of one loop turn go out in one ``writelines`` (a
+        long burst every ``_FLUSH_EVERY`` frames)."""
+        out = self._out
+        out.append(frame)
+        if len(out) == 1:
             self._loop.call_soon(self._flush)
-        self._out.append(frame)
+        elif len(out) >= _FLUSH_EVERY:
+            self._flush()
 
     def _flush(self) -> None:
         out, self._out = self._out, []
@@ -226,25 +239,28 @@ class Connection:
     async def _read_loop(self) -> None:
         reason: BrokerError = BrokerUnavailableError(
             f"connection to {self.server} failed", server=self.server)
+        frames = FrameDecoder(self.max_frame_size)
+        read = self._reader.read
         try:
             while True:
-                header = await self._reader.readexactly(HEADER_SIZE)
-                try:
-                    body_length, kind, code, request_id = parse_header(
-                        header, self.max_frame_size)
-                except FrameError as exc:
-                    if exc.fatal:
-                        raise ProtocolError(f"broker at {self.server} sent a bad frame: {exc}",
-                                            code=ResponseCode.BAD_FRAME) from exc
-                    skip = struct.unpack_from(">I", header)[0] + 4 - HEADER_SIZE
-                    await self._reader.readexactly(skip)
-                    self._on_bad_frame(exc)
-                    continue
-                body = await self._reader.readexactly(body_length) if body_length else b""
-                if kind is FrameKind.RESPONSE:
-                    self._on_response(code, request_id, body)
+                item = frames.next()
+                if item is None:
+                    data = await read(_READ_SIZE)
+                    if not data:
+                        raise asyncio.IncompleteReadError(b"", HEADER_SIZE)
+                    frames.max_frame_size = self.max_frame_size  # lowered after HELLO
+                    frames.push(data)
+                elif isinstance(item, FrameError):
+                    if item.fatal:
+                        raise ProtocolError(f"broker at {self.server} sent a bad frame: {item}",
+                                            code=ResponseCode.BAD_FRAME) from item
+                    self._on_bad_frame(item)
                 else:
-                    self._spawn(self._answer(kind, code, request_id, body))
+                    kind, code, request_id, body = item
+                    if kind is FrameKind.RESPONSE:
+                        self._on_response(code, request_id, body)
+                    else:
+                        self._spawn(self._answer(kind, code, request_id, body))
         except asyncio.CancelledError:
             reason = BrokerUnavailableError(f"connection to {self.server} was closed",
                                             server=self.server)

@@ -242,8 +242,12 @@ class PullConsumer:
     def ack(self, messages: ReceivedMessage | Iterable[ReceivedMessage]) -> None:
         """Ack one message or several."""
         batch = [messages] if isinstance(messages, ReceivedMessage) else list(messages)
+        if batch:
+            self._running().run(self._ack_each(batch))  # one hop to the loop, not one each
+
+    async def _ack_each(self, batch: list[ReceivedMessage]) -> None:
         for message in batch:
-            self._running().run(self._async.ack(message))
+            await self._async.ack(message)
 
     def send_back(self, message: ReceivedMessage, *, delay_level: int = 0) -> None:
         self._running().run(self._async.send_back(message, delay_level=delay_level))

@@ -141,6 +141,9 @@ class Session:
                       timeout: float | None = None) -> T:
         """Send a request, waiting (within ``timeout``) for a connection if there is none."""
         budget = self.config.request_timeout if timeout is None else timeout
+        conn = self._conn
+        if conn is not None and not conn.closed:  # connected: the whole budget is left
+            return await conn.request(code, body, response_type, budget)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + budget
         conn = await self._connection(budget)
