@@ -56,6 +56,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import inspect
 import json
@@ -67,12 +68,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+import _pyspy as pyspy
 import redis
 import redis.asyncio as aioredis
 from _common import (
@@ -791,19 +792,25 @@ def redis_workload(spec: CaseSpec, pair: Servers) -> Workload:
     return factories[spec.kind](pair.port, spec, f"bench:{spec.name}")
 
 
-def measure_once(work: Workload, server: ServerProcess) -> Measurement:
-    """Open, time ``load``, verify, close; on a fresh event loop, from a quiet start."""
+def measure_once(work: Workload, server: ServerProcess, *,
+                 around_load: Callable[[], contextlib.AbstractContextManager[None]] = (
+                     contextlib.nullcontext)) -> Measurement:
+    """Open, time ``load``, verify, close; on a fresh event loop, from a quiet start.
+
+    ``around_load`` wraps the timed part (the profiler uses it).
+    """
     settle()
 
     async def run() -> Measurement:
         await work.open()
         try:
-            cpu0, client0 = server.cpu_seconds(), time.process_time()
-            started = time.perf_counter()
-            await work.load()
-            seconds = time.perf_counter() - started
-            result = Measurement(seconds, server.cpu_seconds() - cpu0,
-                                 time.process_time() - client0)
+            with around_load():
+                cpu0, client0 = server.cpu_seconds(), time.process_time()
+                started = time.perf_counter()
+                await work.load()
+                seconds = time.perf_counter() - started
+                result = Measurement(seconds, server.cpu_seconds() - cpu0,
+                                     time.process_time() - client0)
             await work.verify()
         finally:
             await work.close()
@@ -873,93 +880,65 @@ def build_cases(messages: int) -> list[Comparison]:
 
 # -- profiling -----------------------------------------------------------------------------
 
-
-@contextlib.contextmanager
-def py_spy(pid: int, output: Path) -> Iterator[None]:
-    """Sample ``pid`` with py-spy (raw, folded stacks) while the block runs."""
-    exe = Path(sys.executable).with_name("py-spy")
-    argv = [str(exe if exe.exists() else "py-spy"), "record", "--pid", str(pid), "--rate",
-            "250", "--format", "raw", "--output", str(output), "--nonblocking"]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    time.sleep(0.5)  # let it attach before the measured work starts
-    try:
-        yield
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            _, err = proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, err = proc.communicate()
-        if not output.exists():
-            console.print(f"[yellow]py-spy wrote nothing for pid {pid}:[/] "
-                          f"{err.decode(errors='replace')[-400:]}")
-
-
-def read_folded(path: Path) -> Counter[tuple[str, ...]]:
-    """py-spy's raw output: ``frame;frame;... count`` per line, outermost first."""
-    stacks: Counter[tuple[str, ...]] = Counter()
-    if not path.exists():
-        return stacks
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        stack, _, count = line.rpartition(" ")
-        if stack and count.isdigit():
-            stacks[tuple(_function(f) for f in stack.split(";"))] += int(count)
-    return stacks
-
-
-def _function(frame: str) -> str:
-    """``fn (path/file.py:123)`` -> ``fn (file.py)``: aggregate over lines."""
-    name, _, where = frame.partition(" (")
-    file = where.rstrip(")").rsplit(":", 1)[0]
-    return f"{name} ({Path(file).name})" if file else name
-
-
-def profile_summary(stacks: Counter[tuple[str, ...]], top: int) -> dict[str, Any]:
-    total = sum(stacks.values())
-    own: Counter[str] = Counter()
-    inclusive: Counter[str] = Counter()
-    for stack, count in stacks.items():
-        own[stack[-1]] += count
-        for frame in set(stack):
-            inclusive[frame] += count
-    return {
-        "samples": total,
-        "own": [(f, c / total) for f, c in own.most_common(top)] if total else [],
-        "inclusive": ([(f, c / total) for f, c in inclusive.most_common(top + 12)]
-                      if total else []),
-    }
+#: own time per layer, by the path of the innermost frame (py-spy shortens paths to
+#: the package part); first match wins
+LAYERS: list[tuple[str, Sequence[str]]] = [
+    ("storage", ("broker_lite/storage/",)),
+    ("core: transactions", ("broker_lite/core/transactions.py",)),
+    ("core: broker, topics", ("broker_lite/core/",)),
+    ("protocol", ("broker_lite/protocol/",)),
+    ("server", ("broker_lite/server/",)),
+    ("client", ("broker_lite/client/",)),
+    ("asyncio, sockets", ("asyncio/", "selectors.py", "socket.py")),
+    ("load generator", ("bench/", "broker.py", "redis/")),
+]
+#: profiled runs do this many times the work of a measured run (enough samples)
+PROFILE_SCALE = 3
 
 
 def run_profiles(pair: Servers, cases: Sequence[Comparison], out_dir: Path,
-                 top: int = 18) -> dict[str, Any]:
-    """One extra run of ours per case, with py-spy on the broker and on this process."""
+                 top: int = 16) -> dict[str, Any]:
+    """One extra run of ours per case, py-spy sampling the broker process and this one
+    (GIL-holding samples only) during the timed part."""
     out_dir.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {}
     for case in cases:
-        server_out = out_dir / f"{case.name}-server.txt"
-        client_out = out_dir / f"{case.name}-client.txt"
-        for path in (server_out, client_out):
-            path.unlink(missing_ok=True)
-        with py_spy(pair.broker.pid, server_out), py_spy(os.getpid(), client_out):
-            sample = measure_once(broker_workload(case.spec, pair), pair.broker)
-        results[case.name] = {
-            "rate": case.spec.count / sample.seconds,
-            "server": profile_summary(read_folded(server_out), top),
-            "client": profile_summary(read_folded(client_out), top),
-            "files": [str(server_out), str(client_out)],
-        }
-        print_profile(case.name, sample, case.spec.count, results[case.name])
+        spec = case.spec
+        if spec.kind != "consume":  # consume reads what was preloaded: no more
+            spec = dataclasses.replace(spec, count=spec.count * PROFILE_SCALE)
+        server_out = out_dir / f"{spec.name}-server.txt"
+        client_out = out_dir / f"{spec.name}-client.txt"
+
+        @contextlib.contextmanager
+        def sampling(server_out: Path = server_out,
+                     client_out: Path = client_out) -> Iterator[None]:
+            with pyspy.record(pair.broker.pid, server_out), \
+                    pyspy.record(os.getpid(), client_out):
+                yield
+
+        sample = measure_once(broker_workload(spec, pair), pair.broker, around_load=sampling)
+        profile: dict[str, Any] = {"count": spec.count, "seconds": sample.seconds,
+                                   "server_cpu_s": sample.server_cpu,
+                                   "client_cpu_s": sample.client_cpu}
+        for side, path in (("server", server_out), ("client", client_out)):
+            stacks = pyspy.read_raw(path)
+            profile[side] = {**pyspy.by_function(stacks, top),
+                             "layers": pyspy.by_layer(stacks, LAYERS), "file": str(path)}
+        results[spec.name] = profile
+        print_profile(spec.name, profile)
     return results
 
 
-def print_profile(name: str, sample: Measurement, count: int, prof: dict[str, Any]) -> None:
-    console.rule(f"profile: {name}, {count / sample.seconds:,.0f}/s under py-spy; CPU per "
-                 f"message: broker {sample.server_cpu / count * 1e6:.1f} us, client "
-                 f"{sample.client_cpu / count * 1e6:.1f} us")
+def print_profile(name: str, prof: dict[str, Any]) -> None:
+    count = prof["count"]
+    console.rule(f"profile: {name}, {count / prof['seconds']:,.0f}/s under py-spy; CPU per "
+                 f"message: broker {prof['server_cpu_s'] / count * 1e6:.1f} us, load "
+                 f"generator {prof['client_cpu_s'] / count * 1e6:.1f} us")
     for side in ("server", "client"):
         data = prof[side]
-        table = Table(title=f"{name}: {side} ({data['samples']} busy samples)",
+        layers = ", ".join(f"{layer} {100 * share:.0f}%" for layer, share in data["layers"])
+        table = Table(title=f"{name}, {'broker' if side == 'server' else 'load generator'}: "
+                            f"{data['samples']} samples holding the GIL; by layer: {layers}",
                       title_justify="left")
         table.add_column("own %", justify="right")
         table.add_column("function (own time)")
