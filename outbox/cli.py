@@ -82,6 +82,8 @@ def _broker_options(parser: argparse.ArgumentParser) -> None:
                        help="ACL secret key (env ROCKETBOX_SECRET_KEY)")
     group.add_argument("--metrics-port", type=_port, metavar="PORT",
                        help="serve Prometheus metrics on this port (0 picks one); off if unset")
+    group.add_argument("--metrics-addr", metavar="ADDR", default="0.0.0.0",
+                       help="address the metrics server listens on")
 
 
 def _port(text: str) -> int:

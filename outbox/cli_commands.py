@@ -249,8 +249,8 @@ def _serve_metrics(args: argparse.Namespace, outbox: Outbox) -> None:
         return
     from outbox.metrics import start_metrics_server
 
-    server = start_metrics_server(args.metrics_port, engine=outbox.engine)
-    print(f"rocketbox {args.command}: metrics on http://{server.server_name}:"
+    server = start_metrics_server(args.metrics_port, args.metrics_addr, engine=outbox.engine)
+    print(f"rocketbox {args.command}: metrics on http://{args.metrics_addr}:"
           f"{server.server_port}/metrics", file=sys.stderr, flush=True)
 
 

@@ -228,7 +228,8 @@ def test_checker_serves_metrics_and_stops_on_sigterm(broker_lite_server: BrokerL
     url = f"sqlite:///{tmp_path / 'checker.sqlite'}"
     migrate.upgrade(url)
     proc = subprocess.Popen([str(ROCKETBOX), "checker", "--db", url, "--broker",
-                             broker_lite_server.native, "--metrics-port", "0"],
+                             broker_lite_server.native, "--metrics-port", "0",
+                             "--metrics-addr", "127.0.0.1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = LineCollector(proc.stdout), LineCollector(proc.stderr)  # type: ignore[arg-type]
