@@ -4,7 +4,7 @@ Usage::
 
     .venv/bin/python bench/grpc.py [--count N] [--repeat K] [--concurrency C]
                                    [--quick] [--cases send,tx,consume,official]
-                                   [--render]
+                                   [--at-commit REV] [--render]
 
 One ``broker-lite serve`` (``--flush async``, data under ``bench/results/tmp``)
 serves both doors. Every case runs the native client and a gRPC client side by
@@ -33,7 +33,9 @@ Cases (bodies are 128 bytes, C requests in flight, default 64):
   reported, next to the native send figure of the same run.
 
 Full runs write ``bench/results/grpc.json`` and the generated part of
-``bench/README.md``; ``--quick`` and ``--cases`` runs only print.
+``bench/README.md``; ``--quick`` and ``--cases`` runs only print. With
+``--at-commit REV`` the broker and the clients use ``broker_lite`` as
+committed at REV (extracted with ``git archive``), not the working tree.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from _common import (
     TMP_DIR,
     Samples,
     describe_machine,
+    extract_commit,
     git_state,
     load_average,
     machine_summary,
@@ -69,10 +72,14 @@ from _common import (
     write_json,
 )
 
+#: set in the child process of ``--at-commit``: where the extracted code is, and its commit
+SRC_ENV = "ROCKETBOX_BENCH_SRC"
+COMMIT_ENV = "ROCKETBOX_BENCH_COMMIT"
+
 # This file is named like the grpc package: take its directory off the import path
-# before importing grpc (``_common`` is already imported), and put the repo on it.
+# before importing grpc (``_common`` is already imported), and put the code measured on it.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH_DIR]
-sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, os.environ.get(SRC_ENV) or str(REPO_ROOT))
 
 import grpc  # noqa: E402
 from rocketmq import ClientConfiguration, Credentials, Message, Producer  # noqa: E402
@@ -105,8 +112,9 @@ def broker(data_dir: Path) -> Iterator[tuple[str, str]]:
     """A ``broker-lite serve`` child on free loopback ports; yields (native, grpc)."""
     argv = [sys.executable, "-m", "broker_lite", "serve", "--data-dir", str(data_dir),
             "--port", "0", "--grpc-port", "0", "--log-level", "warning"]
-    proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+    # ``-m`` puts the working directory first on the path: run where the code measured is
+    proc = subprocess.Popen(argv, cwd=os.environ.get(SRC_ENV) or REPO_ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -429,13 +437,20 @@ LABELS = {"send": "send (msgs/s)", "tx": "transaction: half + commit (tx/s)",
           "consume": "consume + ack (msgs/s)"}
 
 
+def _code_text(code: dict[str, Any]) -> str:
+    commit = (code.get("commit") or "?")[:12]
+    if code.get("source") == "commit":
+        return f"as committed at `{commit}` (--at-commit)"
+    dirty = code.get("dirty_paths") or []
+    return f"in the working tree at `{commit}`" + (
+        f", with uncommitted paths: {', '.join(dirty[:6])}" if dirty else "")
+
+
 def render(data: dict[str, Any]) -> str:
     lines = [
         f"Last full run: {data['finished']}, {data['repeat']} repetitions (medians), "
         f"{data['concurrency']} requests in flight, 128 B bodies, `--flush async`.",
-        f"Code measured: working tree at `{(data['git']['commit'] or '?')[:12]}`"
-        + (f" with uncommitted paths: {', '.join(data['git']['dirty_paths'][:6])}"
-           if data["git"]["dirty_paths"] else "") + ".",
+        f"Code measured: broker_lite {_code_text(data['git'])}.",
         f"Machine: {machine_summary(data['machine'])}; load average "
         f"{data['load_start'][0] if data['load_start'] else '?'} at start, "
         f"{data['load_end'][0] if data['load_end'] else '?'} at end (1 min).",
@@ -480,7 +495,12 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small counts, prints only")
     parser.add_argument("--render", action="store_true",
                         help="rewrite the README section from grpc.json, measure nothing")
+    parser.add_argument("--at-commit", metavar="REV", default="",
+                        help="measure broker_lite as committed at REV (extracted with git "
+                             "archive), not the working tree")
     args = parser.parse_args()
+    if args.at_commit and SRC_ENV not in os.environ:
+        return run_at_commit(args.at_commit, sys.argv[1:])
     if args.render:
         update_readme_section(README, "grpc", render(json_load(RESULT_FILE)))
         return 0
@@ -493,7 +513,7 @@ def main() -> int:
         "benchmark": "grpc", "started": utc_now(), "count": args.count,
         "official_count": args.official_count, "repeat": args.repeat,
         "concurrency": args.concurrency, "machine": describe_machine(TMP_DIR),
-        "git": git_state(), "load_start": load_average(), "cases": [],
+        "git": code_state(), "load_start": load_average(), "cases": [],
     }
     print(f"gRPC door vs native door: {machine_summary(data['machine'])}")
     try:
@@ -524,6 +544,33 @@ def main() -> int:
         print(f"\nwrote {RESULT_FILE.relative_to(REPO_ROOT)} and the grpc section of "
               f"{README.relative_to(REPO_ROOT)}")
     return 0
+
+
+def code_state() -> dict[str, Any]:
+    """Which code is measured: a commit extracted by --at-commit, or the working tree."""
+    import broker_lite
+
+    where = Path(broker_lite.__file__).resolve().parent
+    src = os.environ.get(SRC_ENV)
+    if src:
+        if not where.is_relative_to(Path(src).resolve()):
+            raise RuntimeError(f"broker_lite imported from {where}, not from {src}")
+        return {"source": "commit", "commit": os.environ.get(COMMIT_ENV), "dirty_paths": []}
+    return {"source": "working tree", **git_state()}
+
+
+def run_at_commit(rev: str, argv: list[str]) -> int:
+    """Re-run this script in a child that imports broker_lite as committed at ``rev``."""
+    dest = TMP_DIR / f"grpc-src-{os.getpid()}"
+    try:
+        commit = extract_commit(rev, "broker_lite", dest)
+        print(f"measuring broker_lite at commit {commit[:12]} (extracted to {dest})")
+        env = dict(os.environ, **{SRC_ENV: str(dest), COMMIT_ENV: commit})
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(dest), env.get("PYTHONPATH")) if p)
+        return subprocess.run([sys.executable, __file__, *argv], env=env, cwd=REPO_ROOT,
+                              check=False).returncode
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)
 
 
 def json_load(path: Path) -> dict[str, Any]:
