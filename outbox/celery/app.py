@@ -27,6 +27,7 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_process_shutdown, worker_shutdown
 
+from outbox.celery.sqla import transport_settings
 from outbox.config import Outbox
 from outbox.errors import ConfigurationError
 from outbox.publisher import BrokerLitePublisher, Publisher
@@ -169,6 +170,7 @@ def make_celery(outbox: Outbox, *, broker_url: str, backend_url: str | None = No
                 "options": {"expires": max(1.0, settings.sweep_interval * 2)},
             },
         }
+    defaults.update(transport_settings(broker_url))
     defaults.update(conf)
     app.conf.update(defaults)
     state = RocketboxState(outbox=outbox, settings=settings,

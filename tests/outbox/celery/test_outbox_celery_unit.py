@@ -1,0 +1,185 @@
+"""Fast tests of the Celery glue: app factory, settings, the on_commit hook, eager tasks."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rocketbox_celery_support import broker_records, commit_counts, relayed_ids
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session
+from support import BrokerLiteServer, free_port
+
+from outbox import (
+    BrokerLitePublisher,
+    ConfigurationError,
+    Outbox,
+    RelayError,
+    RelaySettings,
+    TransactionRow,
+    metadata,
+    publish,
+)
+from outbox.celery import (
+    END_TRANSACTION_TASK,
+    RELAY_TASK,
+    SWEEP_TASK,
+    CelerySettings,
+    celery_on_commit,
+    make_celery,
+    rocketbox_state,
+)
+from outbox.celery.worker import worker_argv
+from outbox.publisher import OutgoingMessage
+
+
+@pytest.fixture
+def sqlite_engine(tmp_path: Path) -> Iterator[Engine]:
+    """SQLite with real BEGIN/SAVEPOINT (SQLAlchemy's pysqlite recipe)."""
+    engine = create_engine(f"sqlite:///{tmp_path / 'unit.sqlite'}")
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN")
+
+    metadata.create_all(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.mark.timeout(30)
+def test_make_celery_names_tasks_acks_late_and_schedules_the_sweep(
+        sqlite_engine: Engine, tmp_path: Path) -> None:
+    outbox = Outbox(engine=sqlite_engine)
+    app = make_celery(outbox, broker_url=f"sqla+sqlite:///{tmp_path / 'q.sqlite'}",
+                      settings=CelerySettings(sweep_interval=2.5, polling_interval=0.05),
+                      worker_concurrency=3)
+    for name in (RELAY_TASK, SWEEP_TASK, END_TRANSACTION_TASK):
+        task = app.tasks[name]
+        assert task.acks_late and task.reject_on_worker_lost
+    entry = app.conf.beat_schedule["rocketbox-sweep"]
+    assert entry["task"] == SWEEP_TASK and entry["schedule"] == timedelta(seconds=2.5)
+    assert app.conf.task_default_queue == "rocketbox"
+    assert app.conf.broker_transport_options == {"polling_interval": 0.05}
+    assert app.conf.worker_concurrency == 3  # **conf passes through
+    assert rocketbox_state(app).outbox is outbox
+    assert "CheckbackStep" not in {s.__name__ for s in app.steps["worker"]}
+    checking = make_celery(outbox, broker_url="memory://",
+                           settings=CelerySettings(checker=True, sweep_interval=0))
+    assert "CheckbackStep" in {s.__name__ for s in checking.steps["worker"]}
+    assert "beat_schedule" not in checking.conf or not checking.conf.beat_schedule
+    assert worker_argv(concurrency=2, beat=True, loglevel="info")[-1] == "--beat"
+
+
+@pytest.mark.timeout(30)
+def test_settings_and_foreign_apps_are_refused(sqlite_engine: Engine) -> None:
+    from celery import Celery
+    with pytest.raises(ConfigurationError):
+        CelerySettings(sweep_interval=-1)
+    with pytest.raises(ConfigurationError):
+        CelerySettings(polling_interval=0)
+    with pytest.raises(ConfigurationError):
+        rocketbox_state(Celery("other", set_as_current=False))
+    with pytest.raises(ConfigurationError):
+        worker_argv(concurrency=0, beat=False, loglevel="info")
+
+
+@pytest.mark.timeout(30)
+def test_hook_with_a_dead_redis_neither_raises_nor_holds_up_the_commit(
+        sqlite_engine: Engine, caplog: pytest.LogCaptureFixture) -> None:
+    outbox = Outbox(engine=sqlite_engine)
+    app = make_celery(outbox, broker_url=f"redis://127.0.0.1:{free_port()}/0")
+    outbox = dataclasses.replace(outbox, on_commit=celery_on_commit(app))
+    started = time.monotonic()
+    with Session(sqlite_engine) as session, session.begin():
+        tx_id = publish(session, "T", {"a": 1}, outbox=outbox)
+    assert time.monotonic() - started < 2
+    assert "the sweeper will relay them" in caplog.text
+    with Session(sqlite_engine) as session:
+        assert session.get_one(TransactionRow, tx_id).state == "COMMIT"
+
+
+@pytest.mark.timeout(30)
+def test_on_commit_sees_the_outer_ids_after_a_savepoint_rollback(sqlite_engine: Engine) -> None:
+    calls: list[list[str]] = []
+
+    def hook(ids: Sequence[str]) -> None:
+        calls.append(list(ids))
+
+    outbox = Outbox(engine=sqlite_engine, on_commit=hook)
+    with Session(sqlite_engine) as session:
+        with session.begin():
+            a = publish(session, "T", 1, outbox=outbox)
+            with session.begin_nested() as savepoint:
+                inner = publish(session, "T", 2, outbox=outbox)
+                savepoint.rollback()
+            b = publish(session, "T", 3, outbox=outbox)
+        with session.begin() as tx:
+            publish(session, "T", 4, outbox=outbox)
+            tx.rollback()
+        with session.begin():
+            c = publish(session, "T", 5, outbox=outbox)
+    assert calls == [[a, inner, b], [c]]
+
+
+@pytest.mark.timeout(60)
+def test_eager_tasks_relay_sweep_and_end_transactions(
+        sqlite_engine: Engine, broker: BrokerLiteServer) -> None:
+    outbox = Outbox(engine=sqlite_engine, broker=broker.native,
+                    relay=RelaySettings(broker_timeout=1.0))
+    app = make_celery(outbox, broker_url="memory://", task_always_eager=True,
+                      settings=CelerySettings(retry_base=0.01, retry_max=0.02, max_retries=1))
+    with Session(sqlite_engine) as session, session.begin():
+        first = publish(session, "Eager", {"n": 1}, outbox=outbox)
+        second = publish(session, "Eager", {"n": 2}, outbox=outbox)
+    # the given row, then (a second pass) whatever else is due
+    assert app.tasks[RELAY_TASK].apply(args=[[first]]).get()["relayed"] == 2
+    assert relayed_ids(sqlite_engine) == {first, second}
+    plain = Outbox(engine=sqlite_engine, broker=broker.native)
+    with Session(sqlite_engine) as session, session.begin():
+        swept = publish(session, "Eager", {"n": 2.5}, outbox=plain)
+    assert app.tasks[SWEEP_TASK].apply().get()["relayed"] == 1
+
+    with Session(sqlite_engine) as session, session.begin():
+        third = publish(session, "Eager", {"n": 3}, outbox=plain)
+    publisher = BrokerLitePublisher(plain)
+    try:
+        [half] = publisher.send_halves([OutgoingMessage(third, "Eager", b"3", None, (), None,
+                                                        {})])
+    finally:
+        publisher.close()
+    assert not isinstance(half, Exception)
+    ended = app.tasks[END_TRANSACTION_TASK].apply(
+        args=[third, "COMMIT", half.half_offset, half.queue_offset]).get()
+    assert ended["ended"] is True
+    assert relayed_ids(sqlite_engine) == {first, second, swept, third}
+    again = app.tasks[END_TRANSACTION_TASK].apply(
+        args=[third, "ROLLBACK", half.half_offset, half.queue_offset]).get()
+    assert again["ended"] is False and "commit" in again["error"].lower()
+    assert commit_counts(broker_records(broker.data_dir)) == {first: 1, second: 1, swept: 1,
+                                                          third: 1}
+
+
+@pytest.mark.timeout(60)
+def test_eager_relay_retries_while_the_broker_is_unreachable(sqlite_engine: Engine) -> None:
+    outbox = Outbox(engine=sqlite_engine, broker=f"127.0.0.1:{free_port()}",
+                    relay=RelaySettings(broker_timeout=0.3))
+    app = make_celery(outbox, broker_url="memory://", task_always_eager=True,
+                      settings=CelerySettings(retry_base=0.01, retry_max=0.02, max_retries=2))
+    with Session(sqlite_engine) as session, session.begin():
+        tx_id = publish(session, "Eager", {"n": 1}, outbox=outbox)
+    result = app.tasks[RELAY_TASK].apply(args=[[tx_id]])
+    assert result.failed() and isinstance(result.result, RelayError)
+    assert relayed_ids(sqlite_engine) == set()
+    with Session(sqlite_engine) as session:  # no attempt counted, claim released
+        row = session.get_one(TransactionRow, tx_id)
+        assert row.attempts == 0 and row.claimed_by is None and not row.parked
