@@ -134,7 +134,11 @@ class BrokerRuntime:
         # imported here: broker_lite.grpc_door imports this package's modules
         from broker_lite.grpc_door import GrpcDoor, add_to_server
 
-        server = grpc.aio.server()
+        # grpc refuses requests over 4 MiB by default: room for the largest body the
+        # store takes, plus its envelope (the door answers MESSAGE_BODY_TOO_LARGE itself)
+        largest = self.broker_config.store.max_message_size + (1 << 20)
+        server = grpc.aio.server(options=[("grpc.max_receive_message_length", largest),
+                                          ("grpc.max_send_message_length", -1)])
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
             bound = server.add_insecure_port(target)

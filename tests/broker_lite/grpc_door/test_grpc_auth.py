@@ -90,3 +90,11 @@ def test_broker_errors_map_to_the_codes_the_client_knows() -> None:
     assert code_for(BrokerBusyError("busy")) == Code.TOO_MANY_REQUESTS
     unexpected = status_for(ZeroDivisionError("boom"))
     assert unexpected.code == Code.INTERNAL_SERVER_ERROR and "boom" in unexpected.message
+
+
+def test_the_package_exports_its_public_names() -> None:
+    import broker_lite.grpc_door as door
+
+    assert sorted(door.__all__) == ["GrpcDoor", "GrpcDoorConfig", "GrpcDoorError",
+                                    "MessagingService", "add_to_server"]
+    assert all(hasattr(door, name) for name in door.__all__)

@@ -92,3 +92,14 @@ def test_delay_message_is_not_received_before_its_delivery_time(
         seen_at = time.time()
     assert [m.body for m in late] == [b"wake up"]
     assert seen_at >= deliver_at
+
+
+@pytest.mark.timeout(60)
+def test_a_body_of_the_largest_allowed_size_goes_through(grpc_broker: BrokerLiteServer) -> None:
+    body = bytes(range(256)) * (4 * 1024 * 4)  # 4 MiB: --max-message-size's default
+    cfg = config(grpc_broker.grpc)
+    consumer = SimpleConsumer(cfg, "bulk", {"Bulk": FilterExpression()}, await_duration=1)
+    with running(Producer(cfg, ("Bulk",))) as producer, running(consumer):
+        sent = producer.send(make_message("Bulk", body))
+        (got,) = receive(consumer, 1)
+    assert got.message_id == sent.message_id and got.body == body and not got.corrupted
