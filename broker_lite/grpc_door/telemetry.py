@@ -71,14 +71,19 @@ class TelemetryChannel:
         return self._alive
 
     def send_check(self, request: m.CheckTransactionRequest) -> None:
-        """The core's check service asks (from any thread): write the check on the stream."""
-        if not self._alive:
-            raise ConnectionError(f"the Telemetry stream of {self.client_id} is closed")
-        try:
-            self._loop.call_soon_threadsafe(self._write_check, request)
-        except RuntimeError:  # the loop is closed: the server is gone
-            self._alive = False
-            raise ConnectionError("the gRPC door is closed") from None
+        """The core's check service asks (from any thread): write the check on the stream.
+
+        A stream that closed since the core picked it drops the check; the core
+        checks the half again at its next round.
+        """
+        if self._alive:
+            try:
+                self._loop.call_soon_threadsafe(self._write_check, request)
+                return
+            except RuntimeError:  # the loop is closed: the server is gone
+                self._alive = False
+        log.info("check-back of %s not sent: the Telemetry stream of %s is closed",
+                 request.transaction_id, self.client_id)
 
     def _write_check(self, request: m.CheckTransactionRequest) -> None:
         command = spb.RecoverOrphanedTransactionCommand(
