@@ -157,9 +157,9 @@ def _end(outbox: Outbox, producer: TransactionProducer, tx_id: str,
         return None
     if celery_app is not None:
         try:
-            celery_app.send_task("rocketbox.end_transaction",
-                                 args=[tx_id, _STATE_NAMES[state], half.commit_log_offset,
-                                       half.queue_offset], retry=False)
+            celery_app.tasks["rocketbox.end_transaction"].apply_async(
+                args=[tx_id, _STATE_NAMES[state], half.commit_log_offset, half.queue_offset],
+                retry=False)
             return "enqueued"
         except Exception:
             log.warning("could not enqueue end-transaction of %s; ending it here", tx_id,

@@ -28,7 +28,7 @@ def celery_on_commit(app: Celery) -> Callable[[Sequence[str]], None]:
         if not ids:
             return
         try:
-            app.send_task(RELAY_TASK, args=[ids], retry=False)
+            app.tasks[RELAY_TASK].apply_async(args=[ids], retry=False)
         except Exception as exc:  # never into the commit: the sweeper relays these rows
             log.warning("could not enqueue %s for %d message(s), the sweeper will relay them: "
                         "%s", RELAY_TASK, len(ids), exc, extra={"tx_ids": ids})
