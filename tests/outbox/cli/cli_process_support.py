@@ -36,8 +36,13 @@ class LineCollector:
         for line in pipe:
             self._queue.put(line.rstrip("\n"))
 
-    def find(self, needle: str) -> str | None:
-        """The first line so far that contains ``needle`` (for ``wait_until``)."""
+    def text(self) -> str:
+        """Every line so far."""
         while not self._queue.empty():
             self.lines.append(self._queue.get_nowait())
+        return "\n".join(self.lines)
+
+    def find(self, needle: str) -> str | None:
+        """The first line so far that contains ``needle`` (for ``wait_until``)."""
+        self.text()
         return next((line for line in self.lines if needle in line), None)

@@ -234,7 +234,7 @@ def test_checker_serves_metrics_and_stops_on_sigterm(broker_lite_server: BrokerL
     try:
         out, err = LineCollector(proc.stdout), LineCollector(proc.stderr)  # type: ignore[arg-type]
         wait_until(lambda: out.find("rocketbox checker ready"), timeout=30,
-                   message=lambda: "\n".join(out.lines + err.lines))
+                   message=lambda: out.text() + "\n" + err.text())
         line = err.find("metrics on http://")
         assert line is not None
         address = line.split("metrics on ", 1)[1]
@@ -259,3 +259,39 @@ def test_version_and_unknown_commands(capsys: pytest.CaptureFixture[str]) -> Non
         main(["frobnicate"])
     assert exit_info.value.code == 2
     assert ROCKETBOX.exists()
+
+
+@pytest.mark.timeout(120)
+def test_relay_command_relays_a_committed_row(broker_lite_server: BrokerLiteServer,
+                                              tmp_path: Path) -> None:
+    from outbox.config import Outbox
+    from outbox.publish import publish
+    from outbox.status import read_status
+
+    url = f"sqlite:///{tmp_path / 'relay.sqlite'}"
+    migrate.upgrade(url)
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            publish(conn, "orders", {"n": 1}, outbox=Outbox(engine=engine))
+        proc = subprocess.Popen([str(ROCKETBOX), "relay", "--db", url, "--broker",
+                                 broker_lite_server.native, "--concurrency", "1"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        err = LineCollector(proc.stderr)  # type: ignore[arg-type]
+        try:
+            def relayed() -> bool:
+                if proc.poll() is not None:
+                    raise AssertionError("relay exited:\n" + err.text())
+                status = read_status(engine)
+                return status.pending == 0 and sum(
+                    s.relayed_last_hour or 0 for s in status.topics) == 1
+
+            wait_until(relayed, timeout=60, message=lambda: err.text()[-3000:])
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    finally:
+        engine.dispose()
