@@ -20,8 +20,16 @@ from alembic import context
 from sqlalchemy import Connection, MetaData, engine_from_config, pool
 from sqlalchemy.schema import SchemaItem
 
-from migrations import UNDECLARED, VERSION_TABLE, partial_where
+from migrations import UNDECLARED, VERSION_TABLE
 from outbox.models import metadata
+
+try:
+    from migrations import partial_where
+
+    #: Alembic's own comparisons plus the partial-index predicate check
+    PLUGINS: list[str] | None = ["alembic.autogenerate.*", partial_where.register()]
+except ImportError:  # Alembic < 1.18 has no plugin API: predicates go unchecked
+    PLUGINS = None
 
 config = context.config
 target_metadata: MetaData = metadata
@@ -52,15 +60,17 @@ def include_object(obj: SchemaItem, name: str | None, type_: str, reflected: boo
 
 
 def _options() -> dict[str, Any]:
-    return {
+    options: dict[str, Any] = {
         "target_metadata": target_metadata,
         "version_table": VERSION_TABLE,
         "include_name": include_name,
         "include_object": include_object,
         "compare_type": True,
         "compare_server_default": True,
-        "autogenerate_plugins": ["alembic.autogenerate.*", partial_where.register()],
     }
+    if PLUGINS is not None:
+        options["autogenerate_plugins"] = PLUGINS
+    return options
 
 
 def run_migrations_offline() -> None:
