@@ -10,9 +10,9 @@ from typing import Any
 
 from broker_lite.errors import StorageError
 from broker_lite.storage.commitlog import CommitLog, Corruption
+from broker_lite.storage.layout import read_layout
 from broker_lite.storage.properties import KEYS, TAGS, TRANSACTION_ID, UNIQ_KEY
 from broker_lite.storage.record import StoredRecord, decode_record, sysflag_name
-from broker_lite.storage.layout import read_layout
 
 __all__ = ["record_json", "register", "run"]
 
