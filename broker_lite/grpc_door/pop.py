@@ -138,16 +138,21 @@ class PopService:
         per_queue = self._states.setdefault((group, topic), {})
         state = per_queue.get(queue_id)
         if state is None:
-            committed = self._broker.offsets.committed(group, topic, queue_id)
+            committed = self._committed(group, topic, queue_id)
             low = self._broker.store.queue_offsets(topic, queue_id)[0]
             state = per_queue[queue_id] = _QueueState(next_offset=max(committed, low))
         return state
+
+    def _committed(self, group: str, topic: str, queue_id: int) -> int:
+        """The group's committed offset on the queue (-1: never committed)."""
+        return self._broker.query_offset(
+            m.OffsetRequest(group=group, topic=topic, queue_id=queue_id)).offset
 
     def _receive_queue(self, spec: ReceiveSpec, queue_id: int, found: list[Delivery]) -> None:
         state = self._state(spec.group, spec.topic, queue_id)
         now = self._clock()
         self._expire(state, now)
-        committed = self._broker.offsets.committed(spec.group, spec.topic, queue_id)
+        committed = self._committed(spec.group, spec.topic, queue_id)
         if committed > state.next_offset:  # moved on by another door or an admin
             self._drop_all(state)
             state.next_offset = committed
@@ -219,6 +224,8 @@ class PopService:
         low = response.min_offset
         for offset in range(state.next_offset, response.next_offset):
             if offset not in delivered:  # filtered out by the tag expression: consumed
+                # The core has no public "consumed without a message id" (Broker.ack
+                # checks the id, which a filtered unit does not carry): its offset manager.
                 self._broker.offsets.ack(spec.group, spec.topic, queue_id, offset, low)
         state.next_offset = response.next_offset
         return [_Entry(msg.queue_offset, msg, msg.properties.get(SHARDING_KEY) or None)
@@ -284,7 +291,7 @@ class PopService:
         entry = state.entries.get(offset) if state is not None else None
         if entry is None:
             settled = state.next_offset if state is not None else \
-                self._broker.offsets.committed(group, topic, queue_id)
+                self._committed(group, topic, queue_id)
             if offset < settled:  # acked or dead-lettered already: nothing to do
                 return queue_id, state, None
             raise GrpcDoorError(Code.INVALID_RECEIPT_HANDLE,
