@@ -8,14 +8,12 @@ a data dir to restart on).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from grpc_support import FAST_GRPC_BROKER
+from grpc_support import FAST_GRPC_BROKER, StartGrpcBroker
 from support import BrokerLiteServer, start_broker_lite
-
-StartGrpcBroker = Callable[..., contextlib.AbstractContextManager[BrokerLiteServer]]
 
 
 @pytest.fixture

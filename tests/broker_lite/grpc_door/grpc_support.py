@@ -13,19 +13,20 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 import grpc
 from rocketmq import ClientConfiguration, Credentials, Message, SimpleConsumer
 from rocketmq.grpc_protocol import service_pb2_grpc
 from rocketmq.v5.util.signature import Signature
-from support import wait_until
+from support import BrokerLiteServer, wait_until
 
 __all__ = [
     "FAST_GRPC_BROKER",
     "ClientLog",
     "Clients",
+    "StartGrpcBroker",
     "config",
     "make_message",
     "raw_metadata",
@@ -37,6 +38,9 @@ __all__ = [
 #: ``serve`` flags that keep waits short: check-backs after ~1 s, 3 deliveries before the DLQ
 FAST_GRPC_BROKER = ("--delay-time-scale", "0.01", "--tx-timeout", "1",
                     "--tx-check-interval", "0.5", "--grpc-max-delivery-attempts", "3")
+
+#: the ``start_grpc_broker`` fixture: ``start_grpc_broker(*extra_args, data_dir=None)``
+StartGrpcBroker = Callable[..., contextlib.AbstractContextManager[BrokerLiteServer]]
 
 
 class Clients(Protocol):

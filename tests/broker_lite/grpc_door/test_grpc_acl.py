@@ -11,8 +11,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import StartGrpcBroker
-from grpc_support import ClientLog, config, make_message, raw_metadata, raw_stub, receive, running
+from grpc_support import (
+    ClientLog,
+    StartGrpcBroker,
+    config,
+    make_message,
+    raw_metadata,
+    raw_stub,
+    receive,
+    running,
+)
 from rocketmq import FilterExpression, Producer, SimpleConsumer
 from rocketmq.grpc_protocol import Code, definition_pb2, service_pb2
 from rocketmq.v5.exception import UnauthorizedException

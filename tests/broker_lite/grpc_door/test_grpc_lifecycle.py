@@ -13,8 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import StartGrpcBroker
-from grpc_support import config, make_message, receive, running
+from grpc_support import StartGrpcBroker, config, make_message, receive, running
 from rocketmq import FilterExpression, Producer, SimpleConsumer
 
 pytestmark = pytest.mark.grpc
