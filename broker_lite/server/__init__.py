@@ -6,8 +6,9 @@
   request, long polling (:mod:`~broker_lite.server.longpoll`), sync-flush
   acknowledgements, and check-back requests to producers
   (:mod:`~broker_lite.server.checkback`).
-- the gRPC door: a ``grpc.aio`` server with no services yet (the RocketMQ v5
-  ``MessagingService`` is a later issue; every call answers UNIMPLEMENTED).
+- the gRPC door: a ``grpc.aio`` server serving the Apache RocketMQ v5
+  ``MessagingService`` (:mod:`broker_lite.grpc_door`), so the official
+  client works unchanged.
 - :mod:`~broker_lite.server.runtime`: starts both doors and the broker's
   periodic work (:mod:`~broker_lite.server.periodic`), and shuts down
   gracefully on SIGTERM.
