@@ -165,6 +165,7 @@ def test_eager_tasks_relay_sweep_and_end_transactions(
     again = app.tasks[END_TRANSACTION_TASK].apply(
         args=[third, "ROLLBACK", half.half_offset, half.queue_offset]).get()
     assert again["ended"] is False and "commit" in again["error"].lower()
+    rocketbox_state(app).close()
     assert commit_counts(broker_records(broker.data_dir)) == {first: 1, second: 1, swept: 1,
                                                           third: 1}
 
@@ -178,6 +179,7 @@ def test_eager_relay_retries_while_the_broker_is_unreachable(sqlite_engine: Engi
     with Session(sqlite_engine) as session, session.begin():
         tx_id = publish(session, "Eager", {"n": 1}, outbox=outbox)
     result = app.tasks[RELAY_TASK].apply(args=[[tx_id]])
+    rocketbox_state(app).close()
     assert result.failed() and isinstance(result.result, RelayError)
     assert relayed_ids(sqlite_engine) == set()
     with Session(sqlite_engine) as session:  # no attempt counted, claim released

@@ -14,7 +14,7 @@ from support import BrokerLiteServer, wait_until
 
 from broker_lite.client import LocalTransactionState, Message, TransactionProducer
 from outbox import PG_XID_PROPERTY, BrokerLitePublisher, Outbox, Relay, new_tx_id
-from outbox.celery import CelerySettings, make_celery
+from outbox.celery import CelerySettings, make_celery, rocketbox_state
 from outbox.checker import CheckbackResponder
 from outbox.half_first import SqlStatusListener, send_in_transaction
 from outbox.models import transaction_table as t
@@ -127,6 +127,7 @@ def test_with_a_celery_app_the_end_goes_through_the_task(outbox: Outbox,
     result = send_in_transaction(outbox, producer, Message("HalfFirst", b"{}"),
                                  lambda session: None, celery_app=app)
     assert result.end_outcome == "enqueued"
+    rocketbox_state(app).close()
     status = _status(outbox.engine, result.tx_id)
     assert status is not None and status[1] is not None  # the task marked it relayed
     assert commit_counts(broker_records(broker.data_dir)) == {result.tx_id: 1}
