@@ -4,11 +4,13 @@ The reader loop reads whatever the socket has (up to 256 KiB at a time),
 cuts whole frames out of it (:class:`~broker_lite.protocol.FrameDecoder`),
 and decodes each body by request code. Requests with a synchronous form
 (:data:`~broker_lite.server.handlers.INLINE`: sends, transaction ends, pulls
-that need not wait, acks) are served right there, in order; only what waits
-(a sync-flush acknowledgement, a long poll, every other request) gets a
-task, at most ``max_inflight_per_connection`` at once; beyond that the
-reader waits, which pushes back on the client through TCP. Responses go out
-in any order, matched to requests by id.
+that need not wait, acks) are served right there, in order. In sync flush
+mode their answer waits in the :class:`~broker_lite.server.flushgate.FlushGate`
+and goes out from its callback. Every other request, and a pull that long
+polls, gets a task. At most ``max_inflight_per_connection`` requests wait
+(in tasks or for an fsync) at once; beyond that the reader waits, which
+pushes back on the client through TCP. Responses go out in any order,
+matched to requests by id.
 
 Responses are queued and handed to the transport together: at the end of
 each loop turn, and every ``_FLUSH_EVERY`` responses while a burst of
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import struct
@@ -59,7 +62,14 @@ from broker_lite.protocol import (
 from broker_lite.protocol import messages as m
 from broker_lite.server.checkback import answer_check
 from broker_lite.server.context import ServerContext
-from broker_lite.server.handlers import HANDLERS, INLINE, Handler, InlineHandler, wait_flushed
+from broker_lite.server.handlers import (
+    HANDLERS,
+    INLINE,
+    Handler,
+    InlineHandler,
+    flush_future,
+    flush_outcome,
+)
 
 __all__ = ["Connection", "read_frame"]
 
@@ -115,6 +125,8 @@ class Connection:
         self._registered = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._max_tasks = ctx.config.max_inflight_per_connection
+        #: requests answered once their records are durable (sync flush), not yet answered
+        self._flush_waits = 0
         self._room: asyncio.Future[None] | None = None
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[tuple[int, bytes]]] = {}
@@ -123,7 +135,6 @@ class Connection:
         # the synchronous forms usable here: only where the default handler is in place
         self._inline: dict[int, InlineHandler] = {
             code: now for code, (default, now) in INLINE.items() if handlers.get(code) is default}
-        self._sync_flush = ctx.broker.config.store.flush == "sync"
 
     def __repr__(self) -> str:
         return f"<Connection {self.remote_address} client_id={self.client_id!r}>"
@@ -193,7 +204,7 @@ class Connection:
                 await self._bad_frame(item)
             else:
                 self._dispatch(*item)
-                if len(self._tasks) >= self._max_tasks:
+                if self._busy():
                     await self._wait_for_room()
 
     async def close(self) -> None:
@@ -202,6 +213,9 @@ class Connection:
             return
         self._closed = True
         self._alive = False
+        room, self._room = self._room, None
+        if room is not None and not room.done():
+            room.set_result(None)
         for task in list(self._tasks):
             task.cancel()
         for future in self._pending.values():
@@ -333,10 +347,15 @@ class Connection:
                 return
             if answer is not None:
                 response, end_offset = answer
-                if end_offset >= 0 and self._sync_flush and not oneway:
-                    self._spawn(self._answer_when_flushed(code, rid, response, end_offset))
-                elif not oneway:
-                    self._queue(FrameKind.RESPONSE, ResponseCode.SUCCESS, rid, encode(response))
+                if oneway:
+                    return
+                durable = flush_future(self._ctx, end_offset) if end_offset >= 0 else None
+                if durable is None or durable.done():
+                    self._answer_flushed(code, rid, response, end_offset, durable)
+                else:  # sync flush: answer from the gate's callback, no task
+                    self._flush_waits += 1
+                    durable.add_done_callback(functools.partial(
+                        self._flushed, code, rid, response, end_offset))
                 return
         self._spawn(self._serve_request(handler, code, rid, request, oneway))
 
@@ -347,28 +366,46 @@ class Connection:
 
     def _request_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
+        self._room_made()
+
+    def _busy(self) -> bool:
+        """As many requests as allowed are being served (in tasks or waiting for fsync)."""
+        return len(self._tasks) + self._flush_waits >= self._max_tasks
+
+    def _room_made(self) -> None:
         room = self._room
-        if room is not None and len(self._tasks) < self._max_tasks:
+        if room is not None and not self._busy():
             self._room = None
             if not room.done():
                 room.set_result(None)
 
     async def _wait_for_room(self) -> None:
         """Wait until fewer than ``max_inflight_per_connection`` requests are being served."""
-        while len(self._tasks) >= self._max_tasks and self._alive:
+        while self._busy() and self._alive:
             if self._room is None:
                 self._room = self._ctx.loop.create_future()
             await self._room
 
-    async def _answer_when_flushed(self, code: int, rid: int, response: Any,
-                                   end_offset: int) -> None:
-        """Sync flush: answer once ``end_offset`` is durable (or with the flush error)."""
-        try:
-            await wait_flushed(self._ctx, end_offset)
-        except Exception as exc:
-            self._failed(code, rid, exc, oneway=False)
-            return
-        await self._write(FrameKind.RESPONSE, ResponseCode.SUCCESS, rid, encode(response))
+    def _answer_flushed(self, code: int, rid: int, response: Any, end_offset: int,
+                        durable: asyncio.Future[BaseException | None] | None) -> None:
+        """Answer: ``response`` if ``durable`` says ``end_offset`` is durable (or there is
+        nothing to wait for), else the error saying why not."""
+        error = None
+        if durable is not None:
+            error = (flush_outcome(self._ctx, end_offset, durable.result())
+                     if not durable.cancelled() else None)
+        if error is not None:
+            self._failed(code, rid, error, oneway=False)
+        else:
+            self._queue(FrameKind.RESPONSE, ResponseCode.SUCCESS, rid, encode(response))
+
+    def _flushed(self, code: int, rid: int, response: Any, end_offset: int,
+                 durable: asyncio.Future[BaseException | None]) -> None:
+        """The gate's callback for a request answered once durable."""
+        self._flush_waits -= 1
+        self._room_made()
+        if self._alive:
+            self._answer_flushed(code, rid, response, end_offset, durable)
 
     async def _serve_request(self, handler: Handler, code: int, rid: int, request: Any,
                              oneway: bool) -> None:

@@ -39,10 +39,18 @@ from broker_lite.errors import (
 from broker_lite.protocol import RequestCode, encode
 from broker_lite.protocol import messages as m
 from broker_lite.server.context import MAX_LONG_POLL_MS, ServerContext, Session
-from broker_lite.server.flushgate import FlushGate
+from broker_lite.server.flushgate import FlushGate, FlushTimeout
 from broker_lite.server.longpoll import NO_NEW_MESSAGE, long_poll_pull
 
-__all__ = ["HANDLERS", "INLINE", "Handler", "InlineHandler", "wait_flushed"]
+__all__ = [
+    "HANDLERS",
+    "INLINE",
+    "Handler",
+    "InlineHandler",
+    "flush_future",
+    "flush_outcome",
+    "wait_flushed",
+]
 
 Handler = Callable[[ServerContext, Session, Any], Awaitable[Any]]
 #: ``(response, end offset to make durable first, or -1)``, or ``None``: "await the handler"
@@ -78,6 +86,39 @@ def _check_client(session: Session, client_id: str, what: str) -> None:
             f"connection said HELLO with", code=ResponseCode.MALFORMED_REQUEST)
 
 
+def flush_future(ctx: ServerContext,
+                 end_offset: int) -> asyncio.Future[BaseException | None] | None:
+    """Where to wait for ``end_offset`` to be durable; ``None`` in async flush mode.
+
+    The future resolves to ``None`` once durable, to the flusher's error, or
+    to a :class:`FlushTimeout` after ``flush_timeout``; :func:`flush_outcome`
+    turns that into the error to answer with.
+    """
+    if ctx.broker.config.store.flush != "sync":
+        return None
+    gate = ctx.flush_gate
+    if gate is None:
+        gate = ctx.flush_gate = FlushGate(ctx.broker.store, ctx.loop)
+    return gate.wait(end_offset, ctx.config.flush_timeout)
+
+
+def flush_outcome(ctx: ServerContext, end_offset: int,
+                  error: BaseException | None) -> BrokerError | None:
+    """The error a sync-flush acknowledgement answers with (``None``: durable)."""
+    if error is None:
+        return None
+    if isinstance(error, FlushTimeout):
+        return _flush_error(f"no fsync of offset {end_offset} within "
+                            f"{ctx.config.flush_timeout:g}s; the message is stored but its "
+                            f"durability is not confirmed")
+    if isinstance(error, BrokerError):
+        return error
+    failure = _flush_error(f"flush failed: {error}")
+    failure.__cause__ = error  # as "raise ... from error" would
+    failure.__suppress_context__ = True
+    return failure
+
+
 async def wait_flushed(ctx: ServerContext, end_offset: int) -> None:
     """Return once the store has made ``end_offset`` durable (at once in async flush mode).
 
@@ -87,23 +128,13 @@ async def wait_flushed(ctx: ServerContext, end_offset: int) -> None:
     ``flush_timeout`` raises ``FLUSH_DISK_TIMEOUT`` too: the message is stored,
     its durability is not confirmed.
     """
-    if ctx.broker.config.store.flush != "sync":
+    future = flush_future(ctx, end_offset)
+    if future is None:
         return
-    gate = ctx.flush_gate
-    if gate is None:
-        gate = ctx.flush_gate = FlushGate(ctx.broker.store, ctx.loop)
-    future = gate.wait(end_offset)
-    try:
-        error = (future.result() if future.done()
-                 else await asyncio.wait_for(future, ctx.config.flush_timeout))
-    except TimeoutError:
-        raise _flush_error(f"no fsync of offset {end_offset} within "
-                           f"{ctx.config.flush_timeout:g}s; the message is stored but its "
-                           f"durability is not confirmed") from None
-    if isinstance(error, BrokerError):
-        raise error
+    error = flush_outcome(ctx, end_offset,
+                          future.result() if future.done() else await future)
     if error is not None:
-        raise _flush_error(f"flush failed: {error}") from error
+        raise error
 
 
 def _flush_error(message: str) -> BrokerError:
