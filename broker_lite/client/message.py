@@ -220,15 +220,9 @@ class SendResult:
 
     @classmethod
     def from_wire(cls, result: m.SendResult) -> SendResult:
-        return cls(
-            msg_id=result.msg_id,
-            topic=result.topic,
-            queue_id=result.queue_id,
-            queue_offset=result.queue_offset,
-            commit_log_offset=result.commit_log_offset,
-            transaction_id=result.transaction_id or None,
-            duplicate=result.duplicate,
-        )
+        # positional: a frozen dataclass binds keywords slowly, and batches make many
+        return cls(result.msg_id, result.topic, result.queue_id, result.queue_offset,
+                   result.commit_log_offset, result.transaction_id or None, result.duplicate)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -280,23 +274,12 @@ class ReceivedMessage:
             topic = props[RETRY_TOPIC]
         elif props.get(REAL_TOPIC):
             topic = props[REAL_TOPIC]
-        return cls(
-            topic=topic,
-            body=wire.body,
-            tags=wire.tags,
-            keys=tuple(wire.keys),
-            properties=MappingProxyType(props),
-            msg_id=wire.msg_id,
-            queue_id=wire.queue_id,
-            queue_offset=wire.queue_offset,
-            commit_log_offset=wire.commit_log_offset,
-            reconsume_times=wire.reconsume_times,
-            born_timestamp=wire.born_timestamp,
-            store_timestamp=wire.store_timestamp,
-            delivered_topic=wire.topic,
-            transaction_id=transaction_id or props.get(TRANSACTION_ID) or None,
-            check_times=check_times,
-        )
+        # positional, in field order: a frozen dataclass binds keywords slowly, and a
+        # pull delivers many
+        return cls(topic, wire.body, wire.tags, tuple(wire.keys), MappingProxyType(props),
+                   wire.msg_id, wire.queue_id, wire.queue_offset, wire.commit_log_offset,
+                   wire.reconsume_times, wire.born_timestamp, wire.store_timestamp, wire.topic,
+                   transaction_id or props.get(TRANSACTION_ID) or None, check_times)
 
     @property
     def text(self) -> str:
