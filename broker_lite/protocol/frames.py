@@ -146,8 +146,20 @@ class FrameDecoder:
         buf, pos = self._buf, self._pos
         if len(buf) - pos < HEADER_SIZE:
             return None
+        length, version, kind, code, request_id = _HEADER.unpack_from(buf, pos)
+        if (version != PROTOCOL_VERSION or kind > 2 or length < _AFTER_LENGTH
+                or length + 4 > self.max_frame_size):
+            return self._bad_frame(buf, pos)
+        end = pos + 4 + length
+        if len(buf) < end:
+            return None
+        self._pos = end
+        return _KINDS[kind], code, request_id, bytes(buf[pos + HEADER_SIZE : end])
+
+    def _bad_frame(self, buf: bytearray, pos: int) -> FrameError | None:
+        """The error of the frame at ``pos`` (see :meth:`next`); ``None`` until it is whole."""
         try:
-            body_length, kind, code, request_id = parse_header(buf, self.max_frame_size, pos)
+            parse_header(buf, self.max_frame_size, pos)
         except FrameError as exc:
             if exc.fatal:
                 buf.clear()
@@ -158,14 +170,7 @@ class FrameDecoder:
                 return None
             self._pos = end
             return exc
-        start = pos + HEADER_SIZE
-        end = start + body_length
-        if len(buf) < end:
-            return None
-        self._pos = end
-        with memoryview(buf) as view:
-            body = view[start:end].tobytes()
-        return kind, code, request_id, body
+        raise AssertionError("parse_header accepted a header next() refused")  # unreachable
 
     def feed(self, data: bytes) -> list[Frame | FrameError]:
         """Push ``data``; return every whole frame now buffered (and any errors)."""

@@ -132,6 +132,7 @@ class Connection:
         self._pending: dict[int, asyncio.Future[tuple[int, bytes]]] = {}
         self._out: list[bytes] = []
         self._frames = FrameDecoder(ctx.config.max_frame_size)
+        self._sync_flush = ctx.broker.config.store.flush == "sync"
         # the synchronous forms usable here: only where the default handler is in place
         self._inline: dict[int, InlineHandler] = {
             code: now for code, (default, now) in INLINE.items() if handlers.get(code) is default}
@@ -349,7 +350,10 @@ class Connection:
                 response, end_offset = answer
                 if oneway:
                     return
-                durable = flush_future(self._ctx, end_offset) if end_offset >= 0 else None
+                if end_offset < 0 or not self._sync_flush:  # nothing to wait for
+                    self._queue(FrameKind.RESPONSE, ResponseCode.SUCCESS, rid, encode(response))
+                    return
+                durable = flush_future(self._ctx, end_offset)
                 if durable is None or durable.done():
                     self._answer_flushed(code, rid, response, end_offset, durable)
                 else:  # sync flush: answer from the gate's callback, no task
