@@ -35,7 +35,7 @@ class RelaySettings:
     backoff_base: float = 0.5
     backoff_max: float = 300.0
     jitter: float = 0.2
-    #: the sweeper relays rows older than this whose task was lost (seconds)
+    #: half-first rows: the relay backs up a lost end-transaction after this long (seconds)
     sweep_after: float = 5.0
     #: how long a broker request may take before the pass gives up (seconds)
     broker_timeout: float = 10.0

@@ -83,6 +83,7 @@ class _Row:
     state: str
     attempts: int
     half_offset: int | None
+    created_at: datetime
 
 
 class Relay:
@@ -96,7 +97,9 @@ class Relay:
 
     # -- 1. claim ------------------------------------------------------------
 
-    def claim(self, limit: int | None = None, *, only: Sequence[str] | None = None) -> list[_Row]:
+    def claim(self, limit: int | None = None, *, only: Sequence[str] | None = None,
+              older_than: float | None = None) -> list[_Row]:
+        """Claim due rows; ``older_than`` (seconds) keeps only rows committed that long ago."""
         limit = limit or self.settings.batch_size
         now = datetime.now(UTC)
         with self.outbox.engine.begin() as conn:
@@ -104,12 +107,15 @@ class Relay:
                 # Take SQLite's write lock before reading: two claims that both read
                 # first would pick the same rows, or deadlock upgrading their locks.
                 conn.execute(update(t).where(false()).values(claimed_by=t.c.claimed_by))
-            due = and_(t.c.relayed_at.is_(None), t.c.parked.is_(False),
+            # ``NOT parked`` (not ``parked IS false``) matches the partial index's WHERE
+            due = and_(t.c.relayed_at.is_(None), ~t.c.parked,
                        t.c.next_attempt_at <= now,
                        or_(t.c.claimed_until.is_(None), t.c.claimed_until < now))
             query = select(t.c.tx_id, t.c.message_group, t.c.seq).where(due)
             if only:
                 query = query.where(t.c.tx_id.in_(list(only)))
+            if older_than is not None:
+                query = query.where(t.c.created_at <= now - timedelta(seconds=older_than))
             query = query.order_by(t.c.seq).limit(limit)
             if conn.dialect.name == "postgresql":
                 query = query.with_for_update(skip_locked=True)
@@ -123,9 +129,9 @@ class Relay:
                 claimed_until=now + timedelta(seconds=self.settings.lease_seconds)))
             rows = conn.execute(select(
                 t.c.tx_id, t.c.seq, t.c.topic, t.c.tag, t.c["keys"], t.c.message_group, t.c.body,
-                t.c.headers, t.c.state, t.c.attempts, t.c.half_offset,
+                t.c.headers, t.c.state, t.c.attempts, t.c.half_offset, t.c.created_at,
             ).where(t.c.tx_id.in_(chosen)).order_by(t.c.seq)).all()
-        return [_Row(*row) for row in rows]
+        return [_Row(**dict(row._mapping)) for row in rows]
 
     @staticmethod
     def _in_group_order(conn: Connection, candidates: list[tuple[str, str | None, int]]
@@ -157,10 +163,11 @@ class Relay:
 
     # -- 2 and 3. send, end, record ---------------------------------------------
 
-    def run_once(self, *, only: Sequence[str] | None = None) -> RelayReport:
+    def run_once(self, *, only: Sequence[str] | None = None,
+                 older_than: float | None = None) -> RelayReport:
         """Claim, relay and record one batch; returns what happened."""
         report = RelayReport()
-        rows = self.claim(only=only)
+        rows = self.claim(only=only, older_than=older_than)
         report.claimed = len(rows)
         if not rows:
             return report
@@ -196,13 +203,21 @@ class Relay:
                          half.half_offset if half else (row.half_offset or -1),
                          half.queue_offset if half else -1))
         commit_offsets: dict[str, int] = {}
-        for (tx_id, *_rest), ended in zip(ends, self.publisher.end(ends), strict=True):
-            if isinstance(ended, Exception):
-                outcomes[tx_id] = ended
-            else:
-                outcomes[tx_id] = None
-                commit_offsets[tx_id] = ended.commit_offset
+        group_of = {row.tx_id: row.message_group for row in rows}
+        for wave in _waves(ends, group_of):
+            # a group whose end failed in an earlier wave sends nothing more this pass
+            wave = [e for e in wave if group_of[e[0]] not in failed_groups]
+            for (tx_id, *_rest), ended in zip(wave, self.publisher.end(wave), strict=True):
+                if isinstance(ended, Exception):
+                    outcomes[tx_id] = ended
+                    group = group_of[tx_id]
+                    if group is not None:
+                        failed_groups.add(group)
+                else:
+                    outcomes[tx_id] = None
+                    commit_offsets[tx_id] = ended.commit_offset
         self._record(rows, halves, commit_offsets, outcomes, report)
+        _observe_relayed(rows, outcomes)
 
     def _release(self, rows: list[_Row], halves: dict[str, HalfSent], error: Exception) -> None:
         """Give the claims back after a whole-pass failure, keeping any half offsets."""
@@ -270,3 +285,40 @@ class Relay:
             if report.claimed == 0 or report.relayed == 0:
                 break
         return total
+
+
+def _waves(ends: list[tuple[str, str, int, int]], group_of: dict[str, str | None]
+           ) -> list[list[tuple[str, str, int, int]]]:
+    """Split ends so each request holds at most one row per message group.
+
+    Wave ``i`` has the ``i``-th row of every group (ungrouped rows all go in
+    the first), so a failed end can hold back the rest of its group before any
+    later row of that group is committed: per-group order survives a failure
+    in the middle of a batch.
+    """
+    waves: list[list[tuple[str, str, int, int]]] = []
+    depth: dict[str, int] = {}
+    for end in ends:
+        group = group_of[end[0]]
+        index = 0
+        if group is not None:
+            index = depth.get(group, 0)
+            depth[group] = index + 1
+        while len(waves) <= index:
+            waves.append([])
+        waves[index].append(end)
+    return waves
+
+
+def _observe_relayed(rows: list[_Row], outcomes: dict[str, Exception | None]) -> None:
+    """Commit-to-relayed latency for the Prometheus histogram, when metrics are installed."""
+    try:
+        from outbox.metrics import observe_relayed
+    except ImportError:  # pragma: no cover - the metrics module ships with the package
+        return
+    now = datetime.now(UTC)
+    for row in rows:
+        if row.tx_id in outcomes and outcomes[row.tx_id] is None:
+            created = row.created_at if row.created_at.tzinfo else row.created_at.replace(
+                tzinfo=UTC)
+            observe_relayed(created, now)
