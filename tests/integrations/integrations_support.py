@@ -1,0 +1,121 @@
+"""Helpers shared by the Flask and Django integration tests.
+
+* :func:`serve_wsgi`: a real HTTP server (werkzeug's ``make_server``) on a
+  free loopback port, in a thread, for any WSGI app;
+* :func:`http`: one request through :mod:`http.client`;
+* :func:`relay_all`: relay every due row, as the Celery worker would;
+* :class:`Collector`: a broker_lite push consumer that keeps what it gets;
+* :func:`broker_records` / :func:`commit_counts`: what the broker's commit
+  log holds (``broker-lite inspect``).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import http.client as httplib
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, select
+from werkzeug.serving import make_server
+
+from broker_lite.client import ConsumeResult, PushConsumer, ReceivedMessage
+from outbox import BrokerLitePublisher, Outbox, Relay
+from outbox.models import transaction_table as t
+
+FAST_BROKER = ("--tx-timeout", "1", "--tx-check-interval", "0.3")
+
+
+@contextlib.contextmanager
+def serve_wsgi(app: Any) -> Iterator[str]:
+    """Serve ``app`` on 127.0.0.1:<free port> in a thread; yields ``host:port``."""
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, name="wsgi", daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(10)
+        server.server_close()
+
+
+def http(address: str, method: str, path: str, payload: Any = None) -> tuple[int, Any]:
+    """One request; returns the status and the JSON (or text) body."""
+    host, port = address.rsplit(":", 1)
+    conn = httplib.HTTPConnection(host, int(port), timeout=30)
+    try:
+        body = None if payload is None else json.dumps(payload).encode()
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        conn.request(method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        raw = response.read().decode("utf-8", "replace")
+    finally:
+        conn.close()
+    try:
+        return response.status, json.loads(raw)
+    except ValueError:
+        return response.status, raw
+
+
+def relay_all(outbox: Outbox) -> int:
+    """Relay every due row now; returns how many were relayed."""
+    publisher = BrokerLitePublisher(outbox)
+    try:
+        return Relay(outbox, publisher).drain().relayed
+    finally:
+        publisher.close()
+
+
+def row_ids(engine: Engine) -> set[str]:
+    with engine.connect() as conn:
+        return set(conn.execute(select(t.c.tx_id)).scalars())
+
+
+class Collector:
+    """A push consumer of ``topic`` that records every delivery."""
+
+    def __init__(self, server: str, topic: str, group: str) -> None:
+        self.messages: list[ReceivedMessage] = []
+        self._lock = threading.Lock()
+        self._consumer = PushConsumer(group, server, listener=self._on_message,
+                                      rebalance_interval=0.5)
+        self._consumer.subscribe(topic)
+
+    def _on_message(self, message: ReceivedMessage) -> ConsumeResult:
+        with self._lock:
+            self.messages.append(message)
+        return ConsumeResult.SUCCESS
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return [m.dedupe_key for m in self.messages]
+
+    def __enter__(self) -> Collector:
+        self._consumer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._consumer.shutdown()
+
+
+def broker_records(data_dir: Path) -> list[dict[str, Any]]:
+    out = subprocess.run([sys.executable, "-m", "broker_lite", "inspect", "--data-dir",
+                          str(data_dir)], capture_output=True, text=True, timeout=60,
+                         check=True)
+    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+
+
+def commit_counts(records: list[dict[str, Any]]) -> collections.Counter[str]:
+    return collections.Counter(r["transaction_id"] for r in records if r["sysflag"] == "commit")
+
+
+def mentioned(records: list[dict[str, Any]]) -> set[str]:
+    """Every transaction id any record (half, op, commit) carries."""
+    return {r["transaction_id"] for r in records if r.get("transaction_id")}
