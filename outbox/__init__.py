@@ -3,11 +3,14 @@
 A unit of work writes its business rows and a status row (the message) in one
 database transaction; the relay turns committed rows into committed broker
 messages; the broker's check-back reads the status table. See DESIGN.md §2.
+The Celery integration lives in :mod:`outbox.celery` (imported on demand, so
+``import outbox`` does not import Celery).
 """
 
 from __future__ import annotations
 
 from outbox.checkback import PG_XID_PROPERTY, CheckAnswer, check_state
+from outbox.checker import CheckbackResponder, run_checker
 from outbox.config import Mode, Outbox, RelaySettings
 from outbox.errors import (
     BrokerUnreachableError,
@@ -17,6 +20,8 @@ from outbox.errors import (
     RelayError,
     SerializationError,
 )
+from outbox.half_first import SqlStatusListener, send_in_transaction
+from outbox.inbox import InboxConsumer, consumer
 from outbox.models import InboxRow, TransactionRow, metadata
 from outbox.publish import new_tx_id, publish
 from outbox.publisher import BrokerLitePublisher, Publisher
@@ -28,7 +33,9 @@ __all__ = [
     "BrokerLitePublisher",
     "BrokerUnreachableError",
     "CheckAnswer",
+    "CheckbackResponder",
     "ConfigurationError",
+    "InboxConsumer",
     "InboxRow",
     "JsonSerializer",
     "Mode",
@@ -43,9 +50,13 @@ __all__ = [
     "RelaySettings",
     "SerializationError",
     "Serializer",
+    "SqlStatusListener",
     "TransactionRow",
     "check_state",
+    "consumer",
     "metadata",
     "new_tx_id",
     "publish",
+    "run_checker",
+    "send_in_transaction",
 ]
