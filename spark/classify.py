@@ -1,0 +1,179 @@
+"""Classification: one category per ``tx_id``, from the status table and the commit log.
+
+Everything here takes DataFrames and returns DataFrames. The categories, in
+the order they are decided (the first that applies wins):
+
+``duplicate``        more than one visible commit record carries the tx_id
+``phantom``          a visible commit while the DB row is ROLLBACK or missing
+``discarded``        the half went to TRANS_CHECK_MAX_TIME_TOPIC, no commit
+``stuck_half``       a half with no commit, rollback or discard past ``stuck``
+``lost``             DB says COMMIT, no commit record after ``grace``
+``pending``          in flight: younger than ``grace`` (or than ``stuck`` for a half)
+``payload_mismatch`` sha256 of the DB body differs from the committed body's
+``late``             commit record's store time minus DB ``created_at`` over ``slo``
+``ok``               everything else
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from spark.segments import KIND_COMMIT, KIND_DISCARD, KIND_HALF, KIND_OP
+
+__all__ = ["CATEGORIES", "DIVERGENT", "AuditWindow", "broker_facts", "classify", "divergent"]
+
+CATEGORIES = ("ok", "lost", "phantom", "duplicate", "stuck_half", "discarded",
+              "payload_mismatch", "late", "pending")
+#: categories that make the audit exit 1
+DIVERGENT = tuple(c for c in CATEGORIES if c not in ("ok", "pending"))
+
+
+@dataclass(frozen=True, slots=True)
+class AuditWindow:
+    """The audit's clock and limits, all in epoch milliseconds / milliseconds."""
+
+    now_ms: int
+    grace_ms: int = 60_000
+    slo_ms: int = 5_000
+    stuck_ms: int = 600_000
+    since_ms: int | None = None
+    until_ms: int | None = None
+
+
+def broker_facts(records: DataFrame) -> DataFrame:
+    """One row per tx_id of what the commit log says about it."""
+    kind = F.col("kind")
+    is_half, is_commit = kind == KIND_HALF, kind == KIND_COMMIT
+    is_op, is_discard = kind == KIND_OP, kind == KIND_DISCARD
+
+    def op(state: str) -> Column:
+        return F.max(F.when(is_op & (F.col("tx_state") == state), True).otherwise(False))
+
+    first_commit = F.min(F.when(is_commit, F.struct(
+        "offset", "store_ts", "topic", "body_sha256", "body_crc")))
+    first_half = F.min(F.when(is_half, F.struct("offset", "store_ts", "real_topic")))
+    facts = records.where(F.col("tx_id") != "").groupBy("tx_id").agg(
+        first_half.alias("_half"),
+        first_commit.alias("_commit"),
+        F.count(F.when(is_commit, 1)).alias("n_commits"),
+        F.array_sort(F.collect_list(F.when(is_commit, F.col("offset")))).alias("commit_offsets"),
+        op("COMMIT").alias("op_commit"),
+        op("ROLLBACK").alias("rolled_back"),
+        (op("DISCARD") | F.max(is_discard)).alias("discarded"),
+        F.min(F.when(is_discard, F.col("offset"))).alias("discard_offset"),
+        F.min(F.when(is_discard, F.col("store_ts"))).alias("discard_ts"),
+        F.count(F.when(is_op & (F.col("tx_state") == "CHECK"), 1)).alias("checks"),
+    )
+    return facts.select(
+        "tx_id",
+        F.col("_half.offset").alias("half_offset"),
+        F.col("_half.store_ts").alias("half_ts"),
+        F.col("_half.real_topic").alias("half_topic"),
+        "n_commits", "commit_offsets",
+        F.col("_commit.store_ts").alias("commit_ts"),
+        F.col("_commit.topic").alias("commit_topic"),
+        F.col("_commit.body_sha256").alias("broker_body_sha256"),
+        "op_commit", "rolled_back", "discarded", "discard_offset", "discard_ts", "checks",
+    )
+
+
+def _category(w: AuditWindow) -> Column:
+    state = F.col("db_state")
+    has_commit = F.coalesce(F.col("n_commits"), F.lit(0)) > 0
+    has_half = F.col("half_offset").isNotNull()
+    discarded = F.coalesce(F.col("discarded"), F.lit(False))
+    resolved = has_commit | F.coalesce(F.col("rolled_back"), F.lit(False)) | discarded \
+        | F.coalesce(F.col("op_commit"), F.lit(False))
+    db_young = F.col("created_ms") > F.lit(w.now_ms - w.grace_ms)
+    commit_young = F.col("commit_ts") > F.lit(w.now_ms - w.grace_ms)
+    half_old = F.col("half_ts") <= F.lit(w.now_ms - w.stuck_ms)
+    missing = state.isNull()
+    return (
+        F.when(F.col("n_commits") > 1, "duplicate")
+        .when(has_commit & missing & commit_young, "pending")
+        .when(has_commit & (missing | (state == "ROLLBACK")), "phantom")
+        .when(discarded & ~has_commit, "discarded")
+        .when(has_half & ~resolved & half_old, "stuck_half")
+        .when((state == "COMMIT") & ~has_commit & ~db_young, "lost")
+        .when(~has_commit & ((state == "COMMIT") | (has_half & ~resolved)), "pending")
+        .when(~has_commit & (state == "UNKNOWN") & db_young, "pending")
+        .when(has_commit & (F.col("db_body_sha256") != F.col("broker_body_sha256")),
+              "payload_mismatch")
+        .when(has_commit & (F.col("latency_ms") > F.lit(w.slo_ms)), "late")
+        .otherwise("ok")
+    )
+
+
+def _detail() -> Column:
+    cat = F.col("category")
+    offsets = F.array_join(F.col("commit_offsets").cast("array<string>"), ",")
+    return (
+        F.when(cat == "duplicate", F.concat(F.lit("commit records at offsets "), offsets))
+        .when(cat == "phantom", F.concat(
+            F.lit("commit at offset "), F.col("commit_offsets")[0].cast("string"),
+            F.lit(" but DB row "), F.coalesce(F.col("db_state"), F.lit("missing"))))
+        .when(cat == "discarded", F.concat(
+            F.lit("half moved to TRANS_CHECK_MAX_TIME_TOPIC at offset "),
+            F.coalesce(F.col("discard_offset").cast("string"), F.lit("?")),
+            F.lit(" after "), F.col("checks").cast("string"), F.lit(" check(s)")))
+        .when(cat == "stuck_half", F.concat(
+            F.lit("half at offset "), F.col("half_offset").cast("string"),
+            F.lit(" unresolved for "), ((F.col("audit_ms") - F.col("half_ts")) / 1000)
+            .cast("long").cast("string"), F.lit(" s")))
+        .when(cat == "lost", F.concat(
+            F.lit("DB COMMIT, no commit record; half "),
+            F.when(F.col("half_offset").isNull(), F.lit("missing"))
+            .when(F.col("rolled_back"), F.lit("rolled back"))
+            .otherwise(F.lit("unresolved"))))
+        .when(cat == "payload_mismatch", F.lit("sha256 of the DB body != the committed body's"))
+        .when(cat == "late", F.concat(F.lit("commit visible "),
+                                      F.col("latency_ms").cast("string"),
+                                      F.lit(" ms after the DB commit")))
+        .otherwise(F.lit(""))
+    )
+
+
+def classify(status: DataFrame, facts: DataFrame, window: AuditWindow,
+             also: DataFrame | None = None) -> DataFrame:
+    """Every tx_id of either side, with its ``category``, evidence and ``detail``.
+
+    ``status``: ``tx_id, state, db_topic, created_ms, db_body_sha256``
+    (:func:`spark.status_source.read_status`); ``facts``: :func:`broker_facts`.
+    Rows outside ``since``/``until`` (by DB ``created_at``, else the first
+    broker time) are left out, unless their tx_id is in ``also`` (a one-column
+    ``tx_id`` DataFrame: the incremental mode's pending and newly touched ids).
+    """
+    joined = status.withColumnRenamed("state", "db_state").join(facts, "tx_id", "full_outer")
+    joined = joined.withColumns({
+        "topic": F.coalesce("db_topic", "commit_topic", "half_topic"),
+        "event_ms": F.coalesce("created_ms", "half_ts", "commit_ts", "discard_ts"),
+        "latency_ms": F.col("commit_ts") - F.col("created_ms"),
+        "n_commits": F.coalesce(F.col("n_commits"), F.lit(0)),
+        "audit_ms": F.lit(window.now_ms),
+    })
+    keep = F.lit(True)
+    if window.since_ms is not None:
+        keep = keep & (F.col("event_ms") >= F.lit(window.since_ms))
+    if window.until_ms is not None:
+        keep = keep & (F.col("event_ms") < F.lit(window.until_ms))
+    if also is not None:
+        flagged = also.select("tx_id").distinct().withColumn("_also", F.lit(True))
+        joined = joined.join(flagged, "tx_id", "left")
+        keep = keep | F.coalesce(F.col("_also"), F.lit(False))
+    joined = joined.where(keep)
+    classified = joined.withColumn("category", _category(window))
+    return classified.withColumn("detail", _detail()).select(
+        "tx_id", "category", "detail", "topic", "db_state", "created_ms", "event_ms",
+        "half_offset", "half_ts", "n_commits", "commit_offsets", "commit_ts", "latency_ms",
+        "db_body_sha256", "broker_body_sha256", "rolled_back", "discarded", "discard_offset",
+        "checks",
+    )
+
+
+def divergent(classified: DataFrame) -> DataFrame:
+    """The rows the audit reports: every category but ``ok`` and ``pending``."""
+    return classified.where(F.col("category").isin(*DIVERGENT)) \
+        .withColumnRenamed("category", "reason")

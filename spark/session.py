@@ -1,0 +1,60 @@
+"""The SparkSession the audit runs in: JDBC jars on the classpath, quiet logs."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from pyspark import SparkConf
+from pyspark.sql import SparkSession
+
+__all__ = ["DEFAULT_JARS", "build_session", "quiet"]
+
+#: the Debian packages' JDBC drivers (libpostgresql-jdbc-java, libxerial-sqlite-jdbc-java)
+DEFAULT_JARS = ("/usr/share/java/postgresql.jar", "/usr/share/java/sqlite-jdbc.jar")
+
+
+def default_jars() -> list[str]:
+    return [j for j in DEFAULT_JARS if Path(j).exists()]
+
+
+def build_session(*, master: str | None = None, jars: list[str] | None = None,
+                  progress: bool = False, shuffle_partitions: int | None = None,
+                  app_name: str = "rocketbox-audit") -> SparkSession:
+    """The active session if there is one (spark-submit, tests), else a new one.
+
+    ``master`` applies only when nothing set ``spark.master`` (spark-submit does);
+    the default is ``local[*]``.
+    """
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        quiet(active)
+        return active
+    conf = SparkConf()
+    builder = SparkSession.builder.appName(app_name)
+    if not conf.contains("spark.master"):
+        builder = builder.master(master or "local[*]")
+    elif master:
+        builder = builder.master(master)
+    chosen = default_jars() if jars is None else jars
+    if chosen:
+        previous = conf.get("spark.jars", "") or ""
+        builder = builder.config("spark.jars", ",".join(filter(None, [previous, *chosen])))
+    if (master or conf.get("spark.master", "local")).startswith("local"):
+        # local executors run this interpreter, so they import broker_lite from its venv
+        # (PySpark reads only the environment variable for the workers' Python)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = builder.config("spark.ui.showConsoleProgress", str(progress).lower()) \
+        .config("spark.sql.session.timeZone", "UTC")
+    if shuffle_partitions:
+        builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    session = builder.getOrCreate()
+    quiet(session)
+    return session
+
+
+def quiet(session: SparkSession, level: str = "WARN") -> None:
+    """Spark's log noise down to ``level``, and UTC timestamps."""
+    session.sparkContext.setLogLevel(level)
+    session.conf.set("spark.sql.session.timeZone", "UTC")

@@ -1,0 +1,137 @@
+"""Seeding divergences on purpose: status rows by SQL, broker records by MessageStore.put.
+
+``BrokerSeed`` writes exactly what ``broker_lite.core.transactions`` writes
+(halves, commit records, op records, discards), straight into a store, so a
+test can make the broker say anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, insert, text
+
+from broker_lite.core.topics import HALF_TOPIC, OP_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC
+from broker_lite.core.transactions import TX_STATE
+from broker_lite.storage import MessageStore, MessageToStore, PutResult, StoreConfig, TxType
+from broker_lite.storage.properties import (
+    PGROUP,
+    REAL_QID,
+    REAL_TOPIC,
+    TAGS,
+    TRAN_MSG,
+    TRANSACTION_CHECK_TIMES,
+    TRANSACTION_ID,
+    UNIQ_KEY,
+)
+from outbox.models import metadata
+from outbox.models import transaction_table as t
+
+GROUP = "audit-pg"
+
+
+@dataclass
+class Half:
+    tx_id: str
+    topic: str
+    body: bytes
+    put: PutResult
+    props: dict[str, str]
+
+
+@dataclass
+class BrokerSeed:
+    """Writes transaction records as the broker's TransactionService does."""
+
+    store: MessageStore
+    halves: dict[str, Half] = field(default_factory=dict)
+
+    def half(self, tx_id: str, topic: str, body: bytes) -> Half:
+        props = {TAGS: "t", REAL_TOPIC: topic, REAL_QID: "0", PGROUP: GROUP, TRAN_MSG: "true",
+                 TRANSACTION_ID: tx_id, UNIQ_KEY: tx_id}
+        put = self.store.put(MessageToStore(topic=HALF_TOPIC, queue_id=0, body=body,
+                                            sysflag=TxType.PREPARED, properties=props))
+        self.halves[tx_id] = Half(tx_id, topic, body, put, props)
+        return self.halves[tx_id]
+
+    def commit(self, tx_id: str, *, op: bool = True) -> PutResult:
+        half = self.halves[tx_id]
+        props = {k: v for k, v in half.props.items() if k not in (TRAN_MSG, REAL_TOPIC, REAL_QID)}
+        put = self.store.put(MessageToStore(topic=half.topic, queue_id=0, body=half.body,
+                                            sysflag=TxType.COMMIT, properties=props,
+                                            prepared_tx_offset=half.put.physical_offset))
+        if op:
+            self.op(tx_id, "COMMIT")
+        return put
+
+    def op(self, tx_id: str, state: str, **extra: str) -> PutResult:
+        half = self.halves[tx_id]
+        props = {TAGS: "d" if state != "CHECK" else "c", TRANSACTION_ID: tx_id, TX_STATE: state,
+                 **extra}
+        return self.store.put(MessageToStore(topic=OP_TOPIC, body=str(half.put.queue_offset)
+                                             .encode(), properties=props))
+
+    def rollback(self, tx_id: str) -> PutResult:
+        return self.op(tx_id, "ROLLBACK")
+
+    def discard(self, tx_id: str, checks: int = 15) -> PutResult:
+        half = self.halves[tx_id]
+        for n in range(1, 3):
+            self.op(tx_id, "CHECK", **{TRANSACTION_CHECK_TIMES: str(n)})
+        props = dict(half.props)
+        props[TRANSACTION_CHECK_TIMES] = str(checks)
+        put = self.store.put(MessageToStore(topic=TRANS_CHECK_MAX_TIME_TOPIC, queue_id=0,
+                                            body=half.body, properties=props,
+                                            prepared_tx_offset=half.put.physical_offset))
+        self.op(tx_id, "DISCARD")
+        return put
+
+    def normal(self, topic: str, body: bytes) -> PutResult:
+        return self.store.put(MessageToStore(topic=topic, body=body, properties={TAGS: "n"}))
+
+
+@contextmanager
+def broker_seed(data_dir: Path, segment_size: int = 64 * 1024) -> Iterator[BrokerSeed]:
+    """A MessageStore with small segments (so files roll over), closed on exit."""
+    store = MessageStore(StoreConfig(data_dir=data_dir, segment_size=segment_size))
+    try:
+        yield BrokerSeed(store)
+    finally:
+        store.close()
+
+
+def status_row(tx_id: str, topic: str, body: bytes, state: str, created_at: datetime,
+               seq: int) -> dict[str, Any]:
+    """A ``rocketbox_transaction`` row as ``outbox.publish`` writes it."""
+    return dict(tx_id=tx_id, seq=seq, producer_group=GROUP, topic=topic, tag="t", keys=None,
+                message_group=None, body=body, headers=None, state=state,
+                created_at=created_at, next_attempt_at=created_at)
+
+
+def write_status(engine: Engine, rows: list[dict[str, Any]]) -> None:
+    metadata.create_all(engine)
+    with engine.begin() as conn:
+        if rows:
+            conn.execute(insert(t), rows)
+
+
+def sqlite_engine(path: Path) -> Engine:
+    return create_engine(f"sqlite:///{path}")
+
+
+def drop_status(engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE IF EXISTS rocketbox_transaction"))
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def ago(seconds: float) -> datetime:
+    return utcnow() - timedelta(seconds=seconds)
