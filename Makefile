@@ -58,7 +58,7 @@ lint: venv
 
 ## demo: the end-to-end demo on embedded defaults
 demo: venv
-	$(VENV_PY) -m broker_lite demo
+	$(VENV_PY) -m outbox demo
 
 ## clean: remove the venv and tool caches
 clean:

@@ -139,7 +139,7 @@ class FlaskState:
             return setting, None
         if isinstance(setting, str):
             return engine_for(setting), None
-        if hasattr(setting, "session") and hasattr(setting, "engine"):
+        if hasattr(type(setting), "engines") and hasattr(setting, "session"):
             with self.app.app_context():
                 engine = setting.engine
             if not isinstance(engine, Engine):
@@ -178,7 +178,7 @@ class FlaskState:
         """The session a decorated view runs in: Flask-SQLAlchemy's, or a new plain one."""
         self._build()
         if self._db is not None:
-            session: Session = self._db.session
+            session: Session = self._db.session()  # this app context's session
             return session
         assert self._sessions is not None
         return self._sessions()

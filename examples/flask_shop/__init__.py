@@ -1,0 +1,1 @@
+"""The Flask shop example: orders publish ``OrderCreated``; inventory consumes it."""

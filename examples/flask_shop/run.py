@@ -1,0 +1,162 @@
+"""Run the shop's parts: ``python -m examples.flask_shop.run COMMAND``.
+
+``migrate``    create the shop's and the inventory's tables (outbox ones by Alembic)
+``web``        serve the shop (werkzeug, threaded) and print ``shop ready http://HOST:PORT``
+``relay``      the Celery relay worker with beat (``flask rocketbox relay`` does the same)
+``checker``    the check-back responder
+``inventory``  the inventory consumer; prints ``inventory ready``
+
+``relay --demo-crash-dir D`` is the demo's hook: a relay pass that sent the
+half of an order whose ref starts with ``crash-`` kills its own process
+(SIGKILL) before ending it, once per order (a marker file in ``D``), so the
+broker's check-back has to resolve it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from sqlalchemy import create_engine
+from werkzeug.serving import make_server
+
+from examples.flask_shop import inventory
+from examples.flask_shop.settings import inventory_db, shop_config
+from examples.flask_shop.shop import create_app, db
+from integrations.flask import state_for
+from outbox import BrokerLitePublisher, Outbox, migrate
+from outbox.publisher import HalfSent, OutgoingMessage, Publisher, TxEnded
+
+
+class CrashBetweenHalfAndEnd:
+    """The demo's hook around the relay's publisher (see the module doc)."""
+
+    def __init__(self, inner: Publisher, markers: Path) -> None:
+        self.inner = inner
+        self.markers = markers
+
+    def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfSent | Exception]:
+        result = self.inner.send_halves(messages)
+        doomed = [m.tx_id for m in messages if any(k.startswith("crash-") for k in m.keys)
+                  and not (self.markers / m.tx_id).exists()]
+        if doomed:
+            for tx_id in doomed:
+                (self.markers / tx_id).touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return result
+
+    def end(self, ends: Sequence[tuple[str, str, int, int]]) -> list[TxEnded | Exception]:
+        return self.inner.end(ends)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _migrate() -> int:
+    app = create_app(shop_config())
+    with app.app_context():
+        db.create_all()
+        migrate.upgrade(db.engine)
+    engine = create_engine(inventory_db())
+    try:
+        inventory.create_tables(engine)
+        migrate.upgrade(engine)
+    finally:
+        engine.dispose()
+    print("migrated", flush=True)
+    return 0
+
+
+def _web(host: str, port: int) -> int:
+    app = create_app(shop_config())
+    server = make_server(host, port, app, threaded=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    print(f"shop ready http://{host}:{server.server_port}", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        stop.wait()
+    server.shutdown()
+    return 0
+
+
+def _relay(crash_dir: str | None) -> int:
+    from outbox.celery import run_worker
+
+    app = create_app(shop_config())
+    state = state_for(app)
+    factory = None
+    if crash_dir:
+        markers = Path(crash_dir)
+        markers.mkdir(parents=True, exist_ok=True)
+
+        def factory(outbox: Outbox) -> Publisher:
+            return CrashBetweenHalfAndEnd(BrokerLitePublisher(outbox), markers)
+
+    broker = state.celery_broker
+    assert broker is not None
+    return run_worker(state.base_outbox, celery_broker=broker,
+                      celery_backend=app.config["ROCKETBOX_CELERY_BACKEND"], concurrency=2,
+                      beat=True, loglevel="INFO", checker=False,
+                      settings=app.config["ROCKETBOX_CELERY_SETTINGS"],
+                      publisher_factory=factory)
+
+
+def _checker() -> int:
+    from outbox.checker import run_checker
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    outbox = state_for(create_app(shop_config())).base_outbox
+    return run_checker(outbox, on_ready=lambda: print("checker ready", flush=True))
+
+
+def _inventory() -> int:
+    engine = create_engine(inventory_db(), connect_args={"timeout": 30}
+                           if inventory_db().startswith("sqlite") else {})
+    broker = shop_config()["ROCKETBOX_BROKER"]
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    consumer = inventory.make_consumer(engine, broker)
+    with consumer:
+        print("inventory ready", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            stop.wait()
+    print(f"inventory processed={consumer.processed} duplicates={consumer.duplicates}",
+          flush=True)
+    engine.dispose()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m examples.flask_shop.run")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("migrate")
+    web = sub.add_parser("web")
+    web.add_argument("--host", default="127.0.0.1")
+    web.add_argument("--port", type=int, default=8000)
+    relay = sub.add_parser("relay")
+    relay.add_argument("--demo-crash-dir")
+    sub.add_parser("checker")
+    sub.add_parser("inventory")
+    args = parser.parse_args(argv)
+    if args.command == "migrate":
+        return _migrate()
+    if args.command == "web":
+        return _web(args.host, args.port)
+    if args.command == "relay":
+        return _relay(args.demo_crash_dir)
+    if args.command == "checker":
+        return _checker()
+    return _inventory()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""The order service: ``POST /orders`` writes an order and publishes ``OrderCreated``.
+
+The order row and the message commit in one transaction
+(``@transactional_message``): an unknown item answers 422 and an order over
+the stock limit raises, and either way the order is rolled back and no
+message is ever sent.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import Flask, jsonify, request
+from flask_sqlalchemy import SQLAlchemy
+from sqlalchemy import DateTime, Integer, String
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from integrations.flask import Rocketbox, transactional_message
+
+TOPIC = "Orders"
+CATALOGUE = {"tea": 2.5, "coffee": 3.0, "cake": 4.0, "scone": 2.0}
+MAX_QTY = 10
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+db = SQLAlchemy(model_class=Base)
+rocketbox = Rocketbox()
+
+
+class Order(db.Model):  # type: ignore[name-defined,misc]
+    __tablename__ = "shop_order"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    ref: Mapped[str] = mapped_column(String(64), unique=True)
+    item: Mapped[str] = mapped_column(String(64))
+    qty: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class OutOfStock(Exception):
+    """More than ``MAX_QTY`` of one item in one order."""
+
+
+def create_app(config: dict[str, Any] | None = None) -> Flask:
+    """The shop; ``config`` needs at least ``SQLALCHEMY_DATABASE_URI`` and ``ROCKETBOX_BROKER``."""
+    app = Flask(__name__)
+    app.config.update(config or {})
+    db.init_app(app)
+    app.config.setdefault("ROCKETBOX_DATABASE", db)
+    rocketbox.init_app(app)
+
+    @app.errorhandler(OutOfStock)
+    def out_of_stock(exc: OutOfStock) -> tuple[dict[str, str], int]:
+        return {"error": str(exc)}, 409
+
+    @app.post("/orders")
+    @transactional_message(topic=TOPIC, tag="OrderCreated", body=lambda rv: rv[0],
+                           keys=lambda rv: rv[0]["ref"])
+    def create_order() -> tuple[dict[str, Any], int]:
+        data = request.get_json(force=True)
+        order = Order(ref=str(data.get("ref") or uuid.uuid4().hex), item=str(data["item"]),
+                      qty=int(data.get("qty", 1)), created_at=datetime.now(UTC))
+        db.session.add(order)
+        db.session.flush()  # the order has its id; the transaction is still open
+        if order.item not in CATALOGUE:
+            return {"error": f"unknown item {order.item!r}", "ref": order.ref}, 422
+        if order.qty > MAX_QTY:
+            raise OutOfStock(f"at most {MAX_QTY} {order.item} per order")
+        return {"id": order.id, "ref": order.ref, "item": order.item, "qty": order.qty,
+                "price": CATALOGUE[order.item] * order.qty}, 201
+
+    @app.get("/orders/<ref>")
+    def get_order(ref: str) -> Any:
+        order = db.session.execute(db.select(Order).where(Order.ref == ref)).scalar()
+        if order is None:
+            return {"error": "no such order"}, 404
+        return jsonify(id=order.id, ref=order.ref, item=order.item, qty=order.qty)
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app
