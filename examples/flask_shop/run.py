@@ -15,8 +15,8 @@ broker's check-back has to resolve it.
 from __future__ import annotations
 
 import argparse
-import logging
 import contextlib
+import logging
 import os
 import signal
 import sys

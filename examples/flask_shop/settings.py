@@ -3,27 +3,36 @@
 =====================  ==============================  ===============================
 variable               meaning                         default
 =====================  ==============================  ===============================
-``SHOP_DB``            the shop's database             ``sqlite:///shop.sqlite``
+``SHOP_DB``            the shop's database             ``shop.sqlite`` here
 ``SHOP_BROKER``        broker_lite's native address    ``127.0.0.1:10911``
-``SHOP_CELERY_BROKER`` the relay tasks' Celery broker  ``sqla+sqlite:///celery.sqlite``
+``SHOP_CELERY_BROKER`` the relay tasks' Celery broker  ``celery.sqlite`` here
 ``SHOP_CELERY_BACKEND`` Celery results (optional)      none
-``SHOP_INVENTORY_DB``  the inventory's database        ``sqlite:///inventory.sqlite``
+``SHOP_INVENTORY_DB``  the inventory's database        ``inventory.sqlite`` here
 =====================  ==============================  ===============================
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from outbox import RelaySettings
 from outbox.celery import CelerySettings
 
 
+def _here(name: str) -> str:
+    """A SQLite file in the current directory, as an absolute path.
+
+    (Flask-SQLAlchemy would put a relative one in the app's instance folder.)
+    """
+    return f"sqlite:///{Path.cwd() / name}"
+
+
 def shop_config(env: dict[str, str] | None = None) -> dict[str, Any]:
     """The Flask config of the shop."""
     env = dict(os.environ if env is None else env)
-    db = env.get("SHOP_DB", "sqlite:///shop.sqlite")
+    db = env.get("SHOP_DB") or _here("shop.sqlite")
     options: dict[str, Any] = {}
     if db.startswith("sqlite"):
         options["connect_args"] = {"timeout": 30}
@@ -32,8 +41,8 @@ def shop_config(env: dict[str, str] | None = None) -> dict[str, Any]:
         "SQLALCHEMY_ENGINE_OPTIONS": options,
         "ROCKETBOX_BROKER": env.get("SHOP_BROKER", "127.0.0.1:10911"),
         "ROCKETBOX_PRODUCER_GROUP": "shop",
-        "ROCKETBOX_CELERY_BROKER": env.get("SHOP_CELERY_BROKER",
-                                           "sqla+sqlite:///celery.sqlite"),
+        "ROCKETBOX_CELERY_BROKER": (env.get("SHOP_CELERY_BROKER")
+                                    or "sqla+" + _here("celery.sqlite")),
         "ROCKETBOX_CELERY_BACKEND": env.get("SHOP_CELERY_BACKEND") or None,
         "ROCKETBOX_CELERY_SETTINGS": CelerySettings(polling_interval=0.05, sweep_interval=1.0),
         "ROCKETBOX_RELAY": RelaySettings(lease_seconds=3.0, broker_timeout=2.0,
@@ -43,4 +52,4 @@ def shop_config(env: dict[str, str] | None = None) -> dict[str, Any]:
 
 def inventory_db(env: dict[str, str] | None = None) -> str:
     env = dict(os.environ if env is None else env)
-    return env.get("SHOP_INVENTORY_DB", "sqlite:///inventory.sqlite")
+    return env.get("SHOP_INVENTORY_DB") or _here("inventory.sqlite")

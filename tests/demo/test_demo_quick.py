@@ -1,0 +1,53 @@
+"""``rocketbox demo --quick``: the end-to-end demo as CI runs it, twice in one directory."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+LAST_LINE = re.compile(r"demo: committed=(\d+) rolled_back=(\d+) consumed=(\d+) divergences=0$")
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(f"{entry.name}: {cmdline}")
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_demo_quick_passes_twice_and_leaves_no_process(tmp_path: Path) -> None:
+    work = tmp_path / "demo-run"
+    for attempt in (1, 2):
+        done = subprocess.run([sys.executable, "-m", "outbox", "demo", "--quick", "--dir",
+                               str(work)], cwd=REPO, capture_output=True, text=True,
+                              timeout=180)
+        assert done.returncode == 0, f"attempt {attempt}:\n{done.stdout}\n{done.stderr}"
+        last = done.stdout.strip().splitlines()[-1]
+        match = LAST_LINE.fullmatch(last)
+        assert match, last
+        committed, rolled_back, consumed = map(int, match.groups())
+        assert committed == consumed == 25 and rolled_back == 5
+        assert "relay killed between half and commit" in done.stdout
+        assert _processes_mentioning(str(work)) == []
+
+
+@pytest.mark.timeout(30)
+def test_demo_rejects_bad_arguments() -> None:
+    done = subprocess.run([sys.executable, "-m", "outbox", "demo", "--orders", "0"], cwd=REPO,
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "--orders must be >= 1" in done.stderr
