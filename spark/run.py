@@ -58,7 +58,8 @@ def run_audit(args: argparse.Namespace) -> int:
     fresh = fresh.cache()
     records = fresh if kept is None else kept.unionByName(fresh)
     if state is not None and state.until_ms is not None:
-        touched = fresh.where(F.col("tx_id") != "").select("tx_id")
+        touched = fresh.where((F.col("tx_id") != "") & (F.col("offset") > state.max_offset)) \
+            .select("tx_id")
         pending = state.pending(spark)
         also = touched if pending is None else touched.unionByName(pending.select("tx_id"))
 
@@ -66,6 +67,9 @@ def run_audit(args: argparse.Namespace) -> int:
     if args.out is not None:
         divergent(classified).write.mode("overwrite").parquet(str(args.out))
     summary = summarize(classified, problems, len(files))
+    summary.extra["decoded_segments"] = len(to_decode)
+    summary.extra["window"] = {"since_ms": window.since_ms, "until_ms": window.until_ms,
+                               "as_of_ms": window.now_ms}
     if args.json is not None:
         write_json(summary, args.json)
     if args.html is not None:
