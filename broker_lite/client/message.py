@@ -167,6 +167,22 @@ class Message:
         args.update(changes)
         return Message(**args)  # type: ignore[arg-type]
 
+    def _evolve(self, *, properties: dict[str, str], msg_id: str) -> Message:
+        """A copy without delay, with these (valid: str to str) properties and id.
+
+        What a transaction listener is given: :meth:`replace` would check
+        every field again.
+        """
+        new = object.__new__(Message)
+        setattr_ = object.__setattr__
+        for name in ("topic", "body", "tags", "keys", "sharding_key"):
+            setattr_(new, name, getattr(self, name))
+        setattr_(new, "properties", MappingProxyType(properties))
+        setattr_(new, "delay_level", 0)
+        setattr_(new, "deliver_at_ms", 0)
+        setattr_(new, "msg_id", msg_id)
+        return new
+
     def to_wire(self, *, transactional: bool = False) -> m.WireMessage:
         """The wire form. A half (``transactional``) never carries a delay."""
         properties = dict(self.properties)

@@ -264,8 +264,7 @@ class AsyncTransactionProducer(AsyncProducer):
         properties = dict(message.properties)
         properties[TRANSACTION_ID] = transaction_id
         properties[UNIQ_KEY] = half.msg_id
-        return half, message.replace(properties=properties, msg_id=half.msg_id,
-                                     delay_level=0, deliver_at=None)
+        return half, message._evolve(properties=properties, msg_id=half.msg_id)
 
     async def end_transaction(self, half: SendResult,
                               state: LocalTransactionState) -> TransactionSendResult:
@@ -285,14 +284,13 @@ class AsyncTransactionProducer(AsyncProducer):
             log.warning("end-transaction %s (%s) failed, the broker's check-back will resolve "
                         "it: %s", transaction_id, state.value, exc)
         committed = response is not None and response.outcome == "committed"
+        # positional, in field order (a frozen dataclass binds keywords slowly)
         return TransactionSendResult(
-            send_status=half.send_status, msg_id=half.msg_id, transaction_id=transaction_id,
-            local_state=state, topic=half.topic, queue_id=half.queue_id,
-            queue_offset=half.queue_offset, commit_log_offset=half.commit_log_offset,
-            end_outcome=response.outcome if response is not None else None, end_error=error,
-            committed_queue_id=response.queue_id if committed and response else None,
-            committed_queue_offset=response.queue_offset if committed and response else None,
-            duplicate=half.duplicate)
+            half.send_status, half.msg_id, transaction_id, state, half.topic, half.queue_id,
+            half.queue_offset, half.commit_log_offset,
+            response.outcome if response is not None else None, error,
+            response.queue_id if committed and response else None,
+            response.queue_offset if committed and response else None, half.duplicate)
 
     # -- ending a transaction later (the outbox relay) ------------------------------
 
