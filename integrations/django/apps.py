@@ -1,0 +1,17 @@
+"""The Django app (label ``rocketbox``): settings are checked and wired in ``ready()``."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class RocketboxConfig(AppConfig):
+    name = "integrations.django"
+    label = "rocketbox"
+    verbose_name = "rocketbox outbox"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from integrations.django import checks
+
+        checks.register()

@@ -1,0 +1,69 @@
+"""System checks (``manage.py check``) for ``settings.ROCKETBOX``.
+
+* ``rocketbox.E001``: the broker address is missing or not ``HOST:PORT``;
+* ``rocketbox.E002``: the outbox's database does not support transactions,
+  or is not one rocketbox supports (PostgreSQL, SQLite);
+* ``rocketbox.E003``: ``settings.ROCKETBOX`` is not a dict, has unknown keys,
+  or a bad ``MODE``;
+* ``rocketbox.W001``: no Celery broker (``CELERY_BROKER=""``): nothing
+  enqueues the relay after a commit; run the sweeper yourself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core import checks
+from django.db import connections
+
+from outbox.errors import ConfigurationError
+
+__all__ = ["check_rocketbox", "register"]
+
+
+def check_rocketbox(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    from integrations.django.conf import options
+    from integrations.django.db import sqlalchemy_url
+
+    try:
+        opts = options()
+    except ConfigurationError as exc:
+        return [checks.Error(str(exc), id="rocketbox.E003")]
+    problems: list[checks.CheckMessage] = []
+    broker = opts["BROKER"]
+    host, sep, port = str(broker or "").rpartition(":")
+    if not broker or not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        problems.append(checks.Error(
+            f"ROCKETBOX['BROKER'] = {broker!r} is not a broker address",
+            hint="set it to broker_lite's native HOST:PORT, e.g. '127.0.0.1:10911'",
+            id="rocketbox.E001"))
+    if opts["MODE"] not in ("outbox", "half_first"):
+        problems.append(checks.Error(f"ROCKETBOX['MODE'] = {opts['MODE']!r}",
+                                     hint="'outbox' or 'half_first'", id="rocketbox.E003"))
+    alias = opts["DATABASE"]
+    if alias not in connections:
+        problems.append(checks.Error(f"ROCKETBOX['DATABASE'] = {alias!r} is not in DATABASES",
+                                     id="rocketbox.E002"))
+    else:
+        try:
+            sqlalchemy_url(alias)
+        except ConfigurationError as exc:
+            problems.append(checks.Error(str(exc), id="rocketbox.E002"))
+        else:
+            features = connections[alias].features
+            if not features.supports_transactions:
+                problems.append(checks.Error(
+                    f"database {alias!r} does not support transactions",
+                    hint="rocketbox writes messages in the view's transaction",
+                    id="rocketbox.E002"))
+    if opts["CELERY_BROKER"] == "":
+        problems.append(checks.Warning(
+            "ROCKETBOX['CELERY_BROKER'] is '': no relay task is enqueued after a commit",
+            hint="set a Celery broker URL, or leave it unset for kombu's SQLAlchemy "
+                 "transport on the database; otherwise only the sweeper relays",
+            id="rocketbox.W001"))
+    return problems
+
+
+def register() -> None:
+    checks.register(check_rocketbox, "rocketbox")

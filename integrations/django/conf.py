@@ -1,0 +1,154 @@
+"""``settings.ROCKETBOX``: what it may say, and the outbox and Celery app built from it.
+
+=========================== ===================================================== ==========
+key                         meaning                                               default
+=========================== ===================================================== ==========
+``DATABASE``                the alias views write to (``using=`` overrides it)    "default"
+``DATABASE_URL``            SQLAlchemy URL for the relay (else from DATABASES)    derived
+``BROKER``                  broker_lite's native ``HOST:PORT``                    127.0.0.1:10911
+``PRODUCER_GROUP``          the outbox's producer group                           "rocketbox"
+``MODE``                    ``"outbox"`` or ``"half_first"``                       "outbox"
+``ROLLBACK_ON_ERROR_STATUS`` a 4xx/5xx response rolls back                        True
+``SERIALIZER``              object with ``dumps`` (JSON by default)               JSON
+``RELAY``                   :class:`~outbox.config.RelaySettings`                  defaults
+``LOCAL_TX_TIMEOUT``        seconds before a rowless half is rolled back           60
+``CELERY_BROKER``           Celery broker URL; None: ``sqla+`` the DB URL;        None
+                            "": no Celery (run the sweeper yourself)
+``CELERY_BACKEND``          Celery result backend                                 None
+``CELERY_SETTINGS``         :class:`~outbox.celery.CelerySettings`                 defaults
+``ACCESS_KEY``/``SECRET_KEY`` broker ACL credentials                              None
+=========================== ===================================================== ==========
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+
+from integrations.django.db import forget_engines, sqlalchemy_url
+from outbox.config import Outbox, RelaySettings
+from outbox.errors import ConfigurationError
+from outbox.migrate import engine_for
+from outbox.publisher import BrokerLitePublisher, Publisher
+from outbox.serializers import JsonSerializer
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+__all__ = ["DEFAULTS", "DjangoState", "options", "reset", "state"]
+
+DEFAULTS: dict[str, Any] = {
+    "DATABASE": "default",
+    "DATABASE_URL": None,
+    "BROKER": "127.0.0.1:10911",
+    "PRODUCER_GROUP": "rocketbox",
+    "MODE": "outbox",
+    "ROLLBACK_ON_ERROR_STATUS": True,
+    "SERIALIZER": None,
+    "RELAY": None,
+    "LOCAL_TX_TIMEOUT": 60.0,
+    "CELERY_BROKER": None,
+    "CELERY_BACKEND": None,
+    "CELERY_SETTINGS": None,
+    "ACCESS_KEY": None,
+    "SECRET_KEY": None,
+}
+
+
+def options() -> dict[str, Any]:
+    """``settings.ROCKETBOX`` over the defaults; unknown keys are an error."""
+    given = getattr(settings, "ROCKETBOX", None) or {}
+    if not isinstance(given, dict):
+        raise ConfigurationError("settings.ROCKETBOX must be a dict")
+    unknown = sorted(set(given) - set(DEFAULTS))
+    if unknown:
+        raise ConfigurationError(f"settings.ROCKETBOX: unknown key(s) {', '.join(unknown)}; "
+                                 f"known: {', '.join(sorted(DEFAULTS))}")
+    return {**DEFAULTS, **given}
+
+
+@dataclass
+class DjangoState:
+    """The outbox (with the relay hook), the Celery app and the half-first publishers."""
+
+    outbox: Outbox
+    base_outbox: Outbox
+    celery: Celery | None
+    celery_broker: str | None
+    options: dict[str, Any]
+    _publishers: dict[int, Publisher] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def publisher(self) -> Publisher:
+        key = threading.get_ident()
+        with self._lock:
+            publisher = self._publishers.get(key)
+            if publisher is None:
+                publisher = self._publishers[key] = BrokerLitePublisher(self.outbox)
+            return publisher
+
+    def close(self) -> None:
+        with self._lock:
+            publishers, self._publishers = list(self._publishers.values()), {}
+        for publisher in publishers:
+            publisher.close()
+        self.outbox.engine.dispose()
+
+
+_state: DjangoState | None = None
+_state_lock = threading.Lock()
+
+
+def _build() -> DjangoState:
+    opts = options()
+    url = opts["DATABASE_URL"] or sqlalchemy_url(opts["DATABASE"])
+    engine = engine_for(url)
+    base = Outbox(engine=engine, broker=opts["BROKER"], producer_group=opts["PRODUCER_GROUP"],
+                  serializer=opts["SERIALIZER"] or JsonSerializer(),
+                  relay=opts["RELAY"] or RelaySettings(), mode=opts["MODE"],
+                  local_tx_timeout=float(opts["LOCAL_TX_TIMEOUT"]),
+                  access_key=opts["ACCESS_KEY"], secret_key=opts["SECRET_KEY"])
+    celery_broker = opts["CELERY_BROKER"]
+    if celery_broker is None:
+        celery_broker = "sqla+" + engine.url.render_as_string(hide_password=False)
+    outbox, celery = base, None
+    if celery_broker:
+        from outbox.celery import celery_on_commit, make_celery
+
+        celery = make_celery(base, broker_url=celery_broker, backend_url=opts["CELERY_BACKEND"],
+                             settings=opts["CELERY_SETTINGS"])
+        outbox = dataclasses.replace(base, on_commit=celery_on_commit(celery))
+    return DjangoState(outbox=outbox, base_outbox=base, celery=celery,
+                       celery_broker=celery_broker or None, options=opts)
+
+
+def state() -> DjangoState:
+    """The process's :class:`DjangoState`, built from the settings on first use."""
+    global _state
+    with _state_lock:
+        if _state is None:
+            _state = _build()
+        return _state
+
+
+def reset(**_kwargs: Any) -> None:
+    """Forget the state (``setting_changed`` for ROCKETBOX or DATABASES)."""
+    global _state
+    with _state_lock:
+        old, _state = _state, None
+    forget_engines()
+    if old is not None:
+        old.close()
+
+
+def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting in ("ROCKETBOX", "DATABASES"):
+        reset()
+
+
+setting_changed.connect(_on_setting_changed, dispatch_uid="rocketbox-settings")

@@ -1,0 +1,32 @@
+"""``manage.py rocketbox_checker``: answer the broker's check-backs from the status table."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from integrations.django.conf import state
+from outbox.errors import ConfigurationError
+
+
+class Command(BaseCommand):
+    help = "Answer the broker's check-backs for orphaned halves, until SIGTERM."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from outbox.checker import run_checker
+
+        try:
+            outbox = state().base_outbox
+        except ConfigurationError as exc:
+            raise CommandError(str(exc)) from exc
+        if int(options.get("verbosity", 1)) > 1:
+            logging.basicConfig(level=logging.INFO)
+
+        def ready() -> None:
+            self.stdout.write(f"rocketbox checker ready group={outbox.producer_group} "
+                              f"broker={outbox.broker}")
+            self.stdout.flush()
+
+        run_checker(outbox, on_ready=ready)

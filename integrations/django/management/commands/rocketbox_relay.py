@@ -1,0 +1,41 @@
+"""``manage.py rocketbox_relay``: the Celery relay worker (beat for the sweeper)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from integrations.django.conf import state
+from outbox.errors import ConfigurationError
+
+
+class Command(BaseCommand):
+    help = "Run the Celery relay worker with beat (and the check-back responder)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--concurrency", type=int, default=1)
+        parser.add_argument("--no-beat", dest="beat", action="store_false")
+        parser.add_argument("--no-checker", dest="checker", action="store_false")
+        parser.add_argument("--loglevel", default="INFO")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from outbox.celery import run_worker
+
+        if options["concurrency"] < 1:
+            raise CommandError(f"--concurrency must be >= 1, got {options['concurrency']}")
+        try:
+            current = state()
+        except ConfigurationError as exc:
+            raise CommandError(str(exc)) from exc
+        if not current.celery_broker:
+            raise CommandError("ROCKETBOX['CELERY_BROKER'] is '': the relay worker needs a "
+                               "Celery broker")
+        code = run_worker(current.base_outbox, celery_broker=current.celery_broker,
+                          celery_backend=current.options["CELERY_BACKEND"],
+                          concurrency=options["concurrency"], beat=options["beat"],
+                          loglevel=options["loglevel"], checker=options["checker"],
+                          settings=current.options["CELERY_SETTINGS"])
+        if code:
+            sys.exit(code)
