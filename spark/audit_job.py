@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
+import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -91,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--master", help="Spark master when not under spark-submit "
                                       "(default local[*])")
     run.add_argument("--jars", help="comma-separated JDBC jars (default: the Debian ones)")
+    run.add_argument("--shuffle-partitions", type=int, metavar="N",
+                     help="spark.sql.shuffle.partitions (default: 2 x cores in local mode)")
     run.add_argument("--progress", action="store_true", help="show Spark's progress bars")
     run.add_argument("--debug", action="store_true", help="tracebacks on errors")
     return p
@@ -104,6 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             build_parser().print_help()
             return 0
         args = build_parser().parse_args(argv)
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
         from spark.run import run_audit
 
         return run_audit(args)

@@ -9,10 +9,12 @@ from pathlib import Path
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
-__all__ = ["DEFAULT_JARS", "build_session", "quiet"]
+__all__ = ["DEFAULT_JARS", "LOG4J_CONFIG", "build_session", "default_jars", "quiet"]
 
 #: the Debian packages' JDBC drivers (libpostgresql-jdbc-java, libxerial-sqlite-jdbc-java)
 DEFAULT_JARS = ("/usr/share/java/postgresql.jar", "/usr/share/java/sqlite-jdbc.jar")
+#: Spark's logging at WARN, without the start-up chatter
+LOG4J_CONFIG = Path(__file__).resolve().parent / "log4j2.properties"
 
 
 def default_jars() -> list[str]:
@@ -41,10 +43,16 @@ def build_session(*, master: str | None = None, jars: list[str] | None = None,
     if chosen:
         previous = conf.get("spark.jars", "") or ""
         builder = builder.config("spark.jars", ",".join(filter(None, [previous, *chosen])))
-    if (master or conf.get("spark.master", "local")).startswith("local"):
+    local = (master or conf.get("spark.master", "local")).startswith("local")
+    if local and not shuffle_partitions and not conf.contains("spark.sql.shuffle.partitions"):
+        shuffle_partitions = 2 * (os.cpu_count() or 2)  # not 200 tiny tasks per shuffle
+    if local:
         # local executors run this interpreter, so they import broker_lite from its venv
         # (PySpark reads only the environment variable for the workers' Python)
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if not conf.contains("spark.driver.extraJavaOptions"):
+        builder = builder.config("spark.driver.extraJavaOptions",
+                                 f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}")
     builder = builder.config("spark.ui.showConsoleProgress", str(progress).lower()) \
         .config("spark.sql.session.timeZone", "UTC")
     if shuffle_partitions:

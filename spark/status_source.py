@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from py4j.protocol import Py4JError
+from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -50,6 +50,14 @@ class JdbcSource:
 
 
 def _first_line(exc: BaseException) -> str:
+    """The Java exception's own message (its causes' when it has none), one line."""
+    if isinstance(exc, Py4JJavaError):
+        cause = exc.java_exception
+        while cause is not None:
+            message = cause.getMessage()
+            if message:
+                return str(message).strip().splitlines()[0]
+            cause = cause.getCause()
     text = str(exc).strip() or type(exc).__name__
     for line in text.splitlines():
         line = line.strip()
