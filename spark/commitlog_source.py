@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from py4j.protocol import Py4JError
+from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
@@ -40,7 +40,7 @@ def list_segments(spark: SparkSession, directory: str) -> list[SegmentFile]:
     """The segment files under ``directory`` (or ``directory/commitlog``), by start offset."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
     root = jvm.org.apache.hadoop.fs.Path(directory)
     try:
         fs = root.getFileSystem(conf)

@@ -69,7 +69,7 @@ def _timeline(summary: Summary) -> str:
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H + 30}" '
              'role="img">']
     for i, s in enumerate(starts):
-        y = _H - _PAD
+        y: float = _H - _PAD
         for cat in CATEGORIES:
             n = per[s].get(cat, 0)
             if not n:

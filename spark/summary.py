@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from spark.classify import CATEGORIES, DIVERGENT
@@ -41,7 +41,7 @@ class Summary:
         return sum(self.counts[c] for c in DIVERGENT)
 
 
-def _latency_bucket() -> F.Column:
+def _latency_bucket() -> Column:
     lat = F.col("latency_ms")
     expr = F.when(lat <= LATENCY_BUCKETS_MS[0], LATENCY_BUCKETS_MS[0])
     for bound in LATENCY_BUCKETS_MS[1:]:
