@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from examples.django_shop.orders import views
+
+urlpatterns = [
+    path("orders", views.create_order),
+    path("orders/<str:ref>", views.get_order),
+]
