@@ -16,7 +16,9 @@ transport (a SQLite file). In ``.demo/`` (wiped first, so it runs again) it
 3. waits until the inventory has consumed every committed order;
 4. audits: every committed status row has exactly one commit record in the
    broker (``broker-lite inspect``), no record mentions a rolled-back order,
-   the inventory reserved every committed order once and nothing else;
+   the inventory reserved every committed order once and nothing else; then,
+   when pyspark and Java are there (not with ``--quick`` unless ``--spark
+   on``), the Spark audit ``spark.audit_job`` over the same files;
 5. prints a summary table and, last, one line
    ``demo: committed=C rolled_back=R consumed=C divergences=0``.
 
@@ -34,6 +36,7 @@ import argparse
 import collections
 import contextlib
 import http.client
+import importlib.util
 import json
 import os
 import re
@@ -243,6 +246,41 @@ def audit(work: Path, ok_refs: set[str], failed_refs: set[str]) -> Audit:
     return result
 
 
+def spark_available() -> str | None:
+    """Why the Spark audit cannot run here, or None when it can."""
+    if importlib.util.find_spec("pyspark") is None:
+        return "pyspark is not installed"
+    try:
+        if importlib.util.find_spec("spark.audit_job") is None:
+            return "spark.audit_job is missing"
+    except ModuleNotFoundError:
+        return "the spark package is missing"
+    if shutil.which("java") is None:
+        return "java is not on PATH"
+    return None
+
+
+def spark_audit(demo: Demo, env: dict[str, str], timeout: float) -> tuple[str, bool]:
+    """Run ``spark.audit_job`` over the demo's files: ``(what it said, divergent)``."""
+    work = demo.work
+    part = demo.part("spark-audit", [sys.executable, "-m", "spark.audit_job", "--jdbc-url",
+                                     f"jdbc:sqlite:{work / 'shop.sqlite'}", "--commitlog",
+                                     str(work / "broker"), "--json", str(work / "audit.json"),
+                                     "--html", str(work / "audit.html"), "--quiet"], env)
+    assert part.process is not None
+    try:
+        code = part.process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        part.stop()
+        return f"timed out after {timeout:.0f}s (skipped)", False
+    if code == 0:
+        return f"clean (report: {work / 'audit.html'})", False
+    if code == 1:
+        return f"divergences (see {work / 'audit.json'})", True
+    tail = part.log().strip().splitlines()[-1:] or ["no output"]
+    return f"could not run, skipped: {tail[0][:120]}", False
+
+
 # -- running it ----------------------------------------------------------------------------
 
 
@@ -295,7 +333,7 @@ def _terminating(demo: Demo) -> Iterator[None]:
             signal.signal(signal.SIGTERM, previous)
 
 
-def run(orders: int, work: Path, console: Console, *, timeout: float) -> int:
+def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str) -> int:
     started = time.monotonic()
     if work.exists():
         shutil.rmtree(work)
@@ -369,11 +407,27 @@ def run(orders: int, work: Path, console: Console, *, timeout: float) -> int:
         auditing = time.monotonic()
         result = audit(work, ok_refs, failed_refs)
         timings["audit"] = time.monotonic() - auditing
+        spark_result = "off"
+        if spark != "off":
+            why_not = spark_available()
+            left = timeout - (time.monotonic() - started)
+            if why_not is not None:
+                spark_result = f"skipped: {why_not}"
+            elif left < 30:
+                spark_result = "skipped: not enough time left"
+            else:
+                console.print("running the Spark audit (spark.audit_job, local[*]) ...")
+                spark_started = time.monotonic()
+                spark_result, divergent = spark_audit(demo, env, left - 5)
+                timings["spark audit"] = time.monotonic() - spark_started
+                if divergent:
+                    result.divergences.append(f"spark audit: {spark_result}")
         checkbacks = len(set(re.findall(
             r"check-back of transaction '(\w+)' resolved it: committed", broker.log())))
     crashes = len(list((work / "crashed").glob("*"))) if (work / "crashed").exists() else 0
     timings["total"] = time.monotonic() - started
     _summary(console, orders, answers, result, crashes, checkbacks, timings)
+    console.print(f"Spark audit: {spark_result}")
     for line in result.divergences[:20]:
         console.print(f"[red]divergence[/red] {line}")
     rolled_back = len(failed_refs)
@@ -413,6 +467,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="30 orders (for CI)")
     parser.add_argument("--dir", type=Path, default=Path(".demo"),
                         help="working directory (wiped first)")
+    parser.add_argument("--spark", choices=("auto", "on", "off"), default="auto",
+                        help="also run the Spark audit (spark.audit_job) when pyspark and "
+                             "Java are there; auto: yes, except with --quick")
     parser.add_argument("--timeout", type=float, default=170.0,
                         help="give up after this many seconds")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
@@ -425,7 +482,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     console = Console()
     try:
-        return run(orders, args.dir.resolve(), console, timeout=args.timeout)
+        spark = args.spark if args.spark != "auto" else ("off" if args.quick else "on")
+        return run(orders, args.dir.resolve(), console, timeout=args.timeout, spark=spark)
     except DemoError as exc:
         print(f"rocketbox demo: {exc}", file=sys.stderr)
         return 2
