@@ -11,6 +11,7 @@ an input that cannot be read (one line on stderr; ``--debug`` for the traceback)
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 import warnings
@@ -65,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="jdbc:postgresql://HOST:PORT/DB or jdbc:sqlite:/PATH")
     src.add_argument("--table", default="rocketbox_transaction")
     src.add_argument("--user")
-    src.add_argument("--password")
+    src.add_argument("--password", default=os.environ.get("ROCKETBOX_AUDIT_PASSWORD"),
+                     help="(default: $ROCKETBOX_AUDIT_PASSWORD; keep it off the command line)")
     src.add_argument("--partitions", type=int, default=4,
                      help="parallel JDBC reads on seq (PostgreSQL)")
     src.add_argument("--commitlog", required=True, metavar="DIR",

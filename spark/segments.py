@@ -123,7 +123,7 @@ def decode_segment(name: str, data: bytes) -> Iterator[Row]:
     while pos < limit:
         checked = verify_record(view, pos, limit)
         if isinstance(checked, str):
-            if checked == "end of written data" and not any(data[pos:]):
+            if checked == "end of written data" and data.count(0, pos) == limit - pos:
                 return
             yield _problem(segment, start + pos, checked)
             pos = _resync(view, data, pos, limit)

@@ -1,0 +1,59 @@
+"""Segment decoding on its own (no Spark): what leaves a task, and how damage is reported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from audit_seed import broker_seed
+
+from spark.segments import PROBLEM, RECORD_FIELDS, decode_segment
+
+pytestmark = pytest.mark.spark
+
+
+def _rows(path: Path) -> list[dict[str, object]]:
+    return [dict(zip(RECORD_FIELDS, row, strict=True))
+            for row in decode_segment(str(path), path.read_bytes())]
+
+
+@pytest.mark.timeout(30)
+def test_segment_rows_mirror_the_transaction_records(tmp_path: Path) -> None:
+    with broker_seed(tmp_path / "b") as seed:
+        seed.normal("Plain", b"skipped")  # not transactional: never leaves the task
+        half = seed.half("T1", "Orders", b"body").put
+        commit = seed.commit("T1")
+        seed.half("T2", "Orders", b"x")
+        seed.discard("T2")
+    (segment,) = sorted((tmp_path / "b" / "commitlog").iterdir())
+    rows = _rows(segment)
+    kinds = [(r["kind"], r["tx_id"], r["tx_state"]) for r in rows]
+    assert kinds == [("half", "T1", ""), ("commit", "T1", ""), ("op", "T1", "COMMIT"),
+                     ("half", "T2", ""), ("op", "T2", "CHECK"), ("op", "T2", "CHECK"),
+                     ("discard", "T2", ""), ("op", "T2", "DISCARD")]
+    assert rows[0]["offset"] == half.physical_offset and rows[0]["real_topic"] == "Orders"
+    assert rows[1]["offset"] == commit.physical_offset
+    assert rows[1]["prepared_offset"] == half.physical_offset
+    assert rows[1]["topic"] == "Orders" and rows[1]["sysflag"] == "commit"
+    assert rows[0]["body_sha256"] == rows[1]["body_sha256"]
+
+
+@pytest.mark.timeout(30)
+def test_segment_garbage_in_the_middle_is_skipped_to_the_next_record(tmp_path: Path) -> None:
+    with broker_seed(tmp_path / "b") as seed:
+        puts = [seed.half(f"T{i}", "Orders", b"y" * 40).put for i in range(5)]
+    (segment,) = sorted((tmp_path / "b" / "commitlog").iterdir())
+    data = bytearray(segment.read_bytes())
+    data[puts[2].physical_offset + 4] ^= 0x55  # the magic code of the third record
+    rows = [dict(zip(RECORD_FIELDS, r, strict=True))
+            for r in decode_segment(str(segment), bytes(data))]
+    problems = [(r["offset"], r["detail"]) for r in rows if r["kind"] == PROBLEM]
+    assert len(problems) == 1 and problems[0][0] == puts[2].physical_offset
+    assert str(problems[0][1]).startswith("bad magic code")
+    assert [r["tx_id"] for r in rows if r["kind"] == "half"] == ["T0", "T1", "T3", "T4"]
+
+
+@pytest.mark.timeout(30)
+def test_segment_name_must_be_an_offset() -> None:
+    (row,) = decode_segment("/x/notes.txt", b"\0" * 64)
+    assert row[0] == PROBLEM and "20 digits" in row[-1]
