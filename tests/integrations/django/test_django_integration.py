@@ -23,7 +23,10 @@ _TMP = Path(tempfile.mkdtemp(prefix="rocketbox-django-"))
 if not settings.configured:
     settings.configure(
         DEBUG=False, SECRET_KEY="rocketbox-tests", ALLOWED_HOSTS=["*"], USE_TZ=True,
-        ROOT_URLCONF=__name__, MIDDLEWARE=[], INSTALLED_APPS=["integrations.django"],
+        ROOT_URLCONF=__name__, MIDDLEWARE=[],
+        INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth",
+                        "django.contrib.messages", "django.contrib.admin",
+                        "integrations.django"],
         DATABASES={
             "default": {"ENGINE": "django.db.backends.sqlite3",
                         "NAME": str(_TMP / "default.sqlite")},
@@ -377,3 +380,36 @@ def test_status_command_prints_json(site: str) -> None:
     out = io.StringIO()
     call_command("rocketbox_status", "--json", stdout=out)
     assert json.loads(out.getvalue())["totals"]["pending"] == 1
+
+
+@pytest.mark.timeout(60)
+def test_admin_lists_rows_filters_and_replays_parked_ones(site: str) -> None:
+    from django.contrib.admin import AdminSite
+    from django.test import RequestFactory
+
+    from integrations.django.admin import OutboxMessageAdmin
+    from integrations.django.models import OutboxMessage
+
+    assert http(site, "POST", "/batch")[0] == 200
+    parked, fine = _rows("default")[:2]
+    with connections["default"].cursor() as cursor:
+        cursor.execute("UPDATE rocketbox_transaction SET parked = 1, attempts = 10 "
+                       "WHERE tx_id = %s", [parked])
+    assert OutboxMessage.objects.filter(parked=True).count() == 1  # type: ignore[attr-defined]
+    assert OutboxMessage.objects.filter(state="COMMIT").count() == 3  # type: ignore[attr-defined]
+
+    class Recording(OutboxMessageAdmin):
+        said: list[str] = []
+
+        def message_user(self, request: Any, message: str, *args: Any, **kw: Any) -> None:
+            self.said.append(message)
+
+    model_admin = Recording(OutboxMessage, AdminSite())
+    assert ("state", "parked", "topic") == model_admin.list_filter
+    queryset = OutboxMessage.objects.filter(tx_id__in=[parked, fine])  # type: ignore[attr-defined]
+    model_admin.replay(RequestFactory().post("/"), queryset)
+    assert model_admin.said == ["replayed 1 parked row(s)",
+                                "1 row(s) were not parked and were left alone"]
+    assert OutboxMessage.objects.filter(parked=True).count() == 0  # type: ignore[attr-defined]
+    out = __import__("io").StringIO()
+    call_command("makemigrations", "rocketbox", "--check", "--dry-run", stdout=out)
