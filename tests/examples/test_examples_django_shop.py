@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from examples_support import example_env, run, running
+from examples_support import example_env, http, run, running
 from sqlalchemy import create_engine, text
 from support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_until
 
@@ -19,19 +18,7 @@ MANAGE = [PY, "-m", "examples.django_shop.manage"]
 
 
 def _post(address: str, payload: dict[str, Any]) -> tuple[int, Any]:
-    host, port = address.rsplit(":", 1)
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        conn.request("POST", "/orders", body=json.dumps(payload),
-                     headers={"Content-Type": "application/json"})
-        response = conn.getresponse()
-        raw = response.read()
-    finally:
-        conn.close()
-    try:
-        return response.status, json.loads(raw)
-    except ValueError:
-        return response.status, raw
+    return http(address, "POST", "/orders", payload)
 
 
 def _exercise(env: dict[str, str], tmp: Path, inventory_url: str) -> None:

@@ -8,14 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from examples_support import FLASK, example_env, run, running
+from examples_support import FLASK, example_env, http, run, running
 from sqlalchemy import create_engine, text
 from support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_until
-
-sys_path_entry = str(Path(__file__).resolve().parents[1] / "integrations")
-if sys_path_entry not in sys.path:
-    sys.path.insert(0, sys_path_entry)
-from integrations_support import http  # noqa: E402
 
 PY = sys.executable
 SHOP = "examples.flask_shop.run"

@@ -395,8 +395,8 @@ def test_admin_lists_rows_filters_and_replays_parked_ones(site: str) -> None:
     with connections["default"].cursor() as cursor:
         cursor.execute("UPDATE rocketbox_transaction SET parked = 1, attempts = 10 "
                        "WHERE tx_id = %s", [parked])
-    assert OutboxMessage.objects.filter(parked=True).count() == 1  # type: ignore[attr-defined]
-    assert OutboxMessage.objects.filter(state="COMMIT").count() == 3  # type: ignore[attr-defined]
+    assert OutboxMessage.objects.filter(parked=True).count() == 1
+    assert OutboxMessage.objects.filter(state="COMMIT").count() == 3
 
     class Recording(OutboxMessageAdmin):
         said: list[str] = []
@@ -405,11 +405,11 @@ def test_admin_lists_rows_filters_and_replays_parked_ones(site: str) -> None:
             self.said.append(message)
 
     model_admin = Recording(OutboxMessage, AdminSite())
-    assert ("state", "parked", "topic") == model_admin.list_filter
-    queryset = OutboxMessage.objects.filter(tx_id__in=[parked, fine])  # type: ignore[attr-defined]
+    assert model_admin.list_filter == ("state", "parked", "topic")
+    queryset = OutboxMessage.objects.filter(tx_id__in=[parked, fine])
     model_admin.replay(RequestFactory().post("/"), queryset)
     assert model_admin.said == ["replayed 1 parked row(s)",
                                 "1 row(s) were not parked and were left alone"]
-    assert OutboxMessage.objects.filter(parked=True).count() == 0  # type: ignore[attr-defined]
+    assert OutboxMessage.objects.filter(parked=True).count() == 0
     out = __import__("io").StringIO()
     call_command("makemigrations", "rocketbox", "--check", "--dry-run", stdout=out)
