@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 from audit_seed import ago, broker_seed, sqlite_engine, status_row, utcnow, write_status
@@ -154,6 +156,10 @@ def test_audit_html_is_offline_with_charts(seeded: Seeded) -> None:
     assert page.count("<svg") == 3
     assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
     assert "https://" not in page and "<script" not in page
+    charts = re.findall(r"<svg.*?</svg>", page, re.S)
+    for chart in charts:  # well-formed SVG, with one bar or slice per drawn value
+        assert ElementTree.fromstring(chart).tag.endswith("svg")
+    assert charts[0].count("<rect") > 9  # stacked time buckets plus the legend
 
 
 @pytest.mark.timeout(120)
