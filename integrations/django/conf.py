@@ -23,6 +23,7 @@ key                         meaning                                             
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -85,7 +86,7 @@ class DjangoState:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def publisher(self) -> Publisher:
-        key = threading.get_ident()
+        key = os.getpid()  # one per process: it is thread-safe; a fork makes its own
         with self._lock:
             publisher = self._publishers.get(key)
             if publisher is None:

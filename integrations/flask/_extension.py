@@ -24,6 +24,7 @@ Configuration (docs/integrations.md has the full table):
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -190,8 +191,8 @@ class FlaskState:
         return self._db is None
 
     def publisher(self) -> Publisher:
-        """The broker seam for ``half_first`` mode, one per thread (made on first use)."""
-        key = threading.get_ident()
+        """The broker seam for ``half_first`` mode, one per process (made on first use)."""
+        key = os.getpid()  # one per process: it is thread-safe; a fork makes its own
         outbox = self.outbox
         with self._lock:
             publisher = self._publishers.get(key)

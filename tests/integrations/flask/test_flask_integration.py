@@ -201,3 +201,19 @@ def test_init_app_twice_raises_and_config_defaults_are_set(engine: Engine) -> No
     with pytest.raises(RuntimeError, match="already initialised"):
         rocketbox.init_app(app)
     assert "rocketbox" in app.cli.commands
+
+
+@pytest.mark.timeout(60)
+def test_cli_migrate_and_status(tmp_path: Any) -> None:
+    app = make_app(f"sqlite:///{tmp_path / 'cli.sqlite'}", "127.0.0.1:10911")
+    runner = app.test_cli_runner()
+    migrated = runner.invoke(args=["rocketbox", "migrate"])
+    assert migrated.exit_code == 0, migrated.output
+    assert "empty -> " in migrated.output
+    status = runner.invoke(args=["rocketbox", "status", "--json"])
+    assert status.exit_code == 0, status.output
+    assert '"pending": 0' in status.output
+    sql = runner.invoke(args=["rocketbox", "migrate", "--sql"])
+    assert sql.exit_code == 0 and "CREATE TABLE rocketbox_transaction" in sql.output
+    no_celery = runner.invoke(args=["rocketbox", "relay"])
+    assert no_celery.exit_code != 0 and "needs a Celery broker" in no_celery.output
