@@ -104,6 +104,14 @@ def half(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"id": payload["id"]})
 
 
+@transactional_message(topic=TOPIC, tag="HalfPg", mode="half_first", using="pg",
+                       body=lambda response: json.loads(response.content))
+def half_on_pg(request: HttpRequest) -> HttpResponse:
+    payload = json.loads(request.body)
+    _insert("pg", payload["id"], "half")
+    return JsonResponse({"id": payload["id"]})
+
+
 class ClassOrder(TransactionalMessageMixin, View):
     rocketbox_topic = TOPIC
     rocketbox_tag = "ClassBased"
@@ -129,6 +137,7 @@ urlpatterns = [
     path("orders-on/pg", _order_view("pg")),
     path("batch", batch),
     path("half", half),
+    path("half-on/pg", half_on_pg),
     path("class-orders", ClassOrder.as_view()),
     path("outside", outside),
 ]
@@ -304,7 +313,16 @@ def test_postgres_alias_commits_and_rolls_back(site: str, pg_alias: str,
             cursor.execute("SELECT pg_xid FROM rocketbox_transaction")
             assert cursor.fetchone()[0] is not None
         assert relay_all(state().base_outbox) == 1
-    assert commit_counts(broker_records(broker.data_dir)) == {tx_id: 1}
+        assert http(site, "POST", "/half-on/pg", {"id": 4})[0] == 200
+        half_tx = _rows(pg_alias)[-1]
+        wait_until(lambda: commit_counts(broker_records(broker.data_dir)).get(half_tx) == 1,
+                   timeout=20)
+        state().close()
+    records = broker_records(broker.data_dir)
+    assert commit_counts(records) == {tx_id: 1, half_tx: 1}
+    [half_record] = [r for r in records if r["sysflag"] == "prepared" and
+                     r["transaction_id"] == half_tx]
+    assert "ROCKETBOX_PG_XID" in json.dumps(half_record)
 
 
 def _schema(url: str) -> dict[str, Any]:
