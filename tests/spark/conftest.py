@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Iterator
 
 import pytest
 
+warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
 pyspark = pytest.importorskip("pyspark")
 
 

@@ -119,7 +119,7 @@ def seeded(spark_session: object, tmp_path_factory: pytest.TempPathFactory) -> S
     return Seeded(expected, url, commitlog, as_of, out, summary, code)
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)  # the first test also starts Spark and seeds
 def test_audit_exit_code_and_counts(seeded: Seeded) -> None:
     assert seeded.code == 1
     assert seeded.summary["counts"] == {k: len(v) for k, v in seeded.expected.items()}
@@ -127,7 +127,7 @@ def test_audit_exit_code_and_counts(seeded: Seeded) -> None:
     assert seeded.summary["segments"] > 2  # 8 KiB segments rolled over
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(240)  # the first test also starts Spark and seeds
 @pytest.mark.parametrize("category", ["lost", "phantom", "duplicate", "stuck_half",
                                       "discarded", "payload_mismatch", "late"])
 def test_audit_finds_exactly_the_seeded(seeded: Seeded, spark_session: Any,
@@ -139,7 +139,7 @@ def test_audit_finds_exactly_the_seeded(seeded: Seeded, spark_session: Any,
         assert r["detail"], r  # every divergent row explains itself
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(240)  # the first test also starts Spark and seeds
 def test_audit_evidence_columns(seeded: Seeded, spark_session: Any) -> None:
     rows = {r["tx_id"]: r for r in spark_session.read.parquet(str(seeded.out)).collect()}
     assert rows["DUP1"]["n_commits"] == 2 and len(rows["DUP1"]["commit_offsets"]) == 2
@@ -150,7 +150,7 @@ def test_audit_evidence_columns(seeded: Seeded, spark_session: Any) -> None:
     assert rows["LOST2"]["rolled_back"] is True and rows["LOST1"]["half_offset"] is None
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(240)  # the first test also starts Spark and seeds
 def test_audit_html_is_offline_with_charts(seeded: Seeded) -> None:
     page = (seeded.out.parent / "r.html").read_text()
     assert page.count("<svg") == 3
@@ -162,7 +162,7 @@ def test_audit_html_is_offline_with_charts(seeded: Seeded) -> None:
     assert charts[0].count("<rect") > 9  # stacked time buckets plus the legend
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)  # the first test also starts Spark and seeds
 def test_audit_window_bounds_the_rows(seeded: Seeded, tmp_path: Path) -> None:
     until = (seeded.as_of - timedelta(hours=2)).isoformat()
     code = audit_main(["--jdbc-url", seeded.db_url, "--commitlog", str(seeded.commitlog),
@@ -172,7 +172,7 @@ def test_audit_window_bounds_the_rows(seeded: Seeded, tmp_path: Path) -> None:
     assert set(json.loads((tmp_path / "s.json").read_text())["counts"].values()) == {0}
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)  # the first test also starts Spark and seeds
 def test_rocketbox_audit_subcommand(seeded: Seeded, tmp_path: Path,
                                     capsys: pytest.CaptureFixture[str]) -> None:
     """``rocketbox audit`` runs the same job; a generous grace makes in-flight rows pending."""
