@@ -21,7 +21,7 @@ def _audit(tmp: Path, name: str) -> tuple[int, dict[str, Any]]:
     return code, json.loads((tmp / f"{name}.json").read_text())
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(180)
 def test_audit_incremental_reads_new_segments_and_rechecks_pending(
         spark_session: Any, tmp_path: Path) -> None:
     engine = sqlite_engine(tmp_path / "s.sqlite")

@@ -49,7 +49,7 @@ def _run(url: str, commitlog: Path, tmp: Path, *extra: str) -> tuple[int, dict[s
     return code, json.loads((tmp / "s.json").read_text())
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 def test_audit_damaged_segments_reported_rest_audited(spark_session: Any,
                                                       tmp_path: Path) -> None:
     rows, commits = _seed_ok(tmp_path, 150)
@@ -86,7 +86,7 @@ def test_audit_damaged_segments_reported_rest_audited(spark_session: Any,
     assert summary["counts"]["ok"] == len(commits) - len(lost)
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 def test_audit_postgres_partitioned_read(spark_session: Any, postgres_server: PostgresServer,
                                          tmp_path: Path) -> None:
     rows, _commits = _seed_ok(tmp_path, 300, segment_size=64 * 1024)
@@ -109,7 +109,7 @@ def test_audit_postgres_partitioned_read(spark_session: Any, postgres_server: Po
     assert summary["counts"]["ok"] == 299
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 @pytest.mark.parametrize("case", ["unreachable", "scheme", "no_table", "no_commitlog",
                                   "bad_option"])
 def test_audit_bad_input_exits_2(spark_session: Any, tmp_path: Path, case: str,

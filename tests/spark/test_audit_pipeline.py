@@ -36,7 +36,7 @@ def _sqlite_outbox(path: Path) -> Engine:
     return engine
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(240)
 def test_audit_clean_pipeline_has_no_divergence(spark_session: Any, tmp_path: Path,
                                                 broker_lite_server: BrokerLiteServer) -> None:
     engine = _sqlite_outbox(tmp_path / "outbox.sqlite")
