@@ -119,3 +119,24 @@ def commit_counts(records: list[dict[str, Any]]) -> collections.Counter[str]:
 def mentioned(records: list[dict[str, Any]]) -> set[str]:
     """Every transaction id any record (half, op, commit) carries."""
     return {r["transaction_id"] for r in records if r.get("transaction_id")}
+
+
+def queued_relay_tasks(queue: Path) -> list[Any]:
+    """The ``tx_ids`` argument of every task waiting in kombu's SQLAlchemy queue file."""
+    import base64
+
+    from sqlalchemy import create_engine, text
+
+    if not queue.exists():
+        return []
+    engine = create_engine(f"sqlite:///{queue}")
+    try:
+        with engine.connect() as conn:
+            payloads = conn.execute(text("SELECT payload FROM kombu_message")).scalars().all()
+    finally:
+        engine.dispose()
+    out = []
+    for payload in payloads:
+        message = json.loads(payload)
+        out.append(json.loads(base64.b64decode(message["body"]))[0][0])
+    return out

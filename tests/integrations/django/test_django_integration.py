@@ -51,6 +51,7 @@ from integrations_support import (  # noqa: E402
     commit_counts,
     http,
     mentioned,
+    queued_relay_tasks,
     relay_all,
 )
 from sqlalchemy import create_engine, inspect, text  # noqa: E402
@@ -268,26 +269,10 @@ def test_on_commit_enqueues_the_relay_task_only_after_a_commit(
     with override_settings(ROCKETBOX={"BROKER": broker.native,
                                       "CELERY_BROKER": f"sqla+sqlite:///{queue}"}):
         assert http(site, "POST", "/orders", {"id": 30, "item": "x", "reject": True})[0] == 422
-        assert not queue.exists() or _queued(queue) == []
+        assert not queue.exists() or queued_relay_tasks(queue) == []
         assert http(site, "POST", "/orders", {"id": 31, "item": "tea"})[0] == 201
         [tx_id] = _rows("default")
-        assert _queued(queue) == [[tx_id]]
-
-
-def _queued(queue: Path) -> list[Any]:
-    engine = create_engine(f"sqlite:///{queue}")
-    try:
-        with engine.connect() as conn:
-            payloads = conn.execute(text("SELECT payload FROM kombu_message")).scalars().all()
-    finally:
-        engine.dispose()
-    import base64
-    out = []
-    for payload in payloads:
-        message = json.loads(payload)
-        body = json.loads(base64.b64decode(message["body"]))
-        out.append(body[0][0])
-    return out
+        assert queued_relay_tasks(queue) == [[tx_id]]
 
 
 @pytest.mark.timeout(30)

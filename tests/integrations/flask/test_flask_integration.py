@@ -13,6 +13,7 @@ from integrations_support import (
     commit_counts,
     http,
     mentioned,
+    queued_relay_tasks,
     relay_all,
     row_ids,
     serve_wsgi,
@@ -28,8 +29,8 @@ TOPIC = "FlaskOrders"
 
 def make_app(database: Any, broker: str, **config: Any) -> Flask:
     app = Flask(__name__)
-    app.config.update(ROCKETBOX_DATABASE=database, ROCKETBOX_BROKER=broker,
-                      ROCKETBOX_CELERY_BROKER="", **config)
+    app.config.update({"ROCKETBOX_DATABASE": database, "ROCKETBOX_BROKER": broker,
+                       "ROCKETBOX_CELERY_BROKER": "", **config})
     rocketbox = Rocketbox(app)
 
     @app.post("/orders")
@@ -217,3 +218,18 @@ def test_cli_migrate_and_status(tmp_path: Any) -> None:
     assert sql.exit_code == 0 and "CREATE TABLE rocketbox_transaction" in sql.output
     no_celery = runner.invoke(args=["rocketbox", "relay"])
     assert no_celery.exit_code != 0 and "needs a Celery broker" in no_celery.output
+
+
+@pytest.mark.timeout(60)
+def test_on_commit_enqueues_the_relay_task_only_after_a_commit(
+        engine: Engine, broker: BrokerLiteServer, tmp_path: Any) -> None:
+    queue = tmp_path / "celery.sqlite"
+    app = make_app(engine, broker.native, ROCKETBOX_CELERY_BROKER=f"sqla+sqlite:///{queue}")
+    with serve_wsgi(app) as address:
+        assert http(address, "POST", "/orders", {"id": 1, "item": "x", "reject": True})[0] \
+            == 422
+        assert http(address, "POST", "/orders", {"id": 2, "item": "x", "explode": True})[0] \
+            == 500
+        assert queued_relay_tasks(queue) == []
+        assert http(address, "POST", "/orders", {"id": 3, "item": "tea"})[0] == 201
+        assert queued_relay_tasks(queue) == [sorted(row_ids(engine))]
