@@ -50,7 +50,10 @@ def _consumer(endpoint: str, group: str, topic: str) -> SimpleConsumer:
 @pytest.mark.timeout(60)
 def test_committed_transaction_is_received_once_and_rolled_back_never(
         grpc_broker: BrokerLiteServer) -> None:
-    checker = Checker(TransactionResolution.ROLLBACK)
+    # On a loaded machine the check below can outlast --tx-timeout, so a check-back
+    # may come before the client's own commit: answering UNKNOWN leaves the decision
+    # to the client, which is what this test is about.
+    checker = Checker(TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED)
     cfg = config(grpc_broker.grpc)
     with running(Producer(cfg, ("Payments",), checker=checker)) as producer, \
             running(_consumer(grpc_broker.grpc, "ledger", "Payments")) as consumer:
@@ -65,9 +68,10 @@ def test_committed_transaction_is_received_once_and_rolled_back_never(
         got = receive(consumer, 1)
         assert [(m.body, m.message_id) for m in got] == [(b"kept", receipt.message_id)]
         assert got[0].keys == {"p-1"}
-        # the rollback is final and nothing is asked back: both were resolved by the client
+        # the rollback is final: the rolled-back half never shows up
         assert consumer.receive(16, 10) == [] and consumer.receive(16, 10) == []
-    assert checker.count() == 0
+    # any check-back came before the client resolved them (answered UNKNOWN)
+    assert {m.body for m in checker.asked} <= {b"kept", b"dropped"}
 
 
 @pytest.mark.timeout(60)
