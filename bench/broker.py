@@ -325,11 +325,12 @@ def redis_version() -> str:
 
 
 def redis_py_parser() -> str:
+    """Which reply parser redis-py uses: its own, in Python, unless hiredis is installed."""
     try:
         import hiredis  # type: ignore[import-not-found]  # noqa: F401
     except ImportError:
-        return "pure Python (no hiredis)"
-    return "hiredis"
+        return "pure-Python parser, no hiredis"
+    return "hiredis parser"
 
 
 # -- the load generator ----------------------------------------------------------------
@@ -1125,7 +1126,7 @@ def markdown_section(result: dict[str, Any]) -> str:
         f"{(load.get('start') or ['?'])[0]} at start, {(load.get('end') or ['?'])[0]} at end "
         "(1 min, the benchmark included).",
         f"Redis {params['redis_version']}, redis-py {params['redis_py_version']} "
-        f"({params['redis_py_parser']} parser). Bodies of {params['body_size']} B. CPU columns "
+        f"({params['redis_py_parser']}). Bodies of {params['body_size']} B. CPU columns "
         "are CPU microseconds per message (per transaction for `tx-*`), all threads of the "
         "process, medians.",
         "",
