@@ -2,10 +2,11 @@
 
 - :mod:`~broker_lite.server.native`: the native, pipelined binary protocol
   (:mod:`broker_lite.protocol`) served by asyncio; one
-  :class:`~broker_lite.server.connection.Connection` per client, one task per
-  request, long polling (:mod:`~broker_lite.server.longpoll`), sync-flush
-  acknowledgements, and check-back requests to producers
-  (:mod:`~broker_lite.server.checkback`).
+  :class:`~broker_lite.server.connection.Connection` per client, frequent
+  requests served inline in its reader loop and a task only for what waits,
+  long polling (:mod:`~broker_lite.server.longpoll`), sync-flush
+  acknowledgements (:mod:`~broker_lite.server.flushgate`), and check-back
+  requests to producers (:mod:`~broker_lite.server.checkback`).
 - the gRPC door: a ``grpc.aio`` server serving the Apache RocketMQ v5
   ``MessagingService`` (:mod:`broker_lite.grpc_door`), so the official
   client works unchanged.
