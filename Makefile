@@ -53,8 +53,8 @@ test: venv system-deps lint
 
 ## lint: ruff over code and tests, mypy --strict over the packages
 lint: venv
-	$(VENV)/bin/ruff check broker_lite outbox tests
-	$(VENV)/bin/mypy --strict broker_lite outbox
+	$(VENV)/bin/ruff check broker_lite outbox integrations spark migrations examples bench tests
+	$(VENV)/bin/mypy --strict broker_lite outbox spark
 
 ## demo: the end-to-end demo on embedded defaults
 demo: venv
