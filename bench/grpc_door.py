@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python bench/grpc.py [--count N] [--repeat K] [--concurrency C]
+    .venv/bin/python bench/grpc_door.py [--count N] [--repeat K] [--concurrency C]
                                    [--quick] [--cases send,tx,consume,official]
                                    [--at-commit REV] [--render]
 
@@ -76,8 +76,8 @@ from _common import (
 SRC_ENV = "ROCKETBOX_BENCH_SRC"
 COMMIT_ENV = "ROCKETBOX_BENCH_COMMIT"
 
-# This file is named like the grpc package: take its directory off the import path
-# before importing grpc (``_common`` is already imported), and put the code measured on it.
+# Put the code measured first on the import path (the working tree, or the
+# commit extracted by --at-commit).
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH_DIR]
 sys.path.insert(0, os.environ.get(SRC_ENV) or str(REPO_ROOT))
 
