@@ -124,6 +124,7 @@ class TransactionService:
         self._lock = threading.RLock()
         self._entries: dict[str, HalfEntry] = {}
         self._pending: dict[str, HalfEntry] = {}
+        self._commits = 0  # commits written by this process; only the fault hook reads it
         self._rebuild()
 
     # -- state ---------------------------------------------------------------
@@ -261,6 +262,7 @@ class TransactionService:
             end_offset = 0
             if wanted == _COMMITTED:
                 end_offset = self._write_commit(entry)
+                end_offset = max(end_offset, self._fault_double_commit(entry))
             end_offset = max(end_offset, self._resolve(entry, wanted))
         if wanted == _COMMITTED:
             self._notify(entry.real_topic, entry.real_queue_id)
@@ -291,6 +293,25 @@ class TransactionService:
         entry.commit_offset = put.physical_offset
         entry.commit_queue_offset = put.queue_offset
         return put.end_offset
+
+    def _fault_double_commit(self, entry: HalfEntry) -> int:
+        """Test hook (``fault_double_commit_every``): a second commit record every N-th commit.
+
+        Off (0) in every production path. It models a broker that committed one
+        transaction twice, which the consistency audit must report as ``duplicate``.
+        Returns the second record's end offset, or 0 when nothing was written.
+        """
+        every = self._config.fault_double_commit_every
+        if every <= 0:
+            return 0
+        self._commits += 1
+        if self._commits % every:
+            return 0
+        first = (entry.commit_offset, entry.commit_queue_offset)
+        end_offset = self._write_commit(entry)
+        entry.commit_offset, entry.commit_queue_offset = first  # clients see the first
+        log.warning("fault hook: commit of %s written twice", entry.transaction_id)
+        return end_offset
 
     @staticmethod
     def _ended(entry: HalfEntry, *, already: bool) -> m.EndTransactionResponse:
