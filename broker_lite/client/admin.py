@@ -6,10 +6,9 @@ from types import TracebackType
 from typing import Self
 
 from broker_lite.client.config import ClientConfig, build_config
-from broker_lite.client.errors import ClientClosedError
-from broker_lite.client.loop_thread import LoopThread
 from broker_lite.client.message import ReceivedMessage
 from broker_lite.client.session import Session
+from broker_lite.client.sync_client import SyncClient
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
 
@@ -64,48 +63,21 @@ class AsyncAdmin:
         return [ReceivedMessage.from_wire(d) for d in response.messages]
 
 
-class Admin:
+class Admin(SyncClient):
     """The sync admin client."""
+
+    _kind = "admin client"
+    _async: AsyncAdmin
 
     def __init__(self, server: str | None = None, *, access_key: str | None = None,
                  secret_key: str | None = None, timeout: float | None = None,
                  config: ClientConfig | None = None) -> None:
         self._async = AsyncAdmin(server, access_key=access_key, secret_key=secret_key,
                                  timeout=timeout, config=config)
-        self._loop: LoopThread | None = None
+        self._loop = None
 
-    def start(self) -> None:
-        if self._loop is not None:
-            return
-        self._loop = LoopThread("broker-lite-admin")
-        try:
-            self._loop.run(self._async.start())
-        except BaseException:
-            self._loop.stop()
-            self._loop = None
-            raise
-
-    def shutdown(self) -> None:
-        loop, self._loop = self._loop, None
-        if loop is None:
-            return
-        try:
-            loop.run(self._async.shutdown(), timeout=self._async.config.request_timeout + 5)
-        finally:
-            loop.stop()
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.shutdown()
-
-    def _running(self) -> LoopThread:
-        if self._loop is None:
-            raise ClientClosedError("the admin client is not started (call start())")
-        return self._loop
+    def _loop_name(self) -> str:
+        return "broker-lite-admin"
 
     def create_topic(self, topic: str, queues: int = 4, perm: int = 6) -> TopicInfo:
         return self._running().run(self._async.create_topic(topic, queues, perm))

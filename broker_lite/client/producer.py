@@ -27,10 +27,10 @@ from types import TracebackType
 from typing import Self
 
 from broker_lite.client.config import ClientConfig, build_config, check_group
-from broker_lite.client.errors import BatchSendError, ClientClosedError
-from broker_lite.client.loop_thread import LoopThread
+from broker_lite.client.errors import BatchSendError
 from broker_lite.client.message import Message, SendResult
 from broker_lite.client.session import Session
+from broker_lite.client.sync_client import SyncClient
 from broker_lite.errors import BrokerError, ResponseCode, error_for_code
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
@@ -124,7 +124,7 @@ class AsyncProducer:
         return results
 
 
-class Producer:
+class Producer(SyncClient):
     """The sync producer: an :class:`AsyncProducer` on a background event loop.
 
     ``with Producer("group", "127.0.0.1:10911") as producer: producer.send(msg)``.
@@ -146,9 +146,15 @@ class Producer:
                                    secret_key=secret_key, timeout=timeout,
                                    client_id=client_id, config=config))
 
+    _kind = "producer"
+    _async: AsyncProducer
+
     def _attach(self, producer: AsyncProducer) -> None:
         self._async = producer
-        self._loop: LoopThread | None = None
+        self._loop = None
+
+    def _loop_name(self) -> str:
+        return f"broker-lite-producer-{self.group}"
 
     @property
     def group(self) -> str:
@@ -161,40 +167,6 @@ class Producer:
     @property
     def config(self) -> ClientConfig:
         return self._async.config
-
-    def start(self) -> None:
-        """Connect and register; raises BrokerUnavailableError if the broker is unreachable."""
-        if self._loop is not None:
-            return
-        self._loop = LoopThread(f"broker-lite-producer-{self.group}")
-        try:
-            self._loop.run(self._async.start())
-        except BaseException:
-            self._loop.stop()
-            self._loop = None
-            raise
-
-    def shutdown(self) -> None:
-        loop, self._loop = self._loop, None
-        if loop is None:
-            return
-        try:
-            loop.run(self._async.shutdown(), timeout=self.config.request_timeout + 5)
-        finally:
-            loop.stop()
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.shutdown()
-
-    def _running(self) -> LoopThread:
-        if self._loop is None:
-            raise ClientClosedError("the producer is not started (call start())")
-        return self._loop
 
     def send(self, message: Message, *, timeout: float | None = None) -> SendResult:
         return self._running().run(self._async.send(message, timeout=timeout))

@@ -25,10 +25,9 @@ from types import TracebackType
 from typing import Self
 
 from broker_lite.client.config import ClientConfig, build_config, check_group
-from broker_lite.client.errors import ClientClosedError
-from broker_lite.client.loop_thread import LoopThread
 from broker_lite.client.message import ReceivedMessage
 from broker_lite.client.session import Session
+from broker_lite.client.sync_client import SyncClient
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
 
@@ -161,7 +160,7 @@ class AsyncPullConsumer:
                                           m.TopicRouteRequest(topic=topic), m.TopicInfo)
 
 
-class PullConsumer:
+class PullConsumer(SyncClient):
     """The sync pull consumer: an :class:`AsyncPullConsumer` on a background loop."""
 
     def __init__(
@@ -179,7 +178,13 @@ class PullConsumer:
         self._async = AsyncPullConsumer(
             group, server, access_key=access_key, secret_key=secret_key, timeout=timeout,
             client_id=client_id, config=config, max_reconsume_times=max_reconsume_times)
-        self._loop: LoopThread | None = None
+        self._loop = None
+
+    _kind = "consumer"
+    _async: AsyncPullConsumer
+
+    def _loop_name(self) -> str:
+        return f"broker-lite-pull-{self.group}"
 
     @property
     def group(self) -> str:
@@ -188,39 +193,6 @@ class PullConsumer:
     @property
     def client_id(self) -> str:
         return self._async.client_id
-
-    def start(self) -> None:
-        if self._loop is not None:
-            return
-        self._loop = LoopThread(f"broker-lite-pull-{self.group}")
-        try:
-            self._loop.run(self._async.start())
-        except BaseException:
-            self._loop.stop()
-            self._loop = None
-            raise
-
-    def shutdown(self) -> None:
-        loop, self._loop = self._loop, None
-        if loop is None:
-            return
-        try:
-            loop.run(self._async.shutdown(), timeout=self._async.config.request_timeout + 5)
-        finally:
-            loop.stop()
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.shutdown()
-
-    def _running(self) -> LoopThread:
-        if self._loop is None:
-            raise ClientClosedError("the consumer is not started (call start())")
-        return self._loop
 
     def subscribe(self, topic: str, tag_expr: str = "*", *, broadcasting: bool = False) -> None:
         self._running().run(self._async.subscribe(topic, tag_expr, broadcasting=broadcasting))

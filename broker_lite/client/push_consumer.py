@@ -45,6 +45,7 @@ from broker_lite.client.loop_thread import LoopThread
 from broker_lite.client.message import RETRY_PREFIX, ReceivedMessage, retry_topic
 from broker_lite.client.pull_consumer import AsyncPullConsumer
 from broker_lite.client.queue_worker import QueueWorker, WorkerOptions
+from broker_lite.client.sync_client import SyncClient
 from broker_lite.errors import BrokerError
 from broker_lite.protocol import messages as m
 
@@ -279,7 +280,7 @@ def _with_tags(options: WorkerOptions, tag_expr: str) -> WorkerOptions:
     return dataclasses.replace(options, tag_expr=tag_expr)
 
 
-class PushConsumer:
+class PushConsumer(SyncClient):
     """The sync push consumer: an :class:`AsyncPushConsumer` on a background event loop.
 
     ``listener`` runs on ``consume_threads`` worker threads; the keywords are
@@ -341,40 +342,24 @@ class PushConsumer:
     def register_listener(self, listener: MessageListener) -> None:
         self.consumer.register_listener(listener)
 
-    def start(self) -> None:
-        if self._loop is not None:
-            return
-        loop = LoopThread(f"broker-lite-push-{self.group}")
-        try:
-            loop.run(self.consumer.start())
-        except BaseException:
-            with contextlib.suppress(BrokerError):
-                loop.run(self.consumer.shutdown(), timeout=10)
-            loop.stop()
-            raise
-        self._loop = loop
+    _kind = "consumer"
+    _async: AsyncPushConsumer
 
-    def shutdown(self) -> None:
-        loop, self._loop = self._loop, None
-        if loop is None:
-            return
-        try:
-            loop.run(self.consumer.shutdown(), timeout=self.consumer.shutdown_timeout * 2 + 10)
-        finally:
-            loop.stop()
+    def _loop_name(self) -> str:
+        return f"broker-lite-push-{self.group}"
+
+    def _shutdown_timeout(self) -> float:
+        return self.consumer.shutdown_timeout * 2 + 10
+
+    def _after_failed_start(self, loop: LoopThread) -> None:
+        with contextlib.suppress(BrokerError):
+            loop.run(self.consumer.shutdown(), timeout=10)
 
     def assigned_queues(self) -> dict[str, list[int]]:
         if self._loop is None:
             return {}
         return self._loop.run(_snapshot(self.consumer))
 
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.shutdown()
 
 
 async def _snapshot(consumer: AsyncPushConsumer) -> dict[str, list[int]]:
