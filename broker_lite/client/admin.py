@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import Self
-
 from broker_lite.client.config import ClientConfig, build_config
 from broker_lite.client.message import ReceivedMessage
-from broker_lite.client.session import Session
+from broker_lite.client.session import Session, SessionClient
 from broker_lite.client.sync_client import SyncClient
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
@@ -18,27 +15,13 @@ __all__ = ["Admin", "AsyncAdmin", "TopicInfo"]
 TopicInfo = m.TopicInfo
 
 
-class AsyncAdmin:
+class AsyncAdmin(SessionClient):
     def __init__(self, server: str | None = None, *, access_key: str | None = None,
                  secret_key: str | None = None, timeout: float | None = None,
                  config: ClientConfig | None = None) -> None:
         self.config = build_config(server, access_key=access_key, secret_key=secret_key,
                                    timeout=timeout, config=config)
         self.session = Session(self.config)
-
-    async def start(self) -> None:
-        await self.session.start()
-
-    async def shutdown(self) -> None:
-        await self.session.close()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.shutdown()
 
     async def create_topic(self, topic: str, queues: int = 4, perm: int = 6) -> TopicInfo:
         """Create ``topic`` (or grow its queues / change its permission)."""

@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Iterable
-from types import TracebackType
-from typing import Self
 
 from broker_lite.client.config import ClientConfig, build_config, check_group
 from broker_lite.client.errors import BatchSendError
 from broker_lite.client.message import Message, SendResult
-from broker_lite.client.session import Session
+from broker_lite.client.session import Session, SessionClient
 from broker_lite.client.sync_client import SyncClient
 from broker_lite.errors import BrokerError, ResponseCode, error_for_code
 from broker_lite.protocol import RequestCode
@@ -38,7 +36,7 @@ from broker_lite.protocol import messages as m
 __all__ = ["AsyncProducer", "Producer"]
 
 
-class AsyncProducer:
+class AsyncProducer(SessionClient):
     """Sends messages for producer group ``group``; all methods are coroutines.
 
     Use as ``async with AsyncProducer(...) as producer:`` or call
@@ -63,24 +61,6 @@ class AsyncProducer:
         self.session = Session(self.config)
         self.session.add_producer_group(self.group)
 
-    @property
-    def client_id(self) -> str:
-        return self.session.client_id
-
-    async def start(self) -> None:
-        """Connect and register; raises BrokerUnavailableError if the broker is unreachable."""
-        await self.session.start()
-
-    async def shutdown(self) -> None:
-        await self.session.close()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.shutdown()
 
     async def send(self, message: Message, *, timeout: float | None = None) -> SendResult:
         return await self.send_wire(message.to_wire(), timeout=timeout)

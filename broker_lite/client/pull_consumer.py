@@ -21,12 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Self
 
 from broker_lite.client.config import ClientConfig, build_config, check_group
 from broker_lite.client.message import ReceivedMessage
-from broker_lite.client.session import Session
+from broker_lite.client.session import Session, SessionClient
 from broker_lite.client.sync_client import SyncClient
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
@@ -56,7 +54,7 @@ class PullResult:
                    max_offset=response.max_offset)
 
 
-class AsyncPullConsumer:
+class AsyncPullConsumer(SessionClient):
     """Consumer group ``group``'s requests, on asyncio."""
 
     def __init__(
@@ -77,23 +75,6 @@ class AsyncPullConsumer:
         self.max_reconsume_times = max_reconsume_times
         self.session = Session(self.config)
 
-    @property
-    def client_id(self) -> str:
-        return self.session.client_id
-
-    async def start(self) -> None:
-        await self.session.start()
-
-    async def shutdown(self) -> None:
-        await self.session.close()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.shutdown()
 
     async def subscribe(self, topic: str, tag_expr: str = "*", *,
                         broadcasting: bool = False) -> None:

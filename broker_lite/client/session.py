@@ -18,7 +18,8 @@ import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from types import TracebackType
+from typing import Any, Self, TypeVar
 
 from broker_lite.client.auth import hello_request
 from broker_lite.client.config import ClientConfig, make_client_id
@@ -28,7 +29,7 @@ from broker_lite.errors import BrokerError, ProtocolError, ResponseCode
 from broker_lite.protocol import PROTOCOL_VERSION, RequestCode
 from broker_lite.protocol import messages as m
 
-__all__ = ["ServerRequestHandler", "Session"]
+__all__ = ["ServerRequestHandler", "Session", "SessionClient"]
 
 log = logging.getLogger("broker_lite.client.session")
 
@@ -263,3 +264,28 @@ class Session:
             raise ProtocolError(f"client {self.client_id} does not serve request code {code}",
                                 code=ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
         return await handler(body)
+
+
+class SessionClient:
+    """Base of the asyncio clients: one :class:`Session`, started and closed with them."""
+
+    session: Session
+
+    @property
+    def client_id(self) -> str:
+        return self.session.client_id
+
+    async def start(self) -> None:
+        """Connect and register; raises BrokerUnavailableError if the broker is unreachable."""
+        await self.session.start()
+
+    async def shutdown(self) -> None:
+        await self.session.close()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.shutdown()

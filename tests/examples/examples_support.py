@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import http.client as httplib
-import json
 import os
 import re
 import signal
@@ -13,9 +11,9 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from support import wait_until
+from support.http import http as http  # re-exported for the tests
 
 REPO = Path(__file__).resolve().parents[2]
 FLASK = Path(sys.executable).with_name("flask")
@@ -81,19 +79,3 @@ def run(argv: Sequence[str], env: Mapping[str, str], tmp: Path) -> str:
     return done.stdout
 
 
-def http(address: str, method: str, path: str, payload: Any = None) -> tuple[int, Any]:
-    """One request; returns the status and the JSON (or text) body."""
-    host, port = address.rsplit(":", 1)
-    conn = httplib.HTTPConnection(host, int(port), timeout=30)
-    try:
-        body = None if payload is None else json.dumps(payload).encode()
-        headers = {"Content-Type": "application/json"} if body is not None else {}
-        conn.request(method, path, body=body, headers=headers)
-        response = conn.getresponse()
-        raw = response.read().decode("utf-8", "replace")
-    finally:
-        conn.close()
-    try:
-        return response.status, json.loads(raw)
-    except ValueError:
-        return response.status, raw

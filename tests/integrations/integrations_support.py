@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import http.client as httplib
 import json
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, select
+from support.http import http as http  # re-exported for the tests
 from werkzeug.serving import make_server
 
 from broker_lite.client import ConsumeResult, PushConsumer, ReceivedMessage
@@ -44,24 +44,6 @@ def serve_wsgi(app: Any) -> Iterator[str]:
         server.shutdown()
         thread.join(10)
         server.server_close()
-
-
-def http(address: str, method: str, path: str, payload: Any = None) -> tuple[int, Any]:
-    """One request; returns the status and the JSON (or text) body."""
-    host, port = address.rsplit(":", 1)
-    conn = httplib.HTTPConnection(host, int(port), timeout=30)
-    try:
-        body = None if payload is None else json.dumps(payload).encode()
-        headers = {"Content-Type": "application/json"} if body is not None else {}
-        conn.request(method, path, body=body, headers=headers)
-        response = conn.getresponse()
-        raw = response.read().decode("utf-8", "replace")
-    finally:
-        conn.close()
-    try:
-        return response.status, json.loads(raw)
-    except ValueError:
-        return response.status, raw
 
 
 def relay_all(outbox: Outbox) -> int:

@@ -164,7 +164,6 @@ def test_async_transaction_producer_with_coroutine_listener(broker: BrokerLiteSe
     class AsyncListener:
         async def execute_local_transaction(self, msg: Message,
                                             arg: Any) -> LocalTransactionState:
-            await asyncio.sleep(0)
             return arg  # type: ignore[no-any-return]
 
         async def check_local_transaction(self, msg: ReceivedMessage) -> LocalTransactionState:

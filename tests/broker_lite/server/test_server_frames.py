@@ -76,8 +76,9 @@ async def test_frame_split_across_feeds_waits_for_the_rest() -> None:
     data = encode_frame(FrameKind.REQUEST, RequestCode.SEND_MESSAGE, 9, b"b" * 100)
     reader = _reader(data[:20], eof=False)
     pending = asyncio.ensure_future(read_frame(reader, LIMIT))
-    await asyncio.sleep(0)  # let the read start; it must wait for more bytes
-    assert not pending.done()
+    # the read must still be waiting for the other 80 bytes after a generous deadline
+    done, _ = await asyncio.wait({pending}, timeout=0.2)
+    assert not done
     reader.feed_data(data[20:])
     frame = await asyncio.wait_for(pending, 5)
     assert frame.body == b"b" * 100 and frame.request_id == 9
