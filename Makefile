@@ -24,7 +24,7 @@ venv: $(VENV_STAMP)
 $(VENV_STAMP): pyproject.toml
 	@test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV_PY) -m pip install --quiet --upgrade pip
-	$(VENV_PY) -m pip install --quiet -e '.[all,dev]'
+	$(VENV_PY) -m pip install --quiet -e '.[all,dev,bench]'
 	@touch $@
 
 ## system-deps: redis-server and the JDBC jars from apt (as root); warn otherwise
