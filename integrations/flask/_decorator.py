@@ -74,18 +74,26 @@ def transactional_message(
 
 
 def _connection_of(session: Session) -> Callable[[], Connection]:
-    checked: list[bool] = []
+    """The session's connection, checked once, and looked up again only for a new transaction.
+
+    ``Session.connection()`` is not free, and every ``publish()`` asks; the
+    answer can only change when the session's (root) transaction does, for
+    example after the view committed by itself.
+    """
+    known: list[tuple[object, Connection]] = []
 
     def connection() -> Connection:
-        if not session.in_transaction():
+        root = session.get_transaction()
+        if root is None:
             raise NoTransactionError("the view's session has no open transaction")
+        if known and known[0][0] is root:
+            return known[0][1]
         conn = session.connection()
-        if not checked:
-            if is_autocommit(conn):
-                raise ConfigurationError(
-                    "the database connection is in AUTOCOMMIT mode: rocketbox needs a "
-                    "transactional database, so that messages commit with the view's rows")
-            checked.append(True)
+        if not known and is_autocommit(conn):
+            raise ConfigurationError(
+                "the database connection is in AUTOCOMMIT mode: rocketbox needs a "
+                "transactional database, so that messages commit with the view's rows")
+        known[:] = [(root, conn)]
         return conn
 
     return connection

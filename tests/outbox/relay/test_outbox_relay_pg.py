@@ -50,7 +50,8 @@ def test_commit_gives_one_message_per_unit_rollback_and_savepoint_give_none(
         with session.begin_nested() as savepoint:
             dropped = publish(session, "Orders", {"n": "dropped"}, outbox=outbox)
             savepoint.rollback()
-        second = publish(session, "Orders", {"n": 2}, outbox=outbox, keys=["k1", "k2"])
+        second = publish(session, "Orders", {"n": 2}, outbox=outbox, keys=["k1", "k2"],
+                         headers={"trace": "t-1", "n": 7})
     with Session(pg_engine) as session, session.begin() as tx:
         rolled_back = publish(session, "Orders", {"n": "never"}, outbox=outbox)
         tx.rollback()
@@ -67,10 +68,15 @@ def test_commit_gives_one_message_per_unit_rollback_and_savepoint_give_none(
         by_key = {m.dedupe_key: m for m in billing.messages}
         assert by_key[first].body == b'{"n":1}' and by_key[first].tags == "created"
         assert by_key[second].keys == ("k1", "k2")
+        assert by_key[second].properties["trace"] == "t-1"
+        assert by_key[second].properties["n"] == "7"
     records = broker_records(broker.data_dir)
     assert commit_counts(records) == {first: 1, second: 1}
     assert records_of(records, dropped) == [] and records_of(records, rolled_back) == []
     assert relayed_ids(pg_engine) == {first, second}
+    with pg_engine.connect() as conn:  # JSON, not a JSON-encoded string
+        assert conn.execute(select(t.c.headers).where(t.c.tx_id == second)).scalar_one() \
+            == {"trace": "t-1", "n": 7}
 
 
 def _publish_one(outbox: Outbox, body: object, group: str | None) -> str:
