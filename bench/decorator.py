@@ -8,10 +8,15 @@ Usage::
 One Flask app, served by werkzeug's threaded WSGI server (a thread of this
 process, TCP_NODELAY, HTTP/1.1 keep-alive) on a free loopback port, in front
 of a private PostgreSQL cluster (``tests/support/servers.start_postgres``).
-Two routes do the same business write, one ``INSERT`` into ``orders`` in one
-transaction, and answer the same JSON:
+Three routes do the same business write, one ``INSERT`` into ``orders`` in
+one transaction, and answer the same JSON:
 
 * ``POST /bare``: a plain SQLAlchemy session, ``execute`` + ``commit``.
+* ``POST /row``: the same, plus the outbox row written by hand in the same
+  transaction: one plain-SQL ``INSERT`` into ``rocketbox_transaction`` with
+  the columns ``publish()`` sets (``exec_driver_sql``, no decorator, no
+  ``publish()``). It is the floor for any outbox that keeps the message as a
+  row: one more statement in the transaction.
 * ``POST /decorated``: the same view under
   ``@transactional_message(topic=..., body=...)`` (outbox mode): the order
   row and one outbox row commit together. No Celery
@@ -21,10 +26,12 @@ transaction, and answer the same JSON:
 A client process (``http.client``, one keep-alive connection per client
 thread, sequential requests per thread) drives both routes the same way.
 Each repetition splits the N requests per route into batches and alternates
-bare and decorated batches (ABBA order), so drift hits both alike. Per
-repetition it takes p50 and p99 latency of each route; the report gives
-the medians over repetitions and the median of the paired ratios
-decorated / bare (1.00 = free; the goal is p50 <= 1.10x).
+the routes' batches (forward, then reversed order), so drift hits all alike.
+Per repetition it takes p50 and p99 latency of each route; the report gives
+the medians over repetitions and the medians of the paired ratios
+decorated / bare (1.00 = free; the goal is p50 <= 1.10x), row / bare (what
+the extra statement costs) and decorated / row (what the decorator and
+``publish()`` cost on top of writing the row by hand).
 
 Full runs write ``bench/results/decorator.json`` and the section of
 ``bench/README.md`` between the ``decorator`` markers; ``--quick`` only
@@ -72,10 +79,15 @@ from _common import (  # noqa: E402
     write_json,
 )
 
-ROUTES = ("bare", "decorated")
+ROUTES = ("bare", "row", "decorated")
 TARGET_P50 = 1.10
 PAYLOAD = json.dumps({"item": "tea", "qty": 2}).encode()
 HEADERS = {"Content-Type": "application/json", "Connection": "keep-alive"}
+#: the ``/row`` route's hand-written outbox row (the columns ``publish()`` sets)
+ROW_SQL = ("INSERT INTO rocketbox_transaction (tx_id, seq, producer_group, topic, tag, keys, "
+           "body, state, created_at, next_attempt_at, pg_xid) VALUES (%(tx_id)s, "
+           "nextval('rocketbox_transaction_seq'), %(group)s, %(topic)s, %(tag)s, %(keys)s, "
+           "%(body)s, 'COMMIT', %(now)s, %(now)s, pg_current_xact_id()::text::bigint)")
 
 
 # -- the client process -----------------------------------------------------------
@@ -152,6 +164,21 @@ def make_app(engine: Any) -> Any:
         with sessions() as session:
             order_id = session.execute(insert(orders).values(**values)
                                        .returning(orders.c.id)).scalar_one()
+            session.commit()
+        return {"id": order_id, "ref": values["ref"]}, 201
+
+    @app.post("/row")
+    def row() -> tuple[dict[str, Any], int]:
+        values = order_values()
+        with sessions() as session:
+            order_id = session.execute(insert(orders).values(**values)
+                                       .returning(orders.c.id)).scalar_one()
+            now = datetime.now(UTC)
+            body = json.dumps({"id": order_id, "ref": values["ref"]},
+                              separators=(",", ":")).encode()
+            session.connection().exec_driver_sql(ROW_SQL, {
+                "tx_id": uuid.uuid4().hex.upper(), "group": "rocketbox", "topic": "Orders",
+                "tag": "OrderCreated", "keys": values["ref"], "body": body, "now": now})
             session.commit()
         return {"id": order_id, "ref": values["ref"]}, 201
 
@@ -280,19 +307,21 @@ def run_case(pipe: Pipe, args: argparse.Namespace, concurrency: int) -> dict[str
         row["ratio_p50"] = row["decorated"]["p50_us"] / row["bare"]["p50_us"]
         row["ratio_p99"] = row["decorated"]["p99_us"] / row["bare"]["p99_us"]
         row["ratio_rps"] = row["bare"]["rps"] / row["decorated"]["rps"]
+        row["row_ratio_p50"] = row["row"]["p50_us"] / row["bare"]["p50_us"]
+        row["own_ratio_p50"] = row["decorated"]["p50_us"] / row["row"]["p50_us"]
         reps.append(row)
         print(f"  c={concurrency} rep {rep + 1}/{args.repeat}: "
-              f"bare p50 {row['bare']['p50_us']:.0f} us p99 {row['bare']['p99_us']:.0f} us "
-              f"{row['bare']['rps']:.0f} req/s | decorated p50 "
-              f"{row['decorated']['p50_us']:.0f} us p99 {row['decorated']['p99_us']:.0f} us "
-              f"{row['decorated']['rps']:.0f} req/s | p50 x{row['ratio_p50']:.3f} "
-              f"p99 x{row['ratio_p99']:.3f}", flush=True)
+              + " | ".join(f"{r} p50 {row[r]['p50_us']:.0f} us p99 {row[r]['p99_us']:.0f} us "
+                           f"{row[r]['rps']:.0f} req/s" for r in ROUTES)
+              + f" | decorated/bare p50 x{row['ratio_p50']:.3f} p99 x{row['ratio_p99']:.3f}"
+              f" | row/bare x{row['row_ratio_p50']:.3f} | decorated/row "
+              f"x{row['own_ratio_p50']:.3f}", flush=True)
     summary: dict[str, Any] = {"concurrency": concurrency, "requests_per_route": per_batch
                                * args.batches, "repetitions": reps}
     for route in ROUTES:
         summary[route] = {k: median([r[route][k] for r in reps])
                           for k in ("p50_us", "p99_us", "mean_us", "rps")}
-    for k in ("ratio_p50", "ratio_p99", "ratio_rps"):
+    for k in ("ratio_p50", "ratio_p99", "ratio_rps", "row_ratio_p50", "own_ratio_p50"):
         vals = [r[k] for r in reps]
         summary[k] = median(vals)
         summary[k + "_range"] = [min(vals), max(vals)]
@@ -362,19 +391,21 @@ def markdown_section(result: dict[str, Any]) -> str:
         f"alternating batches, {p['repeat']} repetitions; medians over repetitions, "
         "ratios are medians of the per-repetition ratios (range in brackets).",
         "",
-        "| clients | bare p50 | decorated p50 | **p50 ratio** | bare p99 | decorated p99 "
-        "| p99 ratio | bare req/s | decorated req/s | goal p50 <= 1.10x |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| clients | bare p50 | row p50 | decorated p50 | **decorated / bare p50** "
+        "| row / bare p50 | decorated / row p50 | bare p99 | decorated p99 | p99 ratio "
+        "| bare req/s | decorated req/s | goal p50 <= 1.10x |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for case in result["cases"].values():
-        b, d = case["bare"], case["decorated"]
+        b, r, d = case["bare"], case["row"], case["decorated"]
         lo, hi = case["ratio_p50_range"]
         lo9, hi9 = case["ratio_p99_range"]
         lines.append(
-            f"| {case['concurrency']} | {b['p50_us']:.0f} µs | {d['p50_us']:.0f} µs | "
-            f"**{case['ratio_p50']:.2f}x** ({lo:.2f}-{hi:.2f}) | {b['p99_us']:.0f} µs | "
-            f"{d['p99_us']:.0f} µs | {case['ratio_p99']:.2f}x ({lo9:.2f}-{hi9:.2f}) | "
-            f"{b['rps']:.0f} | {d['rps']:.0f} | "
+            f"| {case['concurrency']} | {b['p50_us']:.0f} µs | {r['p50_us']:.0f} µs | "
+            f"{d['p50_us']:.0f} µs | **{case['ratio_p50']:.2f}x** ({lo:.2f}-{hi:.2f}) | "
+            f"{case['row_ratio_p50']:.2f}x | {case['own_ratio_p50']:.2f}x | "
+            f"{b['p99_us']:.0f} µs | {d['p99_us']:.0f} µs | {case['ratio_p99']:.2f}x "
+            f"({lo9:.2f}-{hi9:.2f}) | {b['rps']:.0f} | {d['rps']:.0f} | "
             f"{'met' if case['meets_p50_goal'] else 'missed'} |")
     lines += ["", ANALYSIS.strip()]
     return "\n".join(lines)
@@ -427,7 +458,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     result["load_end"] = load_average()
     result["finished"] = utc_now()
     for name, case in result["cases"].items():
-        print(f"{name}: p50 ratio {case['ratio_p50']:.3f}x {case['ratio_p50_range']}, "
+        print(f"{name}: p50 ratio {case['ratio_p50']:.3f}x {case['ratio_p50_range']} "
+              f"(row/bare {case['row_ratio_p50']:.3f}x, decorated/row "
+              f"{case['own_ratio_p50']:.3f}x), "
               f"p99 ratio {case['ratio_p99']:.3f}x, bare {case['bare']['rps']:.0f} req/s, "
               f"decorated {case['decorated']['rps']:.0f} req/s, "
               f"goal {'met' if case['meets_p50_goal'] else 'missed'}")
