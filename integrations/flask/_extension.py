@@ -99,6 +99,8 @@ class FlaskState:
         return str(self.config("MODE"))
 
     def _build(self) -> None:
+        if self._built:  # set last, under the lock: once True, every field is in place
+            return
         with self._lock:
             if self._built:
                 return
