@@ -584,7 +584,7 @@ async def latency_once(env: Env, side: str, rate: float, seconds: float, peer_cf
             await asyncio.sleep(0.5)  # the outbox broker's start (pool, LISTEN) is not timed
         produced = await run_producer(env, side, "paced", count, topic=name, rate=rate)
         produced_at = time.monotonic()
-        complete = await seen.wait_for(count, 30.0)
+        complete = await seen.wait_for(count, 120.0)
         drained_after = (max(seen.times.values()) - produced_at) if seen.times else float("nan")
     stamps = produced["stamps"]
     lat = [seen.times[i] - t for i, t in stamps if i in seen.times]
@@ -858,7 +858,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="length of a latency run (default 20)")
     parser.add_argument("--lat-repeat", type=int, default=3,
                         help="latency repetitions per side (default 3)")
-    parser.add_argument("--peer-configs", default="1/10/1,4/50/1,8/100/1,8/100/50,16/200/50",
+    parser.add_argument("--peer-configs", default="1/10/1,4/50/1,8/100/50,16/200/50",
                         help="faststream-outbox settings to try, comma-separated "
                              "max_workers/fetch_batch_size/terminal_flush_batch_size; the "
                              "best on throughput is used")
