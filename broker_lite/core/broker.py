@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -327,6 +327,17 @@ class Broker:
         self._message_at(request.topic, request.queue_id, request.queue_offset, request.msg_id)
         low = self.store.queue_offsets(request.topic, request.queue_id)[0]
         self.offsets.ack(request.group, request.topic, request.queue_id, request.queue_offset, low)
+
+    def mark_filtered(self, group: str, topic: str, queue_id: int,
+                      queue_offsets: Iterable[int]) -> None:
+        """Count queue units a pull skipped (their tag did not match) as consumed by ``group``.
+
+        A filtered unit carries no message id, so :meth:`ack` cannot name it;
+        without this the group's committed offset would stop below it.
+        """
+        low = self.store.queue_offsets(topic, queue_id)[0]
+        for offset in queue_offsets:
+            self.offsets.ack(group, topic, queue_id, offset, low)
 
     def send_back(self, request: m.SendBackRequest) -> int:
         """A failed delivery: schedule it on ``%RETRY%group``, or dead-letter it."""

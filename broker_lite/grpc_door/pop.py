@@ -221,12 +221,10 @@ class PopService:
         if response.next_offset <= state.next_offset:
             return None
         delivered = {msg.queue_offset for msg in response.messages}
-        low = response.min_offset
-        for offset in range(state.next_offset, response.next_offset):
-            if offset not in delivered:  # filtered out by the tag expression: consumed
-                # The core has no public "consumed without a message id" (Broker.ack
-                # checks the id, which a filtered unit does not carry): its offset manager.
-                self._broker.offsets.ack(spec.group, spec.topic, queue_id, offset, low)
+        filtered = [offset for offset in range(state.next_offset, response.next_offset)
+                    if offset not in delivered]  # the tag expression skipped them
+        if filtered:
+            self._broker.mark_filtered(spec.group, spec.topic, queue_id, filtered)
         state.next_offset = response.next_offset
         return [_Entry(msg.queue_offset, msg, msg.properties.get(SHARDING_KEY) or None)
                 for msg in response.messages]

@@ -80,6 +80,27 @@ def test_acks_advance_the_committed_offset_only_over_closed_gaps(open_broker: Op
     assert committed() == 5
 
 
+def test_filtered_units_count_as_consumed_between_acks(open_broker: Opener) -> None:
+    broker = open_broker()
+    sent = [send(broker, "Mixed", f"m{i}", tags="keep" if i in (0, 3) else "skip", queue_id=0)
+            for i in range(5)]
+    response = broker.pull(m.PullRequest(group="g", topic="Mixed", queue_id=0, offset=0,
+                                         max_messages=10, tag_expr="keep"))
+    assert [msg.queue_offset for msg in response.messages] == [0, 3]
+
+    def committed() -> int:
+        return broker.query_offset(m.OffsetRequest(group="g", topic="Mixed", queue_id=0)).offset
+
+    broker.mark_filtered("g", "Mixed", 0, [1, 2, 4])
+    assert committed() == 0  # offset 0 is delivered but not acked: nothing moves past it
+    broker.ack(m.AckRequest(group="g", topic="Mixed", queue_id=0, queue_offset=0,
+                            msg_id=sent[0].msg_id))
+    assert committed() == 3
+    broker.ack(m.AckRequest(group="g", topic="Mixed", queue_id=0, queue_offset=3,
+                            msg_id=sent[3].msg_id))
+    assert committed() == 5
+
+
 def test_ack_of_an_unknown_message_is_refused(open_broker: Opener) -> None:
     broker = open_broker()
     sent = send(broker, "Acks", "m", queue_id=0)
