@@ -80,6 +80,13 @@ from _common import (  # noqa: E402
 )
 
 ROUTES = ("bare", "row", "decorated")
+#: ``durable``: PostgreSQL's own defaults, what a production server runs (every
+#: COMMIT waits for its WAL fsync); ``no-fsync``: the test suite's throw-away
+#: cluster, where COMMIT is nearly free and round trips are all that is left
+PG_CONFIGS: dict[str, dict[str, str]] = {
+    "durable": {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"},
+    "no-fsync": {},
+}
 TARGET_P50 = 1.10
 PAYLOAD = json.dumps({"item": "tea", "qty": 2}).encode()
 HEADERS = {"Content-Type": "application/json", "Connection": "keep-alive"}
@@ -248,13 +255,19 @@ def run_batch(pipe: Pipe, route: str, n: int, concurrency: int) -> tuple[list[in
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Each PostgreSQL configuration asked for, on its own fresh cluster."""
+    return {"configs": {name: measure_config(args, name) for name in args.postgres}}
+
+
+def measure_config(args: argparse.Namespace, config: str) -> dict[str, Any]:
     from sqlalchemy import create_engine, text
     from support.servers import start_postgres
 
     from outbox import migrate
 
+    print(f"PostgreSQL configuration: {config}", flush=True)
     results: dict[str, Any] = {"cases": {}}
-    with start_postgres() as pg:
+    with start_postgres(settings=PG_CONFIGS[config]) as pg:
         engine = create_engine(pg.url, pool_size=max(args.concurrency) + 4, max_overflow=8,
                                pool_pre_ping=False)
         migrate.upgrade(engine)
@@ -263,7 +276,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             results["postgres_version"] = conn.execute(text("SHOW server_version")).scalar()
             results["postgres_settings"] = {
                 name: conn.execute(text(f"SHOW {name}")).scalar()
-                for name in ("fsync", "synchronous_commit", "shared_buffers")}
+                for name in ("fsync", "synchronous_commit", "full_page_writes",
+                             "shared_buffers")}
         app = make_app(engine)
         server, port, thread = serve(app)
         ctx = mp.get_context("spawn")
@@ -384,24 +398,27 @@ def markdown_section(result: dict[str, Any]) -> str:
         f"Machine: {machine_summary(result['machine'])}. Load average at start "
         f"{result['load_start']}, at end {result['load_end']}.",
         "",
-        f"PostgreSQL {result['postgres_version']} (private cluster from "
-        f"`tests/support/servers.start_postgres`: fsync={result['postgres_settings']['fsync']}, "
-        f"synchronous_commit={result['postgres_settings']['synchronous_commit']}). "
-        f"{p['requests']} requests per route per repetition, in {p['batches']} "
+        "PostgreSQL " + "; ".join(
+            f"{name}: {cfg['postgres_version']}, fsync={cfg['postgres_settings']['fsync']}, "
+            f"synchronous_commit={cfg['postgres_settings']['synchronous_commit']}"
+            for name, cfg in result["configs"].items())
+        + " (private clusters from `tests/support/servers.start_postgres`, data on the "
+        f"same disk). {p['requests']} requests per route per repetition, in {p['batches']} "
         f"alternating batches, {p['repeat']} repetitions; medians over repetitions, "
         "ratios are medians of the per-repetition ratios (range in brackets).",
         "",
-        "| clients | bare p50 | row p50 | decorated p50 | **decorated / bare p50** "
+        "| PostgreSQL | clients | bare p50 | row p50 | decorated p50 | **decorated / bare p50** "
         "| row / bare p50 | decorated / row p50 | bare p99 | decorated p99 | p99 ratio "
         "| bare req/s | decorated req/s | goal p50 <= 1.10x |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for case in result["cases"].values():
+    for config, case in ((name, case) for name, cfg in result["configs"].items()
+                         for case in cfg["cases"].values()):
         b, r, d = case["bare"], case["row"], case["decorated"]
         lo, hi = case["ratio_p50_range"]
         lo9, hi9 = case["ratio_p99_range"]
         lines.append(
-            f"| {case['concurrency']} | {b['p50_us']:.0f} µs | {r['p50_us']:.0f} µs | "
+            f"| {config} | {case['concurrency']} | {b['p50_us']:.0f} µs | {r['p50_us']:.0f} µs | "
             f"{d['p50_us']:.0f} µs | **{case['ratio_p50']:.2f}x** ({lo:.2f}-{hi:.2f}) | "
             f"{case['row_ratio_p50']:.2f}x | {case['own_ratio_p50']:.2f}x | "
             f"{b['p99_us']:.0f} µs | {d['p99_us']:.0f} µs | {case['ratio_p99']:.2f}x "
@@ -414,20 +431,29 @@ def markdown_section(result: dict[str, Any]) -> str:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--requests", type=int, default=None,
-                        help="requests per route per repetition (default 3000)")
+                        help="requests per route per repetition (default 2000)")
     parser.add_argument("--repeat", type=int, default=None, help="repetitions (default 5)")
     parser.add_argument("--batches", type=int, default=10,
                         help="alternating batches per repetition (default 10)")
     parser.add_argument("--concurrency", default="1,4",
                         help="client threads, comma-separated (default 1,4)")
+    parser.add_argument("--postgres", default="durable,no-fsync",
+                        help="PostgreSQL configurations, comma-separated: durable (its "
+                             "defaults: fsync and synchronous_commit on) and no-fsync (the "
+                             "test suite's cluster); default both")
     parser.add_argument("--quick", action="store_true",
                         help="300 requests, 3 repetitions; print only")
     parser.add_argument("--render", action="store_true",
                         help="re-render the README section from the JSON and exit")
     args = parser.parse_args(argv)
     args.concurrency = [int(x) for x in str(args.concurrency).split(",") if x]
+    args.postgres = [x for x in str(args.postgres).split(",") if x]
+    unknown = sorted(set(args.postgres) - set(PG_CONFIGS))
+    if unknown:
+        parser.error(f"unknown --postgres {', '.join(unknown)}; choose from "
+                     f"{', '.join(PG_CONFIGS)}")
     if args.requests is None:
-        args.requests = 300 if args.quick else 3000
+        args.requests = 300 if args.quick else 2000
     if args.repeat is None:
         args.repeat = 3 if args.quick else 5
     return args
@@ -445,6 +471,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "started": utc_now(),
         "parameters": {"requests": args.requests, "repeat": args.repeat,
                        "batches": args.batches, "concurrency": args.concurrency,
+                       "postgres": args.postgres,
                        "quick": args.quick, "target_p50_ratio": TARGET_P50},
         "machine": describe_machine(RESULTS_DIR),
         "git": git_state(),
@@ -457,7 +484,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     result.update(measure(args))
     result["load_end"] = load_average()
     result["finished"] = utc_now()
-    for name, case in result["cases"].items():
+    for name, case in ((f"{config} c{case['concurrency']}", case)
+                       for config, cfg in result["configs"].items()
+                       for case in cfg["cases"].values()):
         print(f"{name}: p50 ratio {case['ratio_p50']:.3f}x {case['ratio_p50_range']} "
               f"(row/bare {case['row_ratio_p50']:.3f}x, decorated/row "
               f"{case['own_ratio_p50']:.3f}x), "
