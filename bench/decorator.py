@@ -160,43 +160,39 @@ def make_app(engine: Any) -> Any:
     rocketbox = Rocketbox(app)
     sessions = sessionmaker(engine)
 
-    def order_values() -> dict[str, Any]:
+    def write_order(session: Any) -> dict[str, Any]:
+        """The business write all three routes do; returns the response body."""
         data = request.get_json(force=True)
-        return {"ref": uuid.uuid4().hex, "item": str(data["item"]), "qty": int(data["qty"]),
-                "created_at": datetime.now(UTC)}
+        ref = uuid.uuid4().hex
+        order_id = session.execute(insert(orders).values(
+            ref=ref, item=str(data["item"]), qty=int(data["qty"]),
+            created_at=datetime.now(UTC)).returning(orders.c.id)).scalar_one()
+        return {"id": order_id, "ref": ref}
 
     @app.post("/bare")
     def bare() -> tuple[dict[str, Any], int]:
-        values = order_values()
         with sessions() as session:
-            order_id = session.execute(insert(orders).values(**values)
-                                       .returning(orders.c.id)).scalar_one()
+            answer = write_order(session)
             session.commit()
-        return {"id": order_id, "ref": values["ref"]}, 201
+        return answer, 201
 
     @app.post("/row")
     def row() -> tuple[dict[str, Any], int]:
-        values = order_values()
         with sessions() as session:
-            order_id = session.execute(insert(orders).values(**values)
-                                       .returning(orders.c.id)).scalar_one()
-            now = datetime.now(UTC)
-            body = json.dumps({"id": order_id, "ref": values["ref"]},
-                              separators=(",", ":")).encode()
+            answer = write_order(session)
+            body = json.dumps(answer, separators=(",", ":")).encode()
             session.connection().exec_driver_sql(ROW_SQL, {
                 "tx_id": uuid.uuid4().hex.upper(), "group": "rocketbox", "topic": "Orders",
-                "tag": "OrderCreated", "keys": values["ref"], "body": body, "now": now})
+                "tag": "OrderCreated", "keys": answer["ref"], "body": body,
+                "now": datetime.now(UTC)})
             session.commit()
-        return {"id": order_id, "ref": values["ref"]}, 201
+        return answer, 201
 
     @app.post("/decorated")
     @transactional_message(topic="Orders", tag="OrderCreated", body=lambda rv: rv[0],
                            keys=lambda rv: rv[0]["ref"])
     def decorated() -> tuple[dict[str, Any], int]:
-        values = order_values()
-        order_id = rocketbox.session.execute(insert(orders).values(**values)
-                                             .returning(orders.c.id)).scalar_one()
-        return {"id": order_id, "ref": values["ref"]}, 201
+        return write_order(rocketbox.session), 201
 
     return app
 
