@@ -858,7 +858,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="length of a latency run (default 20)")
     parser.add_argument("--lat-repeat", type=int, default=3,
                         help="latency repetitions per side (default 3)")
-    parser.add_argument("--peer-configs", default="1/10/1,4/50/1,8/100/50,16/200/50",
+    parser.add_argument("--peer-configs", default="1/10/1,8/100/50,16/200/50,32/400/100,64/800/200",
                         help="faststream-outbox settings to try, comma-separated "
                              "max_workers/fetch_batch_size/terminal_flush_batch_size; the "
                              "best on throughput is used")
