@@ -669,7 +669,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                                                 producer_group=PRODUCER_GROUP),
                                          broker_url=env.redis, settings=_celery_settings())
             configs = [PeerConfig.parse(c) for c in args.peer_configs.split(",")]
-            if len(configs) > 1:
+            if len(configs) > 1 and "peer" in args.sides:
                 say(f"tuning the peer on {args.tune_rows:,} rows, one run per setting:")
                 best, trials = tune_peer(env, configs, args.tune_rows, args.timeout, say)
             else:
@@ -680,16 +680,16 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             lat: dict[str, list[dict[str, Any]]] = {"ours": [], "peer": []}
             start_ours_worker(env, args.concurrency, args.batch_size)
             try:
-                for rep in range(args.repeat):
-                    for side in order_for(rep):
+                for rep in range(args.repeat if "throughput" in args.cases else 0):
+                    for side in (s for s in order_for(rep) if s in args.sides):
                         r = asyncio.run(throughput_once(env, side, args.rows, best,
                                                         args.timeout))
                         tp[side].append(r)
                         say(f"  throughput rep {rep + 1} {side:4}: {r['per_s']:8,.0f} rows/s "
                             f"({r['seconds']:.2f} s, missing {r['missing']}, "
                             f"duplicates {r['duplicates']})")
-                for rep in range(args.lat_repeat):
-                    for side in order_for(rep):
+                for rep in range(args.lat_repeat if "latency" in args.cases else 0):
+                    for side in (s for s in order_for(rep) if s in args.sides):
                         r = asyncio.run(latency_once(env, side, args.rate, args.seconds, best))
                         lat[side].append(r)
                         say(f"  latency rep {rep + 1} {side:4}: p50 {r['p50_ms']:6.1f} ms, "
@@ -704,6 +704,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             shutil.rmtree(work, ignore_errors=True)
             with contextlib.suppress(OSError):
                 TMP_DIR.rmdir()
+    if args.restricted:
+        return {}
     result = summarise(args, tp, lat, best, trials)
     result.update({
         "benchmark": "relay", "generated_at": utc_now(),
@@ -873,6 +875,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="smoke run (< 60 s): 2000 rows, 1 repetition, 5 s latency "
                              "runs, one peer setting; prints only")
+    parser.add_argument("--cases", default="throughput,latency",
+                        help="what to measure, comma-separated: throughput, latency "
+                             "(default both; a subset only prints)")
+    parser.add_argument("--sides", default="ours,peer",
+                        help="whom to measure: ours, peer (default both; one only prints)")
     parser.add_argument("--keep-logs", action="store_true",
                         help="keep bench/results/tmp/relay-PID (child logs) afterwards")
     parser.add_argument("--render", action="store_true",
@@ -887,6 +894,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--min-interval", type=float, default=1.0, help=argparse.SUPPRESS)
     parser.add_argument("--max-interval", type=float, default=10.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    args.cases = [c for c in str(args.cases).split(",") if c]
+    args.sides = [c for c in str(args.sides).split(",") if c]
+    if set(args.cases) - {"throughput", "latency"} or set(args.sides) - {"ours", "peer"}:
+        parser.error("--cases takes throughput,latency and --sides takes ours,peer")
+    args.restricted = set(args.cases) != {"throughput", "latency"} or \
+        set(args.sides) != {"ours", "peer"}
     if args.quick:
         args.rows, args.repeat, args.seconds, args.lat_repeat = 2000, 1, 5.0, 1
         args.peer_configs = args.peer_configs.split(",")[-2]
@@ -907,6 +920,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     require_peer()
     result = measure(args)
+    if args.restricted:
+        print("--cases/--sides subset: results not saved")
+        return 0
     report(result)
     if args.quick:
         print("quick run: results not saved")
