@@ -693,7 +693,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                         r = asyncio.run(latency_once(env, side, args.rate, args.seconds, best))
                         lat[side].append(r)
                         say(f"  latency rep {rep + 1} {side:4}: p50 {r['p50_ms']:6.1f} ms, "
-                            f"p99 {r['p99_ms']:7.1f} ms, committed "
+                            f"p90 {r['p90_ms']:6.1f} ms, p99 {r['p99_ms']:7.1f} ms, max "
+                            f"{r['max_ms']:7.1f} ms (p50 first/last tenth "
+                            f"{r['first_tenth_p50_ms']:.1f}/{r['last_tenth_p50_ms']:.1f}), "
+                            "committed "
                             f"{r['committed_per_s']:.0f}/s, kept up: {r['kept_up']}, "
                             f"missing {r['missing']}")
             finally:

@@ -61,6 +61,10 @@ class CelerySettings:
     queue: str = "rocketbox"
     #: kombu's SQLAlchemy transport: seconds between polls of the queue table
     polling_interval: float = 0.1
+    #: the on_commit hook enqueues at most one ``rocketbox.relay`` task per this
+    #: many seconds per process; commits in between share the next task
+    #: (0: one task per commit; see :mod:`outbox.celery.hooks`)
+    enqueue_window: float = 0.01
 
     def __post_init__(self) -> None:
         if self.sweep_interval < 0 or self.retry_base <= 0 or self.retry_max <= 0:
@@ -70,6 +74,9 @@ class CelerySettings:
             raise ConfigurationError("celery settings: max_retries >= 0, sweep_passes >= 1")
         if self.polling_interval <= 0:
             raise ConfigurationError("celery settings: polling_interval must be > 0")
+        if not 0 <= self.enqueue_window <= 5:
+            raise ConfigurationError("celery settings: enqueue_window must be between 0 and "
+                                     f"5 seconds, got {self.enqueue_window}")
 
 
 @dataclass

@@ -13,7 +13,7 @@ import pytest
 from rocketbox_celery_support import broker_records, commit_counts, relayed_ids
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session
-from support import BrokerLiteServer, free_port
+from support import BrokerLiteServer, free_port, wait_until
 
 from outbox import (
     BrokerLitePublisher,
@@ -34,6 +34,7 @@ from outbox.celery import (
     make_celery,
     rocketbox_state,
 )
+from outbox.celery.hooks import CoalescingHook
 from outbox.celery.worker import worker_argv
 from outbox.publisher import OutgoingMessage
 
@@ -106,6 +107,72 @@ def test_hook_with_a_dead_redis_neither_raises_nor_holds_up_the_commit(
     assert "the sweeper will relay them" in caplog.text
     with Session(sqlite_engine) as session:
         assert session.get_one(TransactionRow, tx_id).state == "COMMIT"
+
+
+@pytest.mark.timeout(30)
+def test_dead_redis_warns_once_per_task_and_splits_ids_by_batch_size(
+        sqlite_engine: Engine, caplog: pytest.LogCaptureFixture) -> None:
+    outbox = Outbox(engine=sqlite_engine, relay=RelaySettings(batch_size=200))
+    app = make_celery(outbox, broker_url=f"redis://127.0.0.1:{free_port()}/0")
+    hook = celery_on_commit(app, window=0)
+    hook([f"id-{i}" for i in range(450)])
+    counts = [r.getMessage() for r in caplog.records if "the sweeper will relay" in r.getMessage()]
+    assert [c.split(" for ")[1].split(" message")[0] for c in counts] == ["200", "200", "50"]
+
+
+@pytest.mark.timeout(30)
+def test_coalescing_hook_sends_at_once_when_idle_and_batches_within_the_window() -> None:
+    sent: list[tuple[float, list[str]]] = []
+    window = 0.2
+    hook = CoalescingHook(lambda ids: sent.append((time.monotonic(), ids)), window)
+    hook(["a"])
+    assert [ids for _t, ids in sent] == [["a"]]  # idle: at once, in the caller's thread
+    first_at = sent[0][0]
+    hook(["b"])
+    hook(["c", "d"])
+    hook([])
+    assert len(sent) == 1  # inside the window: collected
+    wait_until(lambda: len(sent) == 2, timeout=5, message="the window's batch")
+    at, batch = sent[1]
+    assert batch == ["b", "c", "d"]
+    assert at - first_at >= window * 0.9
+    # the next window: one more commit rides on a scheduled send, never a second task
+    hook(["e"])
+    wait_until(lambda: len(sent) == 3, timeout=5, message="the next batch")
+    assert sent[2][1] == ["e"] and sent[2][0] - at >= window * 0.9
+    hook(["f"])
+    hook.flush()
+    assert sent[-1][1] == ["f"]
+    hook.flush()  # nothing left: nothing sent
+    assert len(sent) == 4
+
+
+@pytest.mark.timeout(30)
+def test_coalescing_hook_from_many_threads_loses_no_id() -> None:
+    import threading
+
+    sent: list[list[str]] = []
+    lock = threading.Lock()
+
+    def send(ids: list[str]) -> None:
+        with lock:
+            sent.append(ids)
+
+    hook = CoalescingHook(send, 0.01)
+
+    def commit(n: int) -> None:
+        for i in range(200):
+            hook([f"{n}-{i}"])
+
+    threads = [threading.Thread(target=commit, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wait_until(lambda: sum(len(b) for b in sent) == 800, timeout=5, message="every id sent")
+    flat = [i for batch in sent for i in batch]
+    assert sorted(flat) == sorted(f"{n}-{i}" for n in range(4) for i in range(200))
+    assert len(sent) < 800  # coalesced
 
 
 @pytest.mark.timeout(30)
