@@ -173,11 +173,17 @@ def ours_relay_main(args: argparse.Namespace) -> int:
                       settings=_celery_settings())
 
 
+#: --enqueue-window reaches the producer and worker children through this variable
+ENQUEUE_WINDOW_ENV = "ROCKETBOX_BENCH_ENQUEUE_WINDOW"
+
+
 def _celery_settings() -> Any:
     from outbox.celery import CelerySettings
 
     # no beat schedule: the benchmark enqueues the sweep itself; one sweep drains any backlog
-    return CelerySettings(sweep_interval=0, sweep_passes=1_000_000)
+    window = os.environ.get(ENQUEUE_WINDOW_ENV)
+    extra = {"enqueue_window": float(window)} if window else {}
+    return CelerySettings(sweep_interval=0, sweep_passes=1_000_000, **extra)
 
 
 async def peer_relay_main(args: argparse.Namespace) -> int:
@@ -883,6 +889,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "(default both; a subset only prints)")
     parser.add_argument("--sides", default="ours,peer",
                         help="whom to measure: ours, peer (default both; one only prints)")
+    parser.add_argument("--enqueue-window", type=float, default=None,
+                        help="our on_commit hook's CelerySettings.enqueue_window in seconds "
+                             "(default: the library's)")
     parser.add_argument("--keep-logs", action="store_true",
                         help="keep bench/results/tmp/relay-PID (child logs) afterwards")
     parser.add_argument("--render", action="store_true",
@@ -922,6 +931,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         update_readme_section(BENCH_DIR / "README.md", "relay", markdown_section(result))
         return 0
     require_peer()
+    if args.enqueue_window is not None:
+        os.environ[ENQUEUE_WINDOW_ENV] = str(args.enqueue_window)
     result = measure(args)
     if args.restricted:
         print("--cases/--sides subset: results not saved")
