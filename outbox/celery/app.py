@@ -64,7 +64,7 @@ class CelerySettings:
     #: the on_commit hook enqueues at most one ``rocketbox.relay`` task per this
     #: many seconds per process; commits in between share the next task
     #: (0: one task per commit; see :mod:`outbox.celery.hooks`)
-    enqueue_window: float = 0.01
+    enqueue_window: float = 0.02
 
     def __post_init__(self) -> None:
         if self.sweep_interval < 0 or self.retry_base <= 0 or self.retry_max <= 0:
