@@ -27,6 +27,9 @@ class RelaySettings:
 
     #: rows claimed per pass
     batch_size: int = 200
+    #: passes a drain (the sweeper) runs at once, each claiming its own rows, so one
+    #: pass's database work overlaps another's broker requests (SQLite: always 1)
+    drain_lanes: int = 3
     #: a claim expires after this long, so a dead worker's rows are taken over
     lease_seconds: float = 30.0
     #: after this many failed attempts a row is parked until replayed
@@ -44,6 +47,9 @@ class RelaySettings:
         if self.batch_size < 1 or self.lease_seconds <= 0 or self.max_attempts < 1:
             raise ConfigurationError(
                 "relay settings: batch_size >= 1, lease_seconds > 0 and max_attempts >= 1")
+        if self.drain_lanes < 1:
+            raise ConfigurationError(f"relay settings: drain_lanes must be >= 1, got "
+                                     f"{self.drain_lanes}")
         if not 0 <= self.jitter < 1:
             raise ConfigurationError(f"relay settings: jitter must be in [0, 1), got "
                                      f"{self.jitter}")

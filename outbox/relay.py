@@ -6,6 +6,8 @@ One pass (:meth:`Relay.run_once`):
    (``FOR UPDATE SKIP LOCKED`` on PostgreSQL; SQLite has one writer), setting
    ``claimed_by`` and a lease ``claimed_until``. The transaction commits
    before any network I/O, so no lock is held while the broker is called.
+   Rows are picked oldest ``next_attempt_at`` first, walking the pending
+   index, and relayed in ``seq`` order.
 2. **Send halves** for all claimed rows in one request (``UNIQ_KEY = tx_id``),
    then **end** them in one request with each row's state.
 3. **Record** offsets and ``relayed_at`` on success; on failure count the
@@ -21,6 +23,10 @@ Per message group, rows go in ``seq`` (commit) order: a grouped row is
 claimed only together with every unrelayed row of its group before it, a
 failure holds back the rest of its group in that pass, and a parked row
 blocks only its own group.
+
+:meth:`Relay.drain` (the sweeper) runs ``RelaySettings.drain_lanes`` loops
+of passes at once; the lanes are racing relays in one process, kept apart by
+the same claims.
 """
 
 from __future__ import annotations
@@ -29,12 +35,27 @@ import logging
 import os
 import random
 import socket
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, false, or_, select, update
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    String,
+    and_,
+    any_,
+    bindparam,
+    false,
+    func,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.sql.elements import ColumnElement
 
 from outbox.config import Outbox
 from outbox.errors import RelayError
@@ -69,6 +90,15 @@ class RelayReport:
     held_back: int = 0
     errors: list[str] = field(default_factory=list)
 
+    def add(self, other: RelayReport) -> None:
+        """Add ``other``'s counts and errors to this report."""
+        self.claimed += other.claimed
+        self.relayed += other.relayed
+        self.failed += other.failed
+        self.parked += other.parked
+        self.held_back += other.held_back
+        self.errors.extend(other.errors)
+
 
 @dataclass(frozen=True, slots=True)
 class _Row:
@@ -90,6 +120,42 @@ _ROW_COLUMNS = (t.c.tx_id, t.c.seq, t.c.topic, t.c.tag, t.c["keys"], t.c.message
                 t.c.headers, t.c.state, t.c.attempts, t.c.half_offset, t.c.created_at)
 
 
+_RELAYED = func.unnest(bindparam("b_txs", type_=ARRAY(String)),
+                       bindparam("b_halves", type_=ARRAY(BigInteger)),
+                       bindparam("b_commits", type_=ARRAY(BigInteger))
+                       ).table_valued("tx_id", "half", "commit").render_derived(name="relayed")
+#: PostgreSQL: mark a pass's relayed rows in one statement, fenced on ``claimed_by``
+_RECORD_PG = update(t).where(t.c.tx_id == _RELAYED.c.tx_id,
+                             t.c.claimed_by == bindparam("b_me")).values(
+    relayed_at=bindparam("b_now"), claimed_by=None, claimed_until=None, last_error=None,
+    half_offset=_RELAYED.c.half, commit_offset=_RELAYED.c.commit)
+
+
+def _by_seq(row: _Row) -> int:
+    return row.seq
+
+
+def _row(columns: Any) -> _Row:
+    """A claimed row from a result row of ``_ROW_COLUMNS``."""
+    return _Row(*columns)
+
+
+def _seq_of(row: Any) -> int:
+    seq: int = row.seq
+    return seq
+
+
+def _free(row: Any, now: datetime) -> bool:
+    """Due, not parked, and not claimed by anyone (or the claim's lease ran out)."""
+    return (not row.parked and _aware(row.next_attempt_at) <= now
+            and (row.claimed_until is None or _aware(row.claimed_until) < now))
+
+
+def _aware(moment: datetime) -> datetime:
+    """SQLite returns naive datetimes (UTC)."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 class Relay:
     """Relays due rows of one outbox through a :class:`Publisher`."""
 
@@ -103,66 +169,116 @@ class Relay:
 
     def claim(self, limit: int | None = None, *, only: Sequence[str] | None = None,
               older_than: float | None = None) -> list[_Row]:
-        """Claim due rows; ``older_than`` (seconds) keeps only rows committed that long ago."""
+        """Claim due rows; ``older_than`` (seconds) keeps only rows committed that long ago.
+
+        The window is the ``limit`` due rows with the oldest ``next_attempt_at``,
+        read in the pending index's order, so the scan stops after ``limit`` rows
+        however long the backlog is (ordering by ``seq`` made PostgreSQL read and
+        sort every due row on every pass). Grouped rows are then kept only as
+        runs from their group's head (:meth:`_group_runs`). The claimed rows are
+        returned in ``seq`` order.
+        """
         limit = limit or self.settings.batch_size
         now = datetime.now(UTC)
+        until = now + timedelta(seconds=self.settings.lease_seconds)
+        # ``NOT parked`` (not ``parked IS false``) matches the partial index's WHERE
+        due = and_(t.c.relayed_at.is_(None), ~t.c.parked, t.c.next_attempt_at <= now,
+                   or_(t.c.claimed_until.is_(None), t.c.claimed_until < now))
+        if older_than is not None:
+            due = and_(due, t.c.created_at <= now - timedelta(seconds=older_than))
+        window = and_(due, t.c.tx_id.in_(list(only))) if only else due
         with self.outbox.engine.begin() as conn:
             if conn.dialect.name == "sqlite":
                 # Take SQLite's write lock before reading: two claims that both read
                 # first would pick the same rows, or deadlock upgrading their locks.
                 conn.execute(update(t).where(false()).values(claimed_by=t.c.claimed_by))
-            # ``NOT parked`` (not ``parked IS false``) matches the partial index's WHERE
-            due = and_(t.c.relayed_at.is_(None), ~t.c.parked,
-                       t.c.next_attempt_at <= now,
-                       or_(t.c.claimed_until.is_(None), t.c.claimed_until < now))
-            # the due rows are read whole and locked in one statement, then marked
-            # claimed in a second: two round trips per pass
-            query = select(*_ROW_COLUMNS).where(due)
-            if only:
-                query = query.where(t.c.tx_id.in_(list(only)))
-            if older_than is not None:
-                query = query.where(t.c.created_at <= now - timedelta(seconds=older_than))
-            query = query.order_by(t.c.seq).limit(limit)
-            if conn.dialect.name == "postgresql":
-                query = query.with_for_update(skip_locked=True)
-            candidates = conn.execute(query).all()
-            chosen = self._in_group_order(conn, [(r.tx_id, r.message_group, r.seq)
-                                                 for r in candidates])
-            if not chosen:
-                return []
-            conn.execute(update(t).where(t.c.tx_id.in_(chosen)).values(
-                claimed_by=self.name,
-                claimed_until=now + timedelta(seconds=self.settings.lease_seconds)))
-        keep = set(chosen)
-        return [_Row(**dict(row._mapping)) for row in candidates if row.tx_id in keep]
+            elif not only:
+                # Walk the pending index: the planner's row estimate is often stale
+                # for a backlog written since the last ANALYZE, and then it reads
+                # and sorts every due row to return the first ``limit``.
+                conn.exec_driver_sql("SET LOCAL enable_sort = off")
+            rows = self._take(conn, window, until, limit=limit)
+            if any(row.message_group is not None for row in rows):
+                rows = self._group_runs(conn, rows, limit, now, until,
+                                        heads=None if only else due)
+        return sorted(rows, key=_by_seq)
 
-    @staticmethod
-    def _in_group_order(conn: Connection, candidates: list[tuple[str, str | None, int]]
-                        ) -> list[str]:
-        """Keep ungrouped rows, and grouped ones only as a run from their group's head."""
-        groups = {g for _tx, g, _s in candidates if g is not None}
-        if not groups:
-            return [tx for tx, _g, _s in candidates]
-        top = max(s for _tx, g, s in candidates if g is not None)
-        pending: dict[str, list[int]] = {}
-        for group, seq in conn.execute(
-                select(t.c.message_group, t.c.seq)
-                .where(t.c.relayed_at.is_(None), t.c.message_group.in_(groups), t.c.seq <= top)
-                .order_by(t.c.seq)):
-            pending.setdefault(group, []).append(seq)
-        mine: dict[str, set[int]] = {}
-        for _tx, group, seq in candidates:
-            if group is not None:
-                mine.setdefault(group, set()).add(seq)
-        allowed: dict[str, int] = {}  # group -> the last seq of its unbroken run
-        for group, seqs in pending.items():
-            last = -1
-            for seq in seqs:
-                if seq not in mine.get(group, set()):
-                    break
-                last = seq
-            allowed[group] = last
-        return [tx for tx, g, s in candidates if g is None or s <= allowed.get(g, -1)]
+    def _take(self, conn: Connection, where: ColumnElement[bool], until: datetime, *,
+              limit: int | None = None) -> list[_Row]:
+        """Lock (skipping rows another claim holds), mark claimed and return the rows."""
+        if conn.dialect.name == "postgresql":
+            picked = select(t.c.tx_id).where(where)
+            if limit is not None:
+                picked = picked.order_by(t.c.next_attempt_at).limit(limit)
+            # one statement: pick and lock, mark claimed, return the rows whole
+            return [_row(row) for row in conn.execute(
+                update(t).where(t.c.tx_id == any_(func.array(
+                    picked.with_for_update(skip_locked=True).scalar_subquery())))
+                .values(claimed_by=self.name, claimed_until=until)
+                .returning(*_ROW_COLUMNS))]
+        query = select(*_ROW_COLUMNS).where(where)
+        if limit is not None:
+            query = query.order_by(t.c.next_attempt_at).limit(limit)
+        rows = [_row(row) for row in conn.execute(query)]
+        if rows:
+            conn.execute(update(t).where(t.c.tx_id.in_([r.tx_id for r in rows]))
+                         .values(claimed_by=self.name, claimed_until=until))
+        return rows
+
+    def _group_runs(self, conn: Connection, rows: list[_Row], limit: int, now: datetime,
+                    until: datetime, *, heads: ColumnElement[bool] | None) -> list[_Row]:
+        """Keep ungrouped rows, and grouped ones only as a run from their group's head.
+
+        Each group's unrelayed rows up to the last one claimed are read without
+        locks (a row that another claim is taking still shows, and ends the run
+        there). The window may lack a group's head: a retried head's
+        ``next_attempt_at`` is later than that of the rows it held back. So,
+        given ``heads`` (the claim's due condition; None for an ``only``
+        claim, which takes nothing beyond its rows), a run also takes the
+        group's earlier rows that are due and free, and a group whose head was
+        retried is not stuck behind its own rows. At most ``limit`` rows stay
+        claimed (the highest ``seq`` go); the others are released in this
+        transaction.
+        """
+        mine = {row.tx_id: row for row in rows}
+        tops: dict[str, int] = {}
+        for row in rows:
+            if row.message_group is not None:
+                tops[row.message_group] = max(tops.get(row.message_group, row.seq), row.seq)
+        pending: dict[str, list[Any]] = {}
+        for p in conn.execute(
+                select(t.c.tx_id, t.c.message_group, t.c.seq, t.c.parked, t.c.next_attempt_at,
+                       t.c.claimed_until)
+                .where(t.c.relayed_at.is_(None), t.c.message_group.in_(list(tops)),
+                       t.c.seq <= max(tops.values()))):
+            if p.seq <= tops[p.message_group]:
+                pending.setdefault(p.message_group, []).append(p)
+        for members in pending.values():
+            members.sort(key=_seq_of)  # here, not in SQL: the claim may have sorts off
+
+        def runs(take_free: bool) -> list[tuple[int, str]]:
+            """(seq, tx_id) of every group's run from its head."""
+            out = []
+            for members in pending.values():
+                for p in members:
+                    if p.tx_id not in mine and not (take_free and _free(p, now)):
+                        break
+                    out.append((p.seq, p.tx_id))
+            return out
+
+        ungrouped = [(row.seq, row.tx_id) for row in rows if row.message_group is None]
+        # the lowest seqs of each run are a prefix of it: trimming keeps runs whole
+        keep = {tx for _seq, tx in sorted(ungrouped + runs(heads is not None))[:limit]}
+        wanted = [tx for tx in keep if tx not in mine]
+        if wanted and heads is not None:
+            for row in self._take(conn, and_(heads, t.c.tx_id.in_(wanted)), until):
+                mine[row.tx_id] = row
+            keep &= {tx for _seq, tx in ungrouped + runs(False)}  # a run ends at a row not taken
+        release = [tx for tx in mine if tx not in keep]
+        if release:
+            conn.execute(update(t).where(t.c.tx_id.in_(release), t.c.claimed_by == self.name)
+                         .values(claimed_by=None, claimed_until=None))
+        return [mine[tx] for tx in keep]
 
     # -- 2 and 3. send, end, record ---------------------------------------------
 
@@ -280,23 +396,89 @@ class Relay:
             if held:
                 conn.execute(update(t).where(fence).values(claimed_by=None,
                                                            claimed_until=None), held)
-            if relayed:
+            if relayed and conn.dialect.name == "postgresql":
+                # one UPDATE joined to the arrays: less work for PostgreSQL and for
+                # Python (no parameter set per row) than an executemany
+                conn.execute(_RECORD_PG, {
+                    "b_me": self.name, "b_now": now,
+                    "b_txs": [r["b_tx"] for r in relayed],
+                    "b_halves": [r["b_half"] for r in relayed],
+                    "b_commits": [r["b_commit"] for r in relayed]})
+            elif relayed:
                 conn.execute(update(t).where(fence).values(
                     relayed_at=now, claimed_by=None, claimed_until=None, last_error=None,
                     half_offset=bindparam("b_half"), commit_offset=bindparam("b_commit")),
                     relayed)
 
-    def drain(self, *, max_passes: int = 1000) -> RelayReport:
-        """Run passes until nothing is due (or ``max_passes``); sums the reports."""
+    def drain(self, *, max_passes: int = 1000, lanes: int | None = None) -> RelayReport:
+        """Run passes until nothing is due (or ``max_passes`` in all); sums the reports.
+
+        With ``lanes`` > 1, that many loops of passes run at once, on threads,
+        each claiming under its own name (``<name>/<lane>``), so one lane's
+        database statements overlap another's broker requests. Lanes are racing
+        relays in one process: claims stay exclusive (``SKIP LOCKED`` and the
+        lease), and a grouped row is claimed only together with every unrelayed
+        row of its group before it, so no row is relayed twice and each group
+        keeps its order. A lane stops when its claim comes back empty or it
+        relayed nothing; an error in one lane stops the others and is raised.
+        ``lanes`` defaults to ``RelaySettings.drain_lanes``; on SQLite (one
+        writer) a drain always runs one lane.
+        """
+        if lanes is None:
+            lanes = self.settings.drain_lanes
+        if self.outbox.engine.dialect.name == "sqlite":
+            lanes = 1
         total = RelayReport()
-        for _ in range(max_passes):
+        budget = _Budget(max_passes)
+        if lanes <= 1:
+            self._lane(budget, total, threading.Event(), threading.Lock())
+            return total
+        stop, lock = threading.Event(), threading.Lock()
+        errors: list[BaseException] = []
+
+        def run(relay: Relay) -> None:
+            try:
+                relay._lane(budget, total, stop, lock)
+            except BaseException as exc:
+                errors.append(exc)
+                stop.set()
+
+        others = [threading.Thread(target=run, name=f"rocketbox-drain-{lane}", daemon=True,
+                                   args=(Relay(self.outbox, self.publisher,
+                                               name=f"{self.name}/{lane}"[:255]),))
+                  for lane in range(1, lanes)]
+        for thread in others:
+            thread.start()
+        run(self)
+        for thread in others:
+            thread.join()
+        if errors:
+            raise errors[0]
+        return total
+
+    def _lane(self, budget: _Budget, total: RelayReport, stop: threading.Event,
+              lock: threading.Lock) -> None:
+        while not stop.is_set() and budget.take():
             report = self.run_once()
-            for name in ("claimed", "relayed", "failed", "parked", "held_back"):
-                setattr(total, name, getattr(total, name) + getattr(report, name))
-            total.errors.extend(report.errors)
+            with lock:
+                total.add(report)
             if report.claimed == 0 or report.relayed == 0:
                 break
-        return total
+
+
+class _Budget:
+    """The passes a drain may still run, shared by its lanes."""
+
+    def __init__(self, passes: int) -> None:
+        self._left = passes
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        with self._lock:
+            if self._left <= 0:
+                return False
+            self._left -= 1
+            return True
 
 
 def _waves(ends: list[tuple[str, str, int, int]], group_of: dict[str, str | None]

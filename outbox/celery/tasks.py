@@ -9,7 +9,8 @@
     a row the broker refused is rescheduled on the row itself (backoff,
     parking) and left to the sweeper.
 ``rocketbox.sweep()``
-    Beat's periodic task: relay passes until nothing is due. It relays rows
+    Beat's periodic task: relay passes until nothing is due
+    (``RelaySettings.drain_lanes`` of them at once). It relays rows
     whose task was lost (Redis down at commit, a killed worker, a task that
     ran out of retries). Never retried: the next beat tick is the retry.
 ``rocketbox.end_transaction(tx_id, state, half_offset, queue_offset)``

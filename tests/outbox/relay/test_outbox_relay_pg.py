@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from outbox_relay_support import (
@@ -17,11 +19,19 @@ from outbox_relay_support import (
     records_of,
     relayed_ids,
 )
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, event, select, text, update
 from sqlalchemy.orm import Session
 from support import BrokerLiteServer, free_port, start_broker_lite, wait_until
 
-from outbox import BrokerLitePublisher, Outbox, Relay, RelayError, RelaySettings, publish
+from outbox import (
+    BrokerLitePublisher,
+    Outbox,
+    Relay,
+    RelayError,
+    RelayReport,
+    RelaySettings,
+    publish,
+)
 from outbox.models import transaction_table as t
 from outbox.publisher import HalfSent, OutgoingMessage, Publisher, TxEnded
 
@@ -279,3 +289,114 @@ def test_broker_down_rows_wait_then_flow_without_loss_or_duplicate(
         publisher.close()
     counts = commit_counts(broker_records(data_dir))
     assert counts == {tx: 1 for tx in early + late}
+
+
+@pytest.mark.timeout(120)
+def test_drain_lanes_and_a_second_sweeper_never_commit_twice_and_keep_group_order(
+        pg_engine: Engine, broker: BrokerLiteServer) -> None:
+    outbox = make_outbox(pg_engine, broker.native, relay=RelaySettings(
+        batch_size=9, drain_lanes=4, lease_seconds=10, broker_timeout=2.0))
+    groups: dict[str, list[str]] = {f"g{g}": [] for g in range(5)}
+    for i in range(30):
+        with Session(pg_engine) as session, session.begin():
+            for g, ids in groups.items():
+                ids.append(publish(session, "Laned", {"i": i, "g": g}, outbox=outbox,
+                                   message_group=g))
+            for _ in range(3):
+                publish(session, "Laned", {"i": i}, outbox=outbox)
+    expected = all_ids(pg_engine)
+    reports: list[RelayReport] = []
+    errors: list[BaseException] = []
+
+    def sweeper() -> None:  # two sweeps at once, four lanes each
+        publisher = BrokerLitePublisher(outbox)
+        relay = Relay(outbox, publisher, name=f"sweeper-{threading.get_ident()}")
+        try:
+            while relayed_ids(pg_engine) != expected:
+                reports.append(relay.drain(max_passes=10_000))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            publisher.close()
+
+    threads = [threading.Thread(target=sweeper) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(90)
+    assert not errors
+    assert sum(r.relayed for r in reports) == len(expected)
+    assert not any(r.failed for r in reports)
+    records = broker_records(broker.data_dir)
+    counts = commit_counts(records)
+    assert set(counts) == expected and set(counts.values()) == {1}
+    for ids in groups.values():
+        assert list(iter_commit_order(records, ids)) == ids
+    with pg_engine.connect() as conn:
+        names = set(conn.execute(select(t.c.claimed_by)).scalars())
+    assert names == {None}
+
+
+@pytest.mark.timeout(60)
+def test_a_retried_group_head_is_claimed_though_its_held_back_rows_fill_the_window(
+        pg_engine: Engine, broker: BrokerLiteServer) -> None:
+    # Claims walk the pending index (oldest next_attempt_at first). A head that was
+    # retried has a later next_attempt_at than every row of its group it held back,
+    # so a window of batch_size rows can hold only those; the claim takes the head too.
+    outbox = make_outbox(pg_engine, broker.native, relay=RelaySettings(
+        batch_size=4, drain_lanes=1, broker_timeout=2.0))
+    ids = [_publish_one(outbox, {"i": i}, "hot") for i in range(10)]
+    loose = _publish_one(outbox, {"loose": 1}, None)
+    with pg_engine.begin() as conn:  # the head failed once and came due again just now
+        conn.execute(update(t).where(t.c.tx_id == ids[0]).values(
+            attempts=1, next_attempt_at=datetime.now(UTC)))
+    publisher = BrokerLitePublisher(outbox)
+    try:
+        relay = Relay(outbox, publisher)
+        claimed = relay.claim()
+        assert [r.tx_id for r in claimed] == ids[:4]  # the head, then its run; at most 4
+        relay._release(claimed, {}, RuntimeError("test: give the claim back"))
+        report = relay.drain()
+    finally:
+        publisher.close()
+    assert report.relayed == 11 and relayed_ids(pg_engine) == {*ids, loose}
+    records = broker_records(broker.data_dir)
+    assert list(iter_commit_order(records, ids)) == ids
+    assert set(commit_counts(records).values()) == {1}
+
+
+@pytest.mark.timeout(60)
+def test_a_claim_walks_the_pending_index_when_statistics_say_the_table_is_empty(
+        pg_engine: Engine, broker: BrokerLiteServer) -> None:
+    # ANALYZE on the empty table, then a backlog: the planner believes a handful of
+    # rows are due and would read and sort all of them to pick the oldest.
+    with pg_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("ANALYZE rocketbox_transaction"))
+    outbox = make_outbox(pg_engine, broker.native)
+    with Session(pg_engine) as session, session.begin():
+        for i in range(3000):
+            publish(session, "Backlog", {"i": i}, outbox=outbox)
+    statements: list[tuple[str, Any]] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any,
+               _many: bool) -> None:
+        statements.append((statement, parameters))
+
+    event.listen(pg_engine, "before_cursor_execute", record)
+    try:
+        claimed = Relay(outbox, BrokerLitePublisher(outbox)).claim()
+    finally:
+        event.remove(pg_engine, "before_cursor_execute", record)
+    assert len(claimed) == FAST.batch_size
+    assert [r.seq for r in claimed] == sorted(r.seq for r in claimed)
+    with pg_engine.connect() as conn:  # the same statements again, the claim explained
+        plan = ""
+        for statement, parameters in statements:
+            if "SKIP LOCKED" in statement:
+                plan = "\n".join(row[0] for row in conn.exec_driver_sql(
+                    "EXPLAIN " + statement, parameters))
+            else:
+                conn.exec_driver_sql(statement, parameters)
+        conn.rollback()
+    assert "Index Scan using ix_rocketbox_transaction_pending" in plan, plan
+    assert "Sort" not in plan, plan

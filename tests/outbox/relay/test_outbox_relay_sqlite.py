@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+from collections.abc import Sequence
 
 import pytest
 from outbox_relay_support import (
@@ -19,6 +21,8 @@ from sqlalchemy.orm import Session
 from support import BrokerLiteServer
 
 from outbox import BrokerLitePublisher, Outbox, Relay, RelaySettings, publish
+from outbox.errors import ConfigurationError
+from outbox.publisher import HalfSent, OutgoingMessage, Publisher, TxEnded
 
 FAST = RelaySettings(batch_size=5, lease_seconds=5, max_attempts=3, backoff_base=0.01,
                      backoff_max=0.05, jitter=0.0, broker_timeout=2.0)
@@ -86,3 +90,43 @@ def test_sqlite_racing_relays_never_commit_twice(sqlite_engine: Engine,
     counts = commit_counts(records)
     assert set(counts) == expected and set(counts.values()) == {1}
     assert list(iter_commit_order(records, ordered)) == ordered
+
+
+class ThreadNoting:
+    """A publisher that notes which thread sent each batch of halves."""
+
+    def __init__(self, inner: Publisher) -> None:
+        self.inner = inner
+        self.threads: set[str] = set()
+
+    def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfSent | Exception]:
+        self.threads.add(threading.current_thread().name)
+        return self.inner.send_halves(messages)
+
+    def end(self, ends: Sequence[tuple[str, str, int, int]]) -> list[TxEnded | Exception]:
+        return self.inner.end(ends)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@pytest.mark.timeout(60)
+def test_sqlite_drain_runs_one_lane_whatever_drain_lanes_says(
+        sqlite_engine: Engine, broker: BrokerLiteServer) -> None:
+    outbox = Outbox(engine=sqlite_engine, broker=broker.native,
+                    relay=dataclasses.replace(FAST, drain_lanes=4))
+    with Session(sqlite_engine) as session, session.begin():
+        for i in range(23):
+            publish(session, "OneLane", {"i": i}, outbox=outbox)
+    publisher = ThreadNoting(BrokerLitePublisher(outbox))
+    try:
+        report = Relay(outbox, publisher).drain()
+    finally:
+        publisher.close()
+    assert report.relayed == 23 and relayed_ids(sqlite_engine) == all_ids(sqlite_engine)
+    assert publisher.threads == {threading.current_thread().name}
+
+
+def test_drain_lanes_below_one_are_refused() -> None:
+    with pytest.raises(ConfigurationError, match="drain_lanes must be >= 1"):
+        RelaySettings(drain_lanes=0)
