@@ -161,7 +161,8 @@ def ours_relay_main(args: argparse.Namespace) -> int:
 
     engine = create_engine(args.db, pool_size=args.concurrency + 2)
     outbox = Outbox(engine=engine, broker=args.broker, producer_group=PRODUCER_GROUP,
-                    relay=RelaySettings(batch_size=args.batch_size))
+                    relay=RelaySettings(batch_size=args.batch_size,
+                                        drain_lanes=args.drain_lanes))
 
     def ready(**_kwargs: object) -> None:
         Path(args.ready).write_text("ready", encoding="utf-8")
@@ -528,11 +529,12 @@ async def peer_relay(env: Env, cfg: PeerConfig, stream: str) -> Any:
         _stop(proc)
 
 
-def start_ours_worker(env: Env, concurrency: int, batch_size: int) -> None:
+def start_ours_worker(env: Env, concurrency: int, batch_size: int, drain_lanes: int) -> None:
     ready = env.work / f"ours-ready-{uuid.uuid4().hex[:8]}"
     proc = _child("ours-relay", "--db", env.db, "--redis", env.redis, "--broker", env.broker,
                   "--ready", str(ready), "--concurrency", str(concurrency),
-                  "--batch-size", str(batch_size), env=env, log_name="ours-relay.log")
+                  "--batch-size", str(batch_size), "--drain-lanes", str(drain_lanes),
+                  env=env, log_name="ours-relay.log")
     env.ours_worker = proc
     asyncio.run(_wait_ready(ready, proc, "our relay worker"))
 
@@ -684,7 +686,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 f"terminal_flush_batch_size)")
             tp: dict[str, list[dict[str, Any]]] = {"ours": [], "peer": []}
             lat: dict[str, list[dict[str, Any]]] = {"ours": [], "peer": []}
-            start_ours_worker(env, args.concurrency, args.batch_size)
+            start_ours_worker(env, args.concurrency, args.batch_size, args.drain_lanes)
             try:
                 for rep in range(args.repeat if "throughput" in args.cases else 0):
                     for side in (s for s in order_for(rep) if s in args.sides):
@@ -694,6 +696,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                         say(f"  throughput rep {rep + 1} {side:4}: {r['per_s']:8,.0f} rows/s "
                             f"({r['seconds']:.2f} s, missing {r['missing']}, "
                             f"duplicates {r['duplicates']})")
+                if tp["ours"] and tp["peer"]:
+                    ratios = [o["per_s"] / p["per_s"] if p["per_s"] else float("inf")
+                              for o, p in zip(tp["ours"], tp["peer"], strict=True)]
+                    say("  throughput ours/peer per rep: "
+                        + ", ".join(f"{x:.2f}x" for x in ratios)
+                        + f" (median {median(ratios):.2f}x)")
                 for rep in range(args.lat_repeat if "latency" in args.cases else 0):
                     for side in (s for s in order_for(rep) if s in args.sides):
                         r = asyncio.run(latency_once(env, side, args.rate, args.seconds, best))
@@ -761,7 +769,8 @@ def summarise(args: argparse.Namespace, tp: dict[str, list[dict[str, Any]]],
             "seconds": args.seconds, "latency_repeat": args.lat_repeat,
             "body_size": BODY_SIZE, "backlog_rows_per_tx": BACKLOG_TX,
             "ours": {"celery_pool": "threads", "concurrency": args.concurrency,
-                     "relay_batch_size": args.batch_size, "processes": 1,
+                     "relay_batch_size": args.batch_size,
+                     "relay_drain_lanes": args.drain_lanes, "processes": 1,
                      "throughput_trigger": "one rocketbox.sweep task (Relay.drain)",
                      "latency_path": "on_commit -> rocketbox.relay task per commit",
                      "broker_flush": "async", "celery_broker": "redis"},
@@ -818,7 +827,8 @@ def markdown_section(result: dict[str, Any]) -> str:
         f"{peer_cfg['fetch_batch_size']}, terminal_flush_batch_size="
         f"{peer_cfg['terminal_flush_batch_size']} (best of the settings tried, below). "
         f"Ours: one Celery worker, threads pool, concurrency {p['ours']['concurrency']}, "
-        f"relay batch_size {p['ours']['relay_batch_size']}; celery {v.get('celery', '?')}.",
+        f"relay batch_size {p['ours']['relay_batch_size']}, drain_lanes "
+        f"{p['ours'].get('relay_drain_lanes', 1)}; celery {v.get('celery', '?')}.",
         "",
         f"| throughput, {p['rows']:,} committed rows | rows/s (median of {p['repeat']}) "
         "| spread | missing | duplicates |",
@@ -879,6 +889,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="our Celery worker's threads (default 4)")
     parser.add_argument("--batch-size", type=int, default=200,
                         help="our relay's batch_size (default 200, the library default)")
+    parser.add_argument("--drain-lanes", type=int, default=3,
+                        help="our relay's drain_lanes: passes the sweep runs at once "
+                             "(default 3, the library default)")
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="give up a throughput run after this long (s)")
     parser.add_argument("--quick", action="store_true",
