@@ -48,6 +48,7 @@ from sqlalchemy import (
     and_,
     any_,
     bindparam,
+    exists,
     false,
     func,
     or_,
@@ -151,6 +152,22 @@ def _free(row: Any, now: datetime) -> bool:
             and (row.claimed_until is None or _aware(row.claimed_until) < now))
 
 
+def _blocked(now: datetime) -> ColumnElement[bool]:
+    """A grouped row waits behind an earlier row of its group that cannot go now.
+
+    That row is parked, backing off, or in flight under another claim's lease.
+    Such rows are left out of the claim's window: otherwise a group whose head
+    is stuck fills every window with rows that cannot go, and the rows behind
+    them (other groups, ungrouped rows) are never reached. The probe follows
+    the ``(message_group, seq)`` index of unrelayed rows.
+    """
+    earlier = t.alias("earlier")
+    return exists().where(
+        earlier.c.message_group == t.c.message_group, earlier.c.seq < t.c.seq,
+        earlier.c.relayed_at.is_(None),
+        or_(earlier.c.parked, earlier.c.next_attempt_at > now, earlier.c.claimed_until >= now))
+
+
 def _aware(moment: datetime) -> datetime:
     """SQLite returns naive datetimes (UTC)."""
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
@@ -183,7 +200,8 @@ class Relay:
         until = now + timedelta(seconds=self.settings.lease_seconds)
         # ``NOT parked`` (not ``parked IS false``) matches the partial index's WHERE
         due = and_(t.c.relayed_at.is_(None), ~t.c.parked, t.c.next_attempt_at <= now,
-                   or_(t.c.claimed_until.is_(None), t.c.claimed_until < now))
+                   or_(t.c.claimed_until.is_(None), t.c.claimed_until < now),
+                   or_(t.c.message_group.is_(None), ~_blocked(now)))
         if older_than is not None:
             due = and_(due, t.c.created_at <= now - timedelta(seconds=older_than))
         window = and_(due, t.c.tx_id.in_(list(only))) if only else due

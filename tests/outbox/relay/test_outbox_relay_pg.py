@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -363,6 +363,35 @@ def test_a_retried_group_head_is_claimed_though_its_held_back_rows_fill_the_wind
     records = broker_records(broker.data_dir)
     assert list(iter_commit_order(records, ids)) == ids
     assert set(commit_counts(records).values()) == {1}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("stuck", ["parked", "backing_off"])
+def test_a_stuck_group_head_never_starves_the_rows_behind_its_group(
+        pg_engine: Engine, broker: BrokerLiteServer, stuck: str) -> None:
+    # Ten rows wait behind a head that cannot go; they are older than the other
+    # rows, so a window of four would hold only them if they were not left out.
+    outbox = make_outbox(pg_engine, broker.native, relay=RelaySettings(
+        batch_size=4, drain_lanes=1, broker_timeout=2.0))
+    stuck_group = [_publish_one(outbox, {"i": i}, "stuck") for i in range(11)]
+    others = [_publish_one(outbox, {"o": i}, "other") for i in range(3)]
+    loose = [_publish_one(outbox, {"l": i}, None) for i in range(5)]
+    head = stuck_group[0]
+    later = datetime.now(UTC) + timedelta(hours=1)
+    with pg_engine.begin() as conn:
+        conn.execute(update(t).where(t.c.tx_id == head).values(
+            attempts=1, parked=stuck == "parked", last_error="test: poisoned",
+            next_attempt_at=later if stuck == "backing_off" else datetime.now(UTC)))
+    publisher = BrokerLitePublisher(outbox)
+    try:
+        report = Relay(outbox, publisher).drain()
+    finally:
+        publisher.close()
+    assert relayed_ids(pg_engine) == {*others, *loose}
+    assert report.relayed == len(others) + len(loose)
+    records = broker_records(broker.data_dir)
+    assert list(iter_commit_order(records, others)) == others
+    assert all(records_of(records, tx) == [] for tx in stuck_group)
 
 
 @pytest.mark.timeout(60)
