@@ -89,6 +89,8 @@ class RelayReport:
     failed: int = 0
     parked: int = 0
     held_back: int = 0
+    #: of ``relayed``, rows with a message group (their groups' next rows may be due now)
+    relayed_grouped: int = 0
     errors: list[str] = field(default_factory=list)
 
     def add(self, other: RelayReport) -> None:
@@ -98,6 +100,7 @@ class RelayReport:
         self.failed += other.failed
         self.parked += other.parked
         self.held_back += other.held_back
+        self.relayed_grouped += other.relayed_grouped
         self.errors.extend(other.errors)
 
 
@@ -390,6 +393,7 @@ class Relay:
                 error = outcomes[row.tx_id]
                 if error is None:
                     report.relayed += 1
+                    report.relayed_grouped += row.message_group is not None
                     relayed.append({"b_tx": row.tx_id,
                                     "b_half": half.half_offset if half else row.half_offset,
                                     "b_commit": commit_offsets.get(row.tx_id)})

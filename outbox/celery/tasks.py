@@ -2,8 +2,8 @@
 
 ``rocketbox.relay(tx_ids=None)``
     One relay pass over the given rows (the on_commit hook's ids), or over
-    any due rows; after relaying given rows, one more pass over any due rows
-    (the next rows of their message groups, held back until now). A
+    any due rows; after relaying given rows of message groups, one more pass
+    over any due rows (the next rows of those groups, held back until now). A
     whole-pass failure (broker or database unreachable,
     :class:`~outbox.errors.RelayError`) is retried with exponential backoff;
     a row the broker refused is rescheduled on the row itself (backoff,
@@ -51,23 +51,17 @@ def _summary(report: RelayReport) -> dict[str, int]:
             "parked": report.parked, "held_back": report.held_back}
 
 
-def _add(total: RelayReport, more: RelayReport) -> None:
-    for name in ("claimed", "relayed", "failed", "parked", "held_back"):
-        setattr(total, name, getattr(total, name) + getattr(more, name))
-    total.errors.extend(more.errors)
-
-
 def relay(task: Any, tx_ids: list[str] | None = None) -> dict[str, int]:
     """``rocketbox.relay``: one pass over ``tx_ids`` (or over any due rows)."""
     state: RocketboxState = rocketbox_state(task.app)
     relay = state.relay(task.request.id)
     try:
         report = relay.run_once(only=tx_ids or None)
-        if tx_ids and report.relayed:
+        if tx_ids and report.relayed_grouped:
             # Rows of the same message group committed just after these were held back
             # while these were in flight (order per group); take them now rather than
-            # at the next sweep.
-            _add(report, relay.run_once())
+            # at the next sweep. (Ungrouped rows hold nothing back: no second claim.)
+            report.add(relay.run_once())
     except _TRANSIENT as exc:
         delay = state.retry_delay(task.request.retries)
         log.warning("relay pass failed (%s); retry %d in %.1fs", exc, task.request.retries + 1,

@@ -208,9 +208,16 @@ def test_eager_tasks_relay_sweep_and_end_transactions(
     with Session(sqlite_engine) as session, session.begin():
         first = publish(session, "Eager", {"n": 1}, outbox=outbox)
         second = publish(session, "Eager", {"n": 2}, outbox=outbox)
-    # the given row, then (a second pass) whatever else is due
-    assert app.tasks[RELAY_TASK].apply(args=[[first]]).get()["relayed"] == 2
-    assert relayed_ids(sqlite_engine) == {first, second}
+    # ungrouped: the given row only
+    assert app.tasks[RELAY_TASK].apply(args=[[first]]).get()["relayed"] == 1
+    assert relayed_ids(sqlite_engine) == {first}
+    with Session(sqlite_engine) as session, session.begin():
+        head = publish(session, "Eager", {"g": 1}, outbox=outbox, message_group="g")
+        nxt = publish(session, "Eager", {"g": 2}, outbox=outbox, message_group="g")
+    # a grouped row, then (a second pass) whatever else is due: the group's next row
+    # and the ungrouped row left over
+    assert app.tasks[RELAY_TASK].apply(args=[[head]]).get()["relayed"] == 3
+    assert relayed_ids(sqlite_engine) == {first, second, head, nxt}
     plain = Outbox(engine=sqlite_engine, broker=broker.native)
     with Session(sqlite_engine) as session, session.begin():
         swept = publish(session, "Eager", {"n": 2.5}, outbox=plain)
@@ -228,13 +235,13 @@ def test_eager_tasks_relay_sweep_and_end_transactions(
     ended = app.tasks[END_TRANSACTION_TASK].apply(
         args=[third, "COMMIT", half.half_offset, half.queue_offset]).get()
     assert ended["ended"] is True
-    assert relayed_ids(sqlite_engine) == {first, second, swept, third}
+    assert relayed_ids(sqlite_engine) == {first, second, head, nxt, swept, third}
     again = app.tasks[END_TRANSACTION_TASK].apply(
         args=[third, "ROLLBACK", half.half_offset, half.queue_offset]).get()
     assert again["ended"] is False and "commit" in again["error"].lower()
     rocketbox_state(app).close()
-    assert commit_counts(broker_records(broker.data_dir)) == {first: 1, second: 1, swept: 1,
-                                                          third: 1}
+    assert commit_counts(broker_records(broker.data_dir)) == {
+        first: 1, second: 1, head: 1, nxt: 1, swept: 1, third: 1}
 
 
 @pytest.mark.timeout(60)
