@@ -578,11 +578,20 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return ordered[k]
 
 
+#: seconds of paced load before the latency samples that count
+WARMUP_SECONDS = 1.0
+
+
 async def latency_once(env: Env, side: str, rate: float, seconds: float, peer_cfg: PeerConfig
                        ) -> dict[str, Any]:
     reset_tables(env)
     name = f"RelayBench{uuid.uuid4().hex[:10]}"
+    # The first second of the paced stream is a warm-up and not counted: both
+    # sides open connections, fill caches and start loops then (steady state is
+    # what a fixed offered load measures).
+    warm = int(rate * WARMUP_SECONDS)
     count = int(rate * seconds)
+    total = warm + count
     settle()
     async with contextlib.AsyncExitStack() as stack:
         seen = await stack.enter_async_context(consumer(env, side, name))
@@ -590,24 +599,25 @@ async def latency_once(env: Env, side: str, rate: float, seconds: float, peer_cf
             go = await stack.enter_async_context(peer_relay(env, peer_cfg, name))
             go()
             await asyncio.sleep(0.5)  # the outbox broker's start (pool, LISTEN) is not timed
-        produced = await run_producer(env, side, "paced", count, topic=name, rate=rate)
+        produced = await run_producer(env, side, "paced", total, topic=name, rate=rate)
         produced_at = time.monotonic()
-        complete = await seen.wait_for(count, 120.0)
+        complete = await seen.wait_for(total, 120.0)
         drained_after = (max(seen.times.values()) - produced_at) if seen.times else float("nan")
     stamps = produced["stamps"]
-    lat = [seen.times[i] - t for i, t in stamps if i in seen.times]
+    lat = [seen.times[i] - t for i, t in stamps if i in seen.times and i >= warm]
     lat_ms = [x * 1000 for x in lat]
-    achieved = count / produced["seconds"]
+    achieved = total / produced["seconds"]
     tail = lat_ms[-max(1, len(lat_ms) // 10):]
     head = lat_ms[: max(1, len(lat_ms) // 10)]
     kept_up = (complete and achieved >= 0.95 * rate
                and _percentile(tail, 50) <= max(4 * _percentile(head, 50), 20.0))
     return {"offered_per_s": rate, "committed_per_s": achieved, "count": count,
+            "warmup_messages": warm,
             "p50_ms": _percentile(lat_ms, 50), "p90_ms": _percentile(lat_ms, 90),
             "p99_ms": _percentile(lat_ms, 99), "max_ms": max(lat_ms) if lat_ms else float("nan"),
             "first_tenth_p50_ms": _percentile(head, 50),
             "last_tenth_p50_ms": _percentile(tail, 50),
-            "missing": count - len(seen.times), "duplicates": seen.duplicates,
+            "missing": total - len(seen.times), "duplicates": seen.duplicates,
             "drained_s_after_last_commit": drained_after, "kept_up": bool(kept_up)}
 
 
