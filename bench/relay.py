@@ -36,7 +36,10 @@ flipping every repetition:
   message minus when the producer's DB commit returned, both
   ``time.monotonic()`` (one clock for all processes on Linux). Ours takes the
   commit time in an ``after_commit`` listener that runs before the outbox's
-  own hook enqueues the Celery task, so the enqueue counts as latency.
+  own hook (which coalesces commits into ``rocketbox.relay`` tasks, one per
+  ``enqueue_window`` at most), so the enqueue counts as latency. The first
+  second of the stream is a warm-up and is not counted. Every process calls
+  ``gc.freeze()`` once set up (ours in the product, the harness for the rest).
 
 Full runs write ``bench/results/relay.json`` and the section of
 ``bench/README.md`` between the ``relay`` markers; ``--quick`` only prints.
