@@ -342,45 +342,43 @@ def run_case(pipe: Pipe, args: argparse.Namespace, concurrency: int) -> dict[str
 # -- output ----------------------------------------------------------------------
 
 ANALYSIS = """\
-**Where the extra time goes** (py-spy at 500 Hz with `--idle`, one client,
-each route alone for 15 s; only samples in the WSGI request thread; written
-by hand here in `ANALYSIS` and re-rendered with the table):
+**Goal missed: decorated / bare p50 is 1.17-1.19x against 1.10x.** The
+`row` route shows why: the same view writing the same outbox row by hand,
+one plain `INSERT` with no decorator and no `publish()`, already costs
+1.09-1.19x. Any outbox that keeps the message as a row in the caller's
+transaction pays one more statement, and on this view (one `INSERT`, about
+2.5-3.5 ms end to end over HTTP) that statement is a tenth of the request:
+a loopback round trip to PostgreSQL (about 120 µs measured alone) plus
+psycopg binding the parameters. The decorator and `publish()` on top of it
+(decorated / row) cost 1-8%, within the noise of this machine. A durable
+commit (PostgreSQL's defaults) adds about 0.9 ms to every request here, yet
+the ratio stays the same within noise. Views that do more than one `INSERT` see a
+smaller ratio: the added cost is fixed, not proportional.
 
-* The decorated route does **five** PostgreSQL round trips where the bare one
-  does three: `BEGIN`, `INSERT INTO orders`, `COMMIT` for both, plus, inside
-  `outbox.publish.publish`, `SELECT pg_current_xact_id()::text::bigint`
-  (to stamp `pg_xid` on the row) and the `INSERT` of the outbox row (with
-  `nextval('rocketbox_transaction_seq')`). On this loopback setup each round
-  trip costs about as much as the business `INSERT` itself.
-* `publish()` is about 35% of the decorated request (the `pg_xid` SELECT
-  about 16%, the outbox INSERT about 19%); some two thirds of that is waiting
-  on the server, the rest is SQLAlchemy compiling/caching the insert and
-  psycopg binding. The decorator's own code (`_run`: session, unit of work,
-  contextvar, autocommit check, `make_response`) is about 4%, the commit the
-  same as in the bare route. So the overhead is the outbox row, not the
-  decorator.
-* The clearest cut: fold the `pg_xid` lookup into the outbox `INSERT`
-  (`pg_xid = pg_current_xact_id()::text::bigint` as a SQL expression in
-  `VALUES`, as `seq` already does with `nextval`), saving one round trip per
-  message: four round trips against three. Tried in a throw-away run
-  (`publish` patched in memory, not committed; one client, 1,000 requests
-  per route, 3 repetitions, alternating with the unpatched code, load
-  average about 4.4 on the 2 cores): p50 ratio 1.32x, 1.29x and 1.24x
-  folded against 1.62x and 1.45x as is. 1.10x against a one-`INSERT` view
-  looks out of reach while the message is its own row written in its own statement:
-  the outbox `INSERT` is a second write of the same size as the business
-  one. Views that do more work than one `INSERT` see a smaller ratio.
-* PostgreSQL here runs with `fsync=off` and `synchronous_commit=off` (the
-  test-suite cluster), so `COMMIT` is cheap and round trips dominate; with a
-  durable commit (an fsync per transaction, the same for both routes) the
-  ratio would likely be lower (not measured). The client is a separate process; the server, the
-  pool and the view share one Python process (the GIL), with two cores for
-  client, server and PostgreSQL, so queueing shows in the 4-client p50/p99.
+What was cut to get here (profiles: py-spy of the request thread, cProfile
+of the view through Flask's test client, and per-part timings):
+
+* `publish()` built a Core `insert()` per call; statement construction,
+  cache-key generation and bind processing cost more than PostgreSQL spent
+  on the row. On psycopg/psycopg2 it now runs one plain-SQL `INSERT`
+  (built once from the table's columns) through `exec_driver_sql`, with
+  `seq` and `pg_xid` computed by the server in the same statement. The
+  earlier separate `SELECT pg_current_xact_id()` is gone (one round trip
+  fewer per message). Together: 1.41x -> about 1.18x.
+* The Flask decorator looks the session's connection up once per
+  transaction, and its settings without taking a lock once built.
+
+Tried and dropped: sending the outbox `INSERT` and the `COMMIT` in one
+network exchange with psycopg's pipeline mode. Entering and leaving the
+pipeline cost more than the round trip saved (two-statement transaction:
+620 µs plain, 680 µs pipelined). Folding the row into the business
+statement is not possible in general: the view's writes are its own.
 
 Relaying is not in the timed path (no Celery, empty `on_commit`);
 `bench/relay.py` measures the relay. To reproduce:
-`.venv/bin/python bench/decorator.py` (about 4 minutes; `--quick` for a
-30 s smoke run that only prints).
+`.venv/bin/python bench/decorator.py` (about 9 minutes for both PostgreSQL
+configurations; `--postgres durable` or `no-fsync` for one; `--quick` for a
+smoke run that only prints).
 """
 
 
