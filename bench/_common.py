@@ -56,6 +56,17 @@ TMP_DIR = RESULTS_DIR / "tmp"
 MB = 1_000_000
 
 
+def add_repository_paths() -> None:
+    """Let a script in bench/ import the repository's packages and tests/ (``support``).
+
+    bench/ is ``sys.path[0]`` when a script runs; these go after it, so an
+    installed copy or ``PYTHONPATH`` (e.g. ``--at-commit``) still comes first.
+    """
+    for path in (str(REPO_ROOT), str(REPO_ROOT / "tests")):
+        if path not in sys.path:
+            sys.path.append(path)
+
+
 # -- statistics ----------------------------------------------------------------
 
 

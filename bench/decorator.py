@@ -55,19 +55,12 @@ import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection as Pipe
-from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO_ROOT = BENCH_DIR.parent
-# bench/ is sys.path[0] when run as a script; the repository (integrations,
-# outbox) and tests/ (support.servers) go after it.
-for _p in (str(BENCH_DIR), str(REPO_ROOT), str(REPO_ROOT / "tests")):
-    if _p not in sys.path:
-        sys.path.append(_p)
-
-from _common import (  # noqa: E402
+from _common import (
+    BENCH_DIR,
     RESULTS_DIR,
+    add_repository_paths,
     describe_machine,
     git_state,
     load_average,
@@ -78,6 +71,8 @@ from _common import (  # noqa: E402
     utc_now,
     write_json,
 )
+
+add_repository_paths()
 
 ROUTES = ("bare", "row", "decorated")
 #: ``durable``: PostgreSQL's own defaults, what a production server runs (every

@@ -68,18 +68,13 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO_ROOT = BENCH_DIR.parent
-# bench/ is sys.path[0] when run as a script; the repository (outbox, broker_lite)
-# and tests/ (support.servers) go after it.
-for _p in (str(BENCH_DIR), str(REPO_ROOT), str(REPO_ROOT / "tests")):
-    if _p not in sys.path:
-        sys.path.append(_p)
-
-from _common import (  # noqa: E402
+from _common import (
+    BENCH_DIR,
+    REPO_ROOT,
     RESULTS_DIR,
     TMP_DIR,
     Samples,
+    add_repository_paths,
     describe_machine,
     git_state,
     load_average,
@@ -90,6 +85,8 @@ from _common import (  # noqa: E402
     utc_now,
     write_json,
 )
+
+add_repository_paths()
 
 BODY_SIZE = 256
 ID_RE = re.compile(rb'"i":\s*(\d+)')
