@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -89,6 +89,30 @@ def test_commit_gives_one_message_per_unit_rollback_and_savepoint_give_none(
             == {"trace": "t-1", "n": 7}
 
 
+def _race(pg_engine: Engine, outbox: Outbox, expected: set[str], threads: int, name: str,
+          step: Callable[[Relay], object], *, timeout: float) -> None:
+    """``threads`` relays (own publisher each) call ``step`` until every row is relayed."""
+    errors: list[BaseException] = []
+
+    def racer() -> None:
+        publisher = BrokerLitePublisher(outbox)
+        relay = Relay(outbox, publisher, name=f"{name}-{threading.get_ident()}")
+        try:
+            while relayed_ids(pg_engine) != expected:
+                step(relay)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            publisher.close()
+
+    racers = [threading.Thread(target=racer) for _ in range(threads)]
+    for thread in racers:
+        thread.start()
+    for thread in racers:
+        thread.join(timeout)
+    assert not errors
+
+
 def _publish_one(outbox: Outbox, body: object, group: str | None) -> str:
     with Session(outbox.engine) as session, session.begin():
         return publish(session, "Ordered", body, outbox=outbox, message_group=group)
@@ -149,25 +173,7 @@ def test_racing_relays_never_commit_twice_and_keep_group_order(
     expected = all_ids(pg_engine)
     small = make_outbox(pg_engine, broker.native, relay=RelaySettings(
         batch_size=7, lease_seconds=5, broker_timeout=2.0))
-    errors: list[BaseException] = []
-
-    def worker() -> None:
-        publisher = BrokerLitePublisher(small)
-        relay = Relay(small, publisher, name=f"racer-{threading.get_ident()}")
-        try:
-            while relayed_ids(pg_engine) != expected:
-                relay.run_once()
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-        finally:
-            publisher.close()
-
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert not errors
+    _race(pg_engine, small, expected, 4, "racer", Relay.run_once, timeout=60)
     records = broker_records(broker.data_dir)
     counts = commit_counts(records)
     assert set(counts) == expected and set(counts.values()) == {1}
@@ -306,25 +312,9 @@ def test_drain_lanes_and_a_second_sweeper_never_commit_twice_and_keep_group_orde
                 publish(session, "Laned", {"i": i}, outbox=outbox)
     expected = all_ids(pg_engine)
     reports: list[RelayReport] = []
-    errors: list[BaseException] = []
-
-    def sweeper() -> None:  # two sweeps at once, four lanes each
-        publisher = BrokerLitePublisher(outbox)
-        relay = Relay(outbox, publisher, name=f"sweeper-{threading.get_ident()}")
-        try:
-            while relayed_ids(pg_engine) != expected:
-                reports.append(relay.drain(max_passes=10_000))
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-        finally:
-            publisher.close()
-
-    threads = [threading.Thread(target=sweeper) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(90)
-    assert not errors
+    # two sweeps at once, four lanes each
+    _race(pg_engine, outbox, expected, 2, "sweeper",
+          lambda relay: reports.append(relay.drain(max_passes=10_000)), timeout=90)
     assert sum(r.relayed for r in reports) == len(expected)
     assert not any(r.failed for r in reports)
     records = broker_records(broker.data_dir)
