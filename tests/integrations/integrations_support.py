@@ -11,17 +11,16 @@
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import json
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, select
+from support.commitlog import broker_records as broker_records  # re-exported
+from support.commitlog import commit_counts as commit_counts  # re-exported
 from support.http import http as http  # re-exported for the tests
 from werkzeug.serving import make_server
 
@@ -87,15 +86,6 @@ class Collector:
         self._consumer.shutdown()
 
 
-def broker_records(data_dir: Path) -> list[dict[str, Any]]:
-    out = subprocess.run([sys.executable, "-m", "broker_lite", "inspect", "--data-dir",
-                          str(data_dir)], capture_output=True, text=True, timeout=60,
-                         check=True)
-    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
-
-
-def commit_counts(records: list[dict[str, Any]]) -> collections.Counter[str]:
-    return collections.Counter(r["transaction_id"] for r in records if r["sysflag"] == "commit")
 
 
 def mentioned(records: list[dict[str, Any]]) -> set[str]:

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine, delete, event, select, update
+from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.orm import Session
 from support import BrokerLiteServer, start_broker_lite, wait_until
+from support.sqlite import sqlite_outbox_engine
 
 from broker_lite.client import LocalTransactionState, ReceivedMessage, TransactionProducer
 from outbox import BrokerLitePublisher, Outbox, Relay, RelaySettings, publish
-from outbox.models import metadata
 from outbox.models import transaction_table as t
 from spark.audit_job import main as audit_main
 
@@ -36,22 +36,6 @@ N_CLEAN = 10_000
 N_FAULTY = 120
 # every row is older than --grace at the audit's "now"; nothing is late
 RULES = ["--grace", "0", "--slo", "600", "--stuck-after", "600"]
-
-
-def _sqlite_outbox(path: Path) -> Engine:
-    """SQLite with real BEGIN/SAVEPOINT (SQLAlchemy's pysqlite recipe) and the outbox tables."""
-    engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": 30})
-
-    @event.listens_for(engine, "connect")
-    def _connect(dbapi_conn: Any, _record: Any) -> None:
-        dbapi_conn.isolation_level = None
-
-    @event.listens_for(engine, "begin")
-    def _begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN")
-
-    metadata.create_all(engine)
-    return engine
 
 
 @dataclass
@@ -70,7 +54,7 @@ def _pipeline(tmp_path: Path, broker: BrokerLiteServer, n: int, *,
               per_db_tx: int) -> Iterator[Run]:
     """Publish ``n`` messages in DB transactions of ``per_db_tx``, then relay them all."""
     db = tmp_path / "outbox.sqlite"
-    engine = _sqlite_outbox(db)
+    engine = sqlite_outbox_engine(db)
     outbox = Outbox(engine=engine, broker=broker.native,
                     relay=RelaySettings(batch_size=min(n, 2000), broker_timeout=30.0))
     published: list[str] = []

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from .commitlog import broker_records, commit_counts
 from .servers import (
     LOOPBACK,
     BrokerLiteServer,
@@ -30,6 +31,8 @@ __all__ = [
     "ServerStartError",
     "ServerUnavailable",
     "WaitTimeout",
+    "broker_records",
+    "commit_counts",
     "find_postgres_bindir",
     "free_port",
     "start_broker_lite",

@@ -8,9 +8,7 @@ signal (or when the checker connected), and kills the whole group on exit.
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -19,10 +17,11 @@ import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import Engine, create_engine, select, text
 from support import PostgresServer, wait_until
+from support.commitlog import broker_records as broker_records  # re-exported
+from support.commitlog import commit_counts as commit_counts  # re-exported
 
 from outbox.models import metadata
 from outbox.models import transaction_table as t
@@ -127,15 +126,6 @@ def pg_outbox_engine(server: PostgresServer) -> tuple[Engine, str]:
     return engine, db.url
 
 
-def broker_records(data_dir: Path) -> list[dict[str, Any]]:
-    out = subprocess.run([sys.executable, "-m", "broker_lite", "inspect", "--data-dir",
-                          str(data_dir)], capture_output=True, text=True, timeout=60,
-                         check=True)
-    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
-
-
-def commit_counts(records: list[dict[str, Any]]) -> collections.Counter[str]:
-    return collections.Counter(r["transaction_id"] for r in records if r["sysflag"] == "commit")
 
 
 def relayed_ids(engine: Engine) -> set[str]:

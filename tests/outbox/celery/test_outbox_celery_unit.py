@@ -7,13 +7,13 @@ import time
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from rocketbox_celery_support import broker_records, commit_counts, relayed_ids
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 from support import BrokerLiteServer, free_port, wait_until
+from support.sqlite import sqlite_outbox_engine
 
 from outbox import (
     BrokerLitePublisher,
@@ -22,7 +22,6 @@ from outbox import (
     RelayError,
     RelaySettings,
     TransactionRow,
-    metadata,
     publish,
 )
 from outbox.celery import (
@@ -41,18 +40,8 @@ from outbox.publisher import OutgoingMessage
 
 @pytest.fixture
 def sqlite_engine(tmp_path: Path) -> Iterator[Engine]:
-    """SQLite with real BEGIN/SAVEPOINT (SQLAlchemy's pysqlite recipe)."""
-    engine = create_engine(f"sqlite:///{tmp_path / 'unit.sqlite'}")
-
-    @event.listens_for(engine, "connect")
-    def _connect(dbapi_conn: Any, _record: Any) -> None:
-        dbapi_conn.isolation_level = None
-
-    @event.listens_for(engine, "begin")
-    def _begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN")
-
-    metadata.create_all(engine)
+    """SQLite with real BEGIN/SAVEPOINT and the outbox tables."""
+    engine = sqlite_outbox_engine(tmp_path / "unit.sqlite")
     yield engine
     engine.dispose()
 

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import collections
-import json
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, text
 from support import PostgresServer
+from support.commitlog import broker_records as broker_records  # re-exported
+from support.commitlog import commit_counts as commit_counts  # re-exported
 
 from outbox.models import metadata
 
@@ -31,15 +29,6 @@ def pg_outbox_engine(server: PostgresServer) -> tuple[Engine, str]:
     return engine, db.url
 
 
-def broker_records(data_dir: Path) -> list[dict[str, Any]]:
-    out = subprocess.run([sys.executable, "-m", "broker_lite", "inspect", "--data-dir",
-                          str(data_dir)], capture_output=True, text=True, timeout=60,
-                         check=True)
-    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
-
-
-def commit_counts(records: list[dict[str, Any]]) -> collections.Counter[str]:
-    return collections.Counter(r["transaction_id"] for r in records if r["sysflag"] == "commit")
 
 
 def resolution(records: list[dict[str, Any]], tx_id: str) -> str | None:

@@ -6,9 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from outbox_relay_support import FAST_BROKER, pg_outbox_engine, sqlite_outbox_engine
+from outbox_relay_support import FAST_BROKER, pg_outbox_engine
 from sqlalchemy import Engine
 from support import BrokerLiteServer, PostgresServer, start_broker_lite
+from support.sqlite import sqlite_outbox_engine
 
 
 @pytest.fixture

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import collections
-import json
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, select, text
-from sqlalchemy.engine.interfaces import DBAPIConnection
-from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy import Engine, create_engine, select, text
 from support import PostgresServer, wait_until
+from support.commitlog import broker_records as broker_records  # re-exported
+from support.commitlog import commit_counts as commit_counts  # re-exported
 
 from broker_lite.client import ConsumeResult, PushConsumer, ReceivedMessage
 from outbox.models import metadata
@@ -34,34 +29,6 @@ def pg_outbox_engine(server: PostgresServer) -> Engine:
     return engine
 
 
-def sqlite_outbox_engine(path: Path) -> Engine:
-    """A SQLite file with the outbox tables, and real BEGIN/SAVEPOINT (SQLAlchemy's recipe)."""
-    engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": 30})
-
-    @event.listens_for(engine, "connect")
-    def _no_driver_transactions(dbapi_conn: DBAPIConnection, _entry: ConnectionPoolEntry
-                                ) -> None:
-        dbapi_conn.isolation_level = None  # type: ignore[attr-defined]
-
-    @event.listens_for(engine, "begin")
-    def _begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN")
-
-    metadata.create_all(engine)
-    return engine
-
-
-def broker_records(data_dir: Path) -> list[dict[str, Any]]:
-    """Every commit-log record (``broker-lite inspect``), half and op records included."""
-    out = subprocess.run([sys.executable, "-m", "broker_lite", "inspect", "--data-dir",
-                          str(data_dir)], capture_output=True, text=True, timeout=60,
-                         check=True)
-    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
-
-
-def commit_counts(records: list[dict[str, Any]]) -> collections.Counter[str]:
-    """How many commit records each transaction id has in the broker."""
-    return collections.Counter(r["transaction_id"] for r in records if r["sysflag"] == "commit")
 
 
 def records_of(records: list[dict[str, Any]], tx_id: str) -> list[dict[str, Any]]:
