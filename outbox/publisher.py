@@ -8,8 +8,10 @@ the same row twice never makes a second message.
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -23,7 +25,8 @@ from outbox.errors import BrokerUnreachableError
 
 T = TypeVar("T")
 
-__all__ = ["BrokerLitePublisher", "HalfSent", "OutgoingMessage", "Publisher", "TxEnded"]
+__all__ = ["BrokerLitePublisher", "HalfSent", "OutgoingMessage", "ProcessPublishers", "Publisher",
+           "TxEnded"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,3 +157,37 @@ class BrokerLitePublisher:
 
 
 _STATES = {"COMMIT": m.TxState.COMMIT, "ROLLBACK": m.TxState.ROLLBACK}
+
+
+class ProcessPublishers:
+    """One publisher per process, made on first use.
+
+    A publisher is thread-safe, so the threads of a process share it; a forked
+    child makes its own (the parent's connection and loop thread do not
+    survive a fork) and never touches the parent's.
+    """
+
+    def __init__(self, make: Callable[[], Publisher]) -> None:
+        self._make = make
+        self._lock = threading.Lock()
+        self._by_pid: dict[int, Publisher] = {}
+
+    def get(self) -> Publisher:
+        pid = os.getpid()
+        with self._lock:
+            publisher = self._by_pid.get(pid)
+            if publisher is None:
+                publisher = self._by_pid[pid] = self._make()
+            return publisher
+
+    def close(self) -> None:
+        """Close this process's publisher, if it made one (shutdown, tests)."""
+        with self._lock:
+            publisher = self._by_pid.pop(os.getpid(), None)
+            self._by_pid.clear()  # a parent's, inherited by fork: not ours to close
+        if publisher is not None:
+            try:
+                publisher.close()
+            except Exception:
+                logging.getLogger("rocketbox.outbox").warning(
+                    "closing the broker publisher failed", exc_info=True)

@@ -23,7 +23,6 @@ key                         meaning                                             
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -35,7 +34,7 @@ from integrations.django.db import forget_engines, sqlalchemy_url
 from outbox.config import Outbox, RelaySettings
 from outbox.errors import ConfigurationError
 from outbox.migrate import engine_for
-from outbox.publisher import BrokerLitePublisher, Publisher
+from outbox.publisher import BrokerLitePublisher, ProcessPublishers, Publisher
 from outbox.serializers import JsonSerializer
 
 if TYPE_CHECKING:
@@ -82,22 +81,16 @@ class DjangoState:
     celery: Celery | None
     celery_broker: str | None
     options: dict[str, Any]
-    _publishers: dict[int, Publisher] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _publishers: ProcessPublishers = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._publishers = ProcessPublishers(lambda: BrokerLitePublisher(self.outbox))
 
     def publisher(self) -> Publisher:
-        key = os.getpid()  # one per process: it is thread-safe; a fork makes its own
-        with self._lock:
-            publisher = self._publishers.get(key)
-            if publisher is None:
-                publisher = self._publishers[key] = BrokerLitePublisher(self.outbox)
-            return publisher
+        return self._publishers.get()
 
     def close(self) -> None:
-        with self._lock:
-            publishers, self._publishers = list(self._publishers.values()), {}
-        for publisher in publishers:
-            publisher.close()
+        self._publishers.close()
         self.outbox.engine.dispose()
 
 

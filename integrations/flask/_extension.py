@@ -24,7 +24,6 @@ Configuration (docs/integrations.md has the full table):
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ from integrations._unit import current_unit
 from outbox.config import Outbox, RelaySettings
 from outbox.errors import ConfigurationError, NoTransactionError
 from outbox.migrate import engine_for
-from outbox.publisher import BrokerLitePublisher, Publisher
+from outbox.publisher import BrokerLitePublisher, ProcessPublishers, Publisher
 from outbox.serializers import JsonSerializer, Serializer
 
 if TYPE_CHECKING:
@@ -83,7 +82,10 @@ class FlaskState:
     _celery_broker: str | None = None
     _sessions: sessionmaker[Session] | None = None
     _db: Any = None
-    _publishers: dict[int, Publisher] = field(default_factory=dict)
+    _publishers: ProcessPublishers = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._publishers = ProcessPublishers(lambda: BrokerLitePublisher(self.outbox))
 
     # -- configuration ---------------------------------------------------------------
 
@@ -194,20 +196,11 @@ class FlaskState:
 
     def publisher(self) -> Publisher:
         """The broker seam for ``half_first`` mode, one per process (made on first use)."""
-        key = os.getpid()  # one per process: it is thread-safe; a fork makes its own
-        outbox = self.outbox
-        with self._lock:
-            publisher = self._publishers.get(key)
-            if publisher is None:
-                publisher = self._publishers[key] = BrokerLitePublisher(outbox)
-            return publisher
+        return self._publishers.get()
 
     def close(self) -> None:
-        """Close the half-first publishers (for tests and shutdown)."""
-        with self._lock:
-            publishers, self._publishers = list(self._publishers.values()), {}
-        for publisher in publishers:
-            publisher.close()
+        """Close this process's half-first publisher (for tests and shutdown)."""
+        self._publishers.close()
 
 
 def state_for(app: Flask | None = None) -> FlaskState:

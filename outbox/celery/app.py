@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ from celery.signals import (
 from outbox.celery.sqla import transport_settings
 from outbox.config import Outbox
 from outbox.errors import ConfigurationError
-from outbox.publisher import BrokerLitePublisher, Publisher
+from outbox.publisher import BrokerLitePublisher, ProcessPublishers, Publisher
 from outbox.relay import Relay, backoff_seconds, worker_id
 
 __all__ = ["CelerySettings", "PublisherFactory", "RocketboxState", "make_celery",
@@ -92,17 +91,14 @@ class RocketboxState:
     outbox: Outbox
     settings: CelerySettings
     publisher_factory: PublisherFactory
-    _publishers: dict[int, Publisher] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _publishers: ProcessPublishers = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._publishers = ProcessPublishers(lambda: self.publisher_factory(self.outbox))
 
     def publisher(self) -> Publisher:
         """This process's publisher (made on first use; a forked child makes its own)."""
-        pid = os.getpid()
-        with self._lock:
-            publisher = self._publishers.get(pid)
-            if publisher is None:
-                publisher = self._publishers[pid] = self.publisher_factory(self.outbox)
-            return publisher
+        return self._publishers.get()
 
     def relay(self, run_id: str | None = None) -> Relay:
         """A relay named after this worker and the run (its claims are its own)."""
@@ -115,13 +111,7 @@ class RocketboxState:
 
     def close(self) -> None:
         """Close this process's publisher (worker shutdown)."""
-        with self._lock:
-            publisher = self._publishers.pop(os.getpid(), None)
-        if publisher is not None:
-            try:
-                publisher.close()
-            except Exception:
-                log.warning("closing the relay's publisher failed", exc_info=True)
+        self._publishers.close()
 
 
 def rocketbox_state(app: Celery) -> RocketboxState:
