@@ -9,6 +9,8 @@ behave the same (docs/integrations.md):
   SQLAlchemy :class:`~sqlalchemy.Connection`, and returns its ``tx_id``;
 * the decorator's ``body=`` function turns the view's return value into one
   more message (topic, tag, keys and message group from the decorator);
+  when the integration commits through SQLAlchemy (``commits_via_sqlalchemy``,
+  Flask) that last row rides on the ``COMMIT`` (:mod:`outbox.at_commit`);
 * before the commit, ``half_first`` mode sends a half for every message
   (carrying the PostgreSQL xid) and records its offset on the row;
 * after the commit, ``outbox`` mode hands the ids to ``Outbox.on_commit``
@@ -139,6 +141,9 @@ class UnitOfWork:
     celery_app: Celery | None = None
     #: the framework's session, when it has one (Flask)
     session: Session | None = None
+    #: the integration commits through SQLAlchemy (so an ``outbox``-mode ``body=``
+    #: row may be sent with the COMMIT); Django commits through its own connection
+    commits_via_sqlalchemy: bool = False
     tx_ids: list[str] = field(default_factory=list)
     _messages: list[_Sent] = field(default_factory=list)
 
@@ -168,15 +173,17 @@ class UnitOfWork:
         group = (self.spec.message_group(value) if callable(self.spec.message_group)
                  else self.spec.message_group)
         return self._write(self.spec.topic, body, tag=self.spec.tag, keys=keys,
-                           message_group=group, headers=self.spec.headers)
+                           message_group=group, headers=self.spec.headers,
+                           at_commit=self.commits_via_sqlalchemy and self.mode == "outbox")
 
     def _write(self, topic: str, body: Any, *, tag: str | None,
                keys: str | Sequence[str] | None, message_group: str | None,
-               headers: Mapping[str, Any] | None) -> str:
+               headers: Mapping[str, Any] | None, at_commit: bool = False) -> str:
         conn = self.connection()
         data = to_body(body, self.outbox.serializer)
         tx_id = outbox_publish(conn, topic, data, outbox=self.outbox, tag=tag, keys=keys,
-                               message_group=message_group, headers=headers)
+                               message_group=message_group, headers=headers,
+                               at_commit=at_commit)
         self.tx_ids.append(tx_id)
         if self.mode == "half_first":
             key_list = (keys.split() if isinstance(keys, str) else list(keys or ()))

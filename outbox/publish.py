@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import Connection, event, func, insert, select, text
 from sqlalchemy.orm import Session, SessionTransaction
 
+from outbox.at_commit import can_ride, queue
 from outbox.config import Outbox
 from outbox.errors import NoTransactionError
 from outbox.models import transaction_table
@@ -90,12 +91,20 @@ def publish(
     headers: Mapping[str, Any] | None = None,
     tx_id: str | None = None,
     state: str = "COMMIT",
+    at_commit: bool = False,
 ) -> str:
     """Add a message to the caller's transaction and return its ``tx_id``.
 
     Raises :class:`NoTransactionError` when no transaction is open. After the
     transaction commits, ``outbox.on_commit`` is told the new ids (a session
     only; with a bare connection the sweeper picks the rows up).
+
+    ``at_commit=True`` is for the last message before ``commit()``: where
+    :mod:`outbox.at_commit` allows (PostgreSQL, psycopg 3, migrated to 0002,
+    no savepoint), the row is sent in the same query as the ``COMMIT``, which
+    saves a round trip; the row is then not visible to queries inside the
+    transaction, and the commit must go through SQLAlchemy. Elsewhere the row
+    is written at once, as without it.
     """
     conn = _connection(session)
     dialect = conn.dialect.name
@@ -111,7 +120,9 @@ def publish(
         headers=dict(headers) if headers else None, state=state,
         created_at=now, next_attempt_at=now,
     )
-    if dialect == "postgresql":
+    if at_commit and can_ride(conn):
+        queue(conn, values)
+    elif dialect == "postgresql":
         if message_group is not None:
             conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:g))"),
                          {"g": f"rocketbox:{message_group}"})

@@ -330,6 +330,9 @@ def _schema(url: str) -> dict[str, Any]:
             with engine.connect() as conn:
                 out["sequences"] = sorted(conn.execute(text(
                     "SELECT sequence_name FROM information_schema.sequences")).scalars())
+                out["functions"] = sorted(tuple(row) for row in conn.execute(text(
+                    "SELECT proname, pg_get_function_identity_arguments(oid), prosrc "
+                    "FROM pg_proc WHERE proname LIKE 'rocketbox%'")).all())
         return out
     finally:
         engine.dispose()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine, inspect, text
 
 from migrations import VERSION_TABLE
 
@@ -49,3 +49,13 @@ def sequences(engine: Engine) -> list[str]:
         return []
     return sorted(name for name in inspect(engine).get_sequence_names()
                   if name.startswith("rocketbox_"))
+
+
+def functions(engine: Engine) -> list[tuple[str, str]]:
+    """rocketbox's PostgreSQL functions: (name, argument types)."""
+    if engine.dialect.name != "postgresql":
+        return []
+    with engine.connect() as conn:
+        return sorted((name, args) for name, args in conn.execute(text(
+            "SELECT proname, pg_get_function_identity_arguments(oid) FROM pg_proc "
+            "WHERE proname LIKE 'rocketbox\\_%'")).all())

@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from migration_schema_support import rocketbox_tables, schema_snapshot, sequences
+from migration_schema_support import functions, rocketbox_tables, schema_snapshot, sequences
 from sqlalchemy import Engine, create_engine, inspect, select, text
 from support import PostgresServer
 
@@ -37,19 +37,24 @@ def test_upgrade_downgrade_upgrade_round_trip(db_url: str) -> None:
     try:
         assert migrate.current(db_url) is None
         migrate.upgrade(db_url)
-        assert migrate.current(db_url) == "0001" == migrate.heads()[0]
+        assert migrate.current(db_url) == "0002" == migrate.heads()[0]
         assert rocketbox_tables(engine) == TABLES
         first = schema_snapshot(engine)
         if engine.dialect.name == "postgresql":
             assert sequences(engine) == ["rocketbox_transaction_seq"]
+            [(name, _args)] = functions(engine)
+            assert name == "rocketbox_publish"
 
+        migrate.downgrade(db_url, "0001")
+        assert functions(engine) == []
+        assert rocketbox_tables(engine) == TABLES  # 0002 added no table
         migrate.downgrade(db_url, "base")
         assert migrate.current(db_url) is None
         assert rocketbox_tables(engine) == []
         assert sequences(engine) == []
 
         migrate.upgrade(db_url)
-        assert migrate.current(db_url) == "0001"
+        assert migrate.current(db_url) == "0002"
         assert schema_snapshot(engine) == first
         assert migrate.check(db_url) == []
     finally:
@@ -159,8 +164,8 @@ def test_a_connection_target_runs_in_the_callers_transaction(db_url: str) -> Non
     try:
         with engine.begin() as conn:
             migrate.upgrade(conn)
-            assert migrate.current(conn) == "0001"
-        assert migrate.current(engine) == "0001"
+            assert migrate.current(conn) == "0002"
+        assert migrate.current(engine) == "0002"
         assert rocketbox_tables(engine) == TABLES
     finally:
         engine.dispose()
@@ -174,11 +179,12 @@ def test_postgresql_migrations_roll_back_with_the_callers_transaction(
         with engine.connect() as conn:
             conn.begin()
             migrate.upgrade(conn)
-            assert migrate.current(conn) == "0001"
+            assert migrate.current(conn) == "0002"
             conn.rollback()
         assert migrate.current(engine) is None  # transactional DDL: nothing is left
         assert rocketbox_tables(engine) == []
         assert sequences(engine) == []
+        assert functions(engine) == []
     finally:
         engine.dispose()
 
@@ -223,9 +229,10 @@ def test_offline_sql_needs_no_database(url: str, sequence: bool) -> None:
 def test_the_script_location_is_the_installed_package() -> None:
     location = migrations.script_location()
     assert location == Path(migrations.__file__).parent
-    for name in ("env.py", "script.py.mako", "partial_where.py", "versions/0001_initial.py"):
+    for name in ("env.py", "script.py.mako", "partial_where.py", "versions/0001_initial.py",
+                 "versions/0002_publish_function.py"):
         assert (location / name).is_file(), name
-    assert migrate.heads() == ("0001",)
+    assert migrate.heads() == ("0002",)
     assert migrate.make_config().get_main_option("version_table") == \
         migrations.VERSION_TABLE
 

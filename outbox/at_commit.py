@@ -1,0 +1,161 @@
+"""Outbox rows sent with the ``COMMIT``: the message and the commit in one round trip.
+
+A row written with its own ``INSERT`` costs a network round trip to
+PostgreSQL on top of the transaction's ``COMMIT``. A row that is added last,
+right before the commit (the decorator's ``body=`` message, or
+``publish(..., at_commit=True)``), can instead travel with the commit::
+
+    SELECT rocketbox_publish('6F1C...', 'rocketbox', 'Orders', ...); COMMIT
+
+one simple-protocol query, sent from SQLAlchemy's ``commit`` connection
+event, after every flush and ``before_commit`` listener has run, straight
+to psycopg (SQLAlchemy's ``before_cursor_execute`` listeners and ``echo`` do
+not see it; errors are wrapped in SQLAlchemy's ``DBAPIError`` classes). The row is
+in the same transaction as everything else, so atomicity is unchanged: if
+the function or the commit fails, nothing commits and the error is raised
+from ``commit()``. psycopg 3 then finds the server idle and its own
+``commit()`` sends nothing.
+
+``rocketbox_publish()`` is a PL/pgSQL function created by migration 0002; it
+does what :func:`outbox.publish.publish` does on PostgreSQL (the group's
+advisory lock, ``seq`` from the sequence, ``pg_xid``), and PostgreSQL keeps
+its plan per session, so nothing is parsed or planned again per message.
+Values are sent as literals quoted by libpq (``PQescapeLiteral``); the body
+as hex, through ``decode(..., 'hex')``.
+
+A row rides on the commit only when all of this holds, and is written at
+once otherwise (the same row, one round trip more):
+
+* PostgreSQL through psycopg 3;
+* the function exists (checked once per engine);
+* the connection is in its root transaction: no savepoint, not two-phase.
+
+The transaction has to be committed through SQLAlchemy
+(``Session.commit()``, ``Connection.commit()``, ``engine.begin()``): that is
+what sends the row. Rolling back drops it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import weakref
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, event
+from sqlalchemy.engine import TwoPhaseTransaction
+from sqlalchemy.exc import DBAPIError
+
+__all__ = ["FUNCTION", "can_ride", "queue", "queued"]
+
+log = logging.getLogger("rocketbox.outbox")
+
+#: the function's name and argument types, as ``to_regprocedure`` takes them
+FUNCTION = ("rocketbox_publish(text, text, text, text, text, text, bytea, json, text, "
+            "timestamptz)")
+#: the values the function takes, in its argument order
+ARGUMENTS = ("tx_id", "producer_group", "topic", "tag", "keys", "message_group", "body",
+             "headers", "state", "created_at")
+
+_lock = threading.Lock()
+_function_present: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
+_hooked: weakref.WeakSet[Engine] = weakref.WeakSet()
+_rows: weakref.WeakKeyDictionary[Connection, list[Mapping[str, Any]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def can_ride(conn: Connection) -> bool:
+    """Whether a row for ``conn``'s transaction can be sent with its ``COMMIT``."""
+    if conn.dialect.name != "postgresql" or conn.dialect.driver != "psycopg":
+        return False
+    if conn.in_nested_transaction() or isinstance(conn.get_transaction(), TwoPhaseTransaction):
+        return False
+    return _has_function(conn)
+
+
+def _has_function(conn: Connection) -> bool:
+    engine = conn.engine
+    present = _function_present.get(engine)
+    if present is None:
+        present = bool(conn.exec_driver_sql(
+            "SELECT to_regprocedure(%(f)s) IS NOT NULL", {"f": FUNCTION}).scalar())
+        with _lock:
+            _function_present[engine] = present
+        if not present:
+            log.info("%s is missing (database not migrated to 0002): outbox rows are "
+                     "written with their own INSERT", FUNCTION.split("(")[0])
+    return present
+
+
+def queue(conn: Connection, values: Mapping[str, Any]) -> None:
+    """Hold ``values`` (the row's columns, by name) until ``conn`` commits or rolls back."""
+    engine = conn.engine
+    if engine not in _hooked:
+        with _lock:
+            if engine not in _hooked:
+                event.listen(engine, "commit", _send_with_commit)
+                event.listen(engine, "rollback", _drop)
+                _hooked.add(engine)
+    _rows.setdefault(conn, []).append(values)
+
+
+def queued(conn: Connection) -> int:
+    """How many rows wait for ``conn``'s commit."""
+    return len(_rows.get(conn, ()))
+
+
+def _drop(conn: Connection) -> None:
+    _rows.pop(conn, None)
+
+
+def _send_with_commit(conn: Connection) -> None:
+    rows = _rows.pop(conn, None)
+    if not rows:
+        return
+    dbapi: Any = conn.connection.dbapi_connection  # a psycopg.Connection: see can_ride()
+    sql = statement(rows, _Quoter(dbapi.pgconn, dbapi.info.encoding))
+    # straight to psycopg, which sends a query without parameters with the simple
+    # protocol (several statements in one message)
+    base_error = conn.dialect.loaded_dbapi.Error
+    try:
+        dbapi.execute(sql)
+    except base_error as exc:
+        raise DBAPIError.instance(sql, None, exc, base_error, dialect=conn.dialect) from exc
+    log.debug("sent %d outbox row(s) with the COMMIT", len(rows))
+
+
+class _Quoter:
+    """SQL literals for one connection, quoted by libpq."""
+
+    def __init__(self, pgconn: Any, encoding: str) -> None:
+        from psycopg.pq import Escaping
+
+        self._escape = Escaping(pgconn).escape_literal
+        self._encoding = encoding
+
+    def text(self, value: str | None) -> str:
+        if value is None:
+            return "NULL"
+        quoted: bytes = self._escape(value.encode(self._encoding))
+        return quoted.decode(self._encoding)
+
+
+def statement(rows: list[Mapping[str, Any]], quote: _Quoter) -> str:
+    """``SELECT rocketbox_publish(...);`` per row, then ``COMMIT``."""
+    parts = []
+    for row in rows:
+        body: bytes = row["body"]
+        headers = row["headers"]
+        created: datetime = row["created_at"]
+        parts.append(
+            f"SELECT rocketbox_publish({quote.text(row['tx_id'])}, "
+            f"{quote.text(row['producer_group'])}, {quote.text(row['topic'])}, "
+            f"{quote.text(row['tag'])}, {quote.text(row['keys'])}, "
+            f"{quote.text(row['message_group'])}, decode('{body.hex()}', 'hex'), "
+            f"{quote.text(None if headers is None else json.dumps(headers))}::json, "
+            f"{quote.text(row['state'])}, '{created.isoformat()}'::timestamptz)")
+    parts.append("COMMIT")
+    return "; ".join(parts)

@@ -1,0 +1,214 @@
+"""``publish(..., at_commit=True)``: the row travels in the same query as the COMMIT.
+
+Real PostgreSQL (psycopg 3), migrated with rocketbox's own migrations, so
+``rocketbox_publish()`` exists; SQLite and a database at revision 0001 show
+the fallback (the row is written at once).
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection, Engine, create_engine, event, select, text
+from sqlalchemy.exc import IntegrityError
+from support import PostgresServer, wait_until
+from support.sqlite import sqlite_outbox_engine
+
+from outbox import Outbox, migrate, publish
+from outbox.at_commit import queued
+from outbox.models import transaction_table as t
+
+ODD = "it's \\ 100% $$ $rocketbox$ ü 🚀 '); DROP TABLE orders; --"
+
+
+def _engine(server: PostgresServer, revision: str = "head") -> Engine:
+    db = server.create_database(f"rbac_{uuid.uuid4().hex[:12]}")
+    engine = create_engine(db.url, pool_size=2)
+    migrate.upgrade(engine, revision)
+    with engine.begin() as conn:
+        conn.execute(text(
+            "CREATE TABLE orders (id serial PRIMARY KEY, ref text NOT NULL, "
+            "CONSTRAINT orders_ref_unique UNIQUE (ref) DEFERRABLE INITIALLY DEFERRED)"))
+    return engine
+
+
+@pytest.fixture
+def engine(postgres_server: PostgresServer) -> Iterator[Engine]:
+    engine = _engine(postgres_server)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def statements(engine: Engine) -> list[str]:
+    """Every statement the engine sends, in order."""
+    seen: list[str] = []
+
+    def record(conn: Connection, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    return seen
+
+
+def _rows(engine: Engine) -> dict[str, Any]:
+    with engine.connect() as conn:
+        return {row.tx_id: row for row in conn.execute(select(t))}
+
+
+def _orders(engine: Engine) -> list[str]:
+    with engine.connect() as conn:
+        return list(conn.execute(text("SELECT ref FROM orders ORDER BY id")).scalars())
+
+
+@pytest.mark.timeout(60)
+def test_the_row_is_sent_with_the_commit(engine: Engine, statements: list[str]) -> None:
+    outbox = Outbox(engine=engine)
+    with engine.connect() as conn:
+        conn.begin()
+        conn.execute(text("INSERT INTO orders (ref) VALUES ('a-1')"))
+        xid = conn.execute(text("SELECT pg_current_xact_id()::text::bigint")).scalar()
+        tx_id = publish(conn, "Orders", {"ref": "a-1"}, outbox=outbox, tag="OrderCreated",
+                        keys=["a-1", "k2"], headers={"trace": "t-1"}, at_commit=True)
+        assert queued(conn) == 1
+        # not in the table yet: it is written by the COMMIT's query
+        assert conn.execute(select(t.c.tx_id)).all() == []
+        conn.commit()
+        assert queued(conn) == 0
+    # nothing went through SQLAlchemy's execute: the row travelled with the COMMIT
+    assert [s for s in statements if s.startswith("INSERT INTO rocketbox_transaction")] == []
+    row = _rows(engine)[tx_id]
+    assert (row.topic, row.tag, row.keys, row.headers, row.state, row.body) == (
+        "Orders", "OrderCreated", "a-1 k2", {"trace": "t-1"}, "COMMIT", b'{"ref":"a-1"}')
+    assert row.pg_xid == xid and row.seq > 0 and row.next_attempt_at == row.created_at
+    assert row.producer_group == outbox.producer_group and row.relayed_at is None
+    assert _orders(engine) == ["a-1"]
+
+
+@pytest.mark.timeout(60)
+def test_every_value_comes_back_exactly(engine: Engine) -> None:
+    outbox = Outbox(engine=engine)
+    body = bytes(range(256)) * 3
+    with engine.begin() as conn:
+        tx_id = publish(conn, ODD[:100], body, outbox=outbox, tag=ODD, keys=ODD,
+                        message_group=ODD, headers={ODD: ODD}, at_commit=True)
+        other = publish(conn, "Orders", {"n": 2}, outbox=outbox, at_commit=True)
+    rows = _rows(engine)
+    row = rows[tx_id]
+    assert (row.topic, row.tag, row.keys, row.message_group, row.headers, row.body) == (
+        ODD[:100], ODD, ODD, ODD, {ODD: ODD}, body)
+    assert rows[other].seq > row.seq  # two rows in one COMMIT: in publish order
+    assert _orders(engine) == []  # and the table the "injection" names is still there
+
+
+@pytest.mark.timeout(60)
+def test_a_failing_commit_commits_neither_row(engine: Engine) -> None:
+    outbox = Outbox(engine=engine)
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO orders (ref) VALUES ('dup')"))
+    with engine.connect() as conn:
+        conn.begin()
+        conn.execute(text("INSERT INTO orders (ref) VALUES ('dup')"))  # checked at COMMIT
+        publish(conn, "Orders", {"ref": "dup"}, outbox=outbox, at_commit=True)
+        with pytest.raises(IntegrityError, match="orders_ref_unique"):
+            conn.commit()
+        conn.rollback()
+        assert queued(conn) == 0
+        # the same connection goes on working, and the failed row is not sent again
+        conn.begin()
+        conn.execute(text("INSERT INTO orders (ref) VALUES ('next')"))
+        later = publish(conn, "Orders", {"ref": "next"}, outbox=outbox, at_commit=True)
+        conn.commit()
+    assert set(_rows(engine)) == {later}
+    assert _orders(engine) == ["dup", "next"]
+
+
+@pytest.mark.timeout(60)
+def test_a_rollback_drops_the_queued_row(engine: Engine) -> None:
+    outbox = Outbox(engine=engine)
+    with engine.connect() as conn:
+        conn.begin()
+        publish(conn, "Orders", {"n": 1}, outbox=outbox, at_commit=True)
+        conn.rollback()
+        assert queued(conn) == 0
+        conn.begin()
+        conn.execute(text("INSERT INTO orders (ref) VALUES ('after')"))
+        conn.commit()
+    assert _rows(engine) == {}
+    assert _orders(engine) == ["after"]
+
+
+@pytest.mark.timeout(60)
+def test_inside_a_savepoint_the_row_is_written_at_once(engine: Engine) -> None:
+    outbox = Outbox(engine=engine)
+    with engine.connect() as conn:
+        conn.begin()
+        kept = publish(conn, "Orders", {"n": 1}, outbox=outbox)
+        savepoint = conn.begin_nested()
+        dropped = publish(conn, "Orders", {"n": 2}, outbox=outbox, at_commit=True)
+        assert queued(conn) == 0
+        assert conn.execute(select(t.c.tx_id).where(t.c.tx_id == dropped)).scalar() == dropped
+        savepoint.rollback()
+        conn.commit()
+    assert set(_rows(engine)) == {kept}
+
+
+@pytest.mark.timeout(60)
+def test_without_the_function_the_row_is_written_at_once(
+        postgres_server: PostgresServer) -> None:
+    engine = _engine(postgres_server, revision="0001")
+    try:
+        outbox = Outbox(engine=engine)
+        with engine.begin() as conn:
+            tx_id = publish(conn, "Orders", {"n": 1}, outbox=outbox, at_commit=True)
+            assert queued(conn) == 0
+            assert conn.execute(select(t.c.tx_id)).scalar() == tx_id
+        assert set(_rows(engine)) == {tx_id}
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.timeout(60)
+def test_sqlite_writes_the_row_at_once(tmp_path: Path) -> None:
+    engine = sqlite_outbox_engine(tmp_path / "outbox.sqlite")
+    try:
+        with engine.begin() as conn:
+            tx_id = publish(conn, "Orders", {"n": 1}, outbox=Outbox(engine=engine),
+                            at_commit=True)
+            assert queued(conn) == 0
+            assert conn.execute(select(t.c.tx_id)).scalar() == tx_id
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.timeout(60)
+def test_a_message_group_still_commits_in_seq_order(engine: Engine) -> None:
+    """The function takes the group's advisory lock, as publish() does: seq follows commits."""
+    outbox = Outbox(engine=engine)
+    ids: dict[str, str] = {}
+    with engine.connect() as first:
+        first.begin()
+        ids["first"] = publish(first, "Orders", {"n": 1}, outbox=outbox, message_group="g-1")
+
+        def second() -> None:
+            with engine.begin() as conn:
+                ids["second"] = publish(conn, "Orders", {"n": 2}, outbox=outbox,
+                                        message_group="g-1", at_commit=True)
+
+        thread = threading.Thread(target=second)
+        thread.start()
+        with engine.connect() as probe:
+            wait_until(lambda: probe.execute(text(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                "AND NOT granted")).scalar() == 1, timeout=20,
+                message="the second commit never waited for the group's lock")
+        first.commit()
+        thread.join(timeout=20)
+        assert not thread.is_alive()
+    rows = _rows(engine)
+    assert rows[ids["first"]].seq < rows[ids["second"]].seq
