@@ -41,6 +41,7 @@ prints.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import logging
@@ -77,11 +78,14 @@ add_repository_paths()
 ROUTES = ("bare", "row", "decorated")
 #: ``durable``: PostgreSQL's own defaults, what a production server runs (every
 #: COMMIT waits for its WAL fsync); ``no-fsync``: the test suite's throw-away
-#: cluster, where COMMIT is nearly free and round trips are all that is left
-PG_CONFIGS: dict[str, dict[str, str]] = {
-    "durable": {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"},
-    "no-fsync": {},
-}
+#: cluster, where COMMIT is nearly free and round trips are all that is left;
+#: cluster; ``networked``: ``durable`` behind bench/_latency_proxy.py, which adds
+#: NETWORK_DELAY_US each way, like a database on another host of the same zone
+DURABLE = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
+PG_CONFIGS: dict[str, dict[str, str]] = {"durable": DURABLE, "no-fsync": {},
+                                         "networked": DURABLE}
+NETWORK_DELAY_US = 250
+DELAYS_US = {"networked": NETWORK_DELAY_US}
 TARGET_P50 = 1.10
 PAYLOAD = json.dumps({"item": "tea", "qty": 2}).encode()
 HEADERS = {"Content-Type": "application/json", "Connection": "keep-alive"}
@@ -250,17 +254,39 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     return {"configs": {name: measure_config(args, name) for name in args.postgres}}
 
 
+def round_trip_us(engine: Any) -> float:
+    """Median time of ``SELECT 1`` on one connection, in µs (a round trip to the server)."""
+    with engine.connect() as conn:
+        raw = conn.connection.dbapi_connection
+        times = []
+        for _ in range(300):
+            start = time.perf_counter_ns()
+            raw.execute("SELECT 1").fetchone()
+            times.append(time.perf_counter_ns() - start)
+        conn.rollback()
+    return median([t / 1000 for t in times])
+
+
 def measure_config(args: argparse.Namespace, config: str) -> dict[str, Any]:
+    from _latency_proxy import LatencyProxy
     from sqlalchemy import create_engine, text
     from support.servers import start_postgres
 
     from outbox import migrate
 
     print(f"PostgreSQL configuration: {config}", flush=True)
-    results: dict[str, Any] = {"cases": {}}
-    with start_postgres(settings=PG_CONFIGS[config]) as pg:
-        engine = create_engine(pg.url, pool_size=max(args.concurrency) + 4, max_overflow=8,
+    results: dict[str, Any] = {"cases": {}, "delay_us": DELAYS_US.get(config, 0)}
+    with contextlib.ExitStack() as stack:
+        pg = stack.enter_context(start_postgres(settings=PG_CONFIGS[config]))
+        url = pg.url
+        if results["delay_us"]:
+            proxy_port = stack.enter_context(LatencyProxy((pg.host, pg.port),
+                                                          results["delay_us"]))
+            url = url.replace(f":{pg.port}/", f":{proxy_port}/")
+        engine = create_engine(url, pool_size=max(args.concurrency) + 4, max_overflow=8,
                                pool_pre_ping=False)
+        results["round_trip_us"] = round_trip_us(engine)
+        print(f"  round trip (SELECT 1): {results['round_trip_us']:.0f} us", flush=True)
         migrate.upgrade(engine)
         _orders_table().metadata.create_all(engine)
         with engine.connect() as conn:
@@ -426,10 +452,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="alternating batches per repetition (default 10)")
     parser.add_argument("--concurrency", default="1,4",
                         help="client threads, comma-separated (default 1,4)")
-    parser.add_argument("--postgres", default="durable,no-fsync",
+    parser.add_argument("--postgres", default="durable,no-fsync,networked",
                         help="PostgreSQL configurations, comma-separated: durable (its "
                              "defaults: fsync and synchronous_commit on) and no-fsync (the "
-                             "test suite's cluster); default both")
+                             "test suite's cluster) and networked (durable behind a proxy that "
+                             f"adds {NETWORK_DELAY_US} us each way); default all three")
     parser.add_argument("--quick", action="store_true",
                         help="300 requests, 3 repetitions; print only")
     parser.add_argument("--render", action="store_true",

@@ -1,0 +1,98 @@
+"""A TCP proxy that delays every chunk by a fixed time: a database "across the network".
+
+Benchmarks run PostgreSQL on loopback, where a round trip costs about
+100 µs. A production database is usually on another host, where a round
+trip costs more, and saving one matters more. This proxy sits between a
+client and PostgreSQL in its own process and forwards each chunk
+``delay_us`` after it arrived, in order, in both directions, so every round
+trip costs ``2 * delay_us`` more. Linux's netem would do the same in the
+kernel, but it is not available on every machine (it is not on the
+benchmark VM).
+
+One thread per direction and connection reads, another sleeps until each
+chunk is due and writes it (``time.sleep`` is precise to tens of µs here).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import queue
+import socket
+import threading
+import time
+from multiprocessing.connection import Connection as Pipe
+
+__all__ = ["LatencyProxy"]
+
+
+def _pump(src: socket.socket, dst: socket.socket, delay: float) -> None:
+    due: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()
+
+    def write() -> None:
+        while True:
+            at, data = due.get()
+            if not data:
+                break
+            wait = at - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)
+            try:
+                dst.sendall(data)
+            except OSError:
+                break
+        _close(dst)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    while True:
+        try:
+            data = src.recv(65536)
+        except OSError:
+            data = b""
+        due.put((time.perf_counter() + delay, data))
+        if not data:
+            break
+
+
+def _close(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
+
+
+def _serve(pipe: Pipe, upstream: tuple[str, int], delay_us: int) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    pipe.send(listener.getsockname()[1])
+    delay = delay_us / 1e6
+    while True:
+        client, _ = listener.accept()
+        server = socket.create_connection(upstream)
+        for sock in (client, server):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        threading.Thread(target=_pump, args=(client, server, delay), daemon=True).start()
+        threading.Thread(target=_pump, args=(server, client, delay), daemon=True).start()
+
+
+class LatencyProxy:
+    """``with LatencyProxy(("127.0.0.1", pg_port), 250) as port:`` connect to ``port`` instead."""
+
+    def __init__(self, upstream: tuple[str, int], delay_us: int) -> None:
+        self.upstream, self.delay_us = upstream, delay_us
+        self._process: mp.process.BaseProcess | None = None
+
+    def __enter__(self) -> int:
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        self._process = ctx.Process(target=_serve, args=(child, self.upstream, self.delay_us),
+                                    daemon=True)
+        self._process.start()
+        if not parent.poll(30):
+            raise RuntimeError("the latency proxy did not start")
+        port: int = parent.recv()
+        return port
+
+    def __exit__(self, *exc: object) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.join(10)
