@@ -28,7 +28,10 @@ once otherwise (the same row, one round trip more):
 
 * PostgreSQL through psycopg 3;
 * the function exists (checked once per engine);
-* the connection is in its root transaction: no savepoint, not two-phase.
+* the connection is in its root transaction: no savepoint, not two-phase;
+* the execution option ``rocketbox_at_commit`` is not ``False`` (set it on an
+  engine whose transactions are committed by someone else, as Django's
+  borrowed engine in :mod:`integrations.django.db` does).
 
 The transaction has to be committed through SQLAlchemy
 (``Session.commit()``, ``Connection.commit()``, ``engine.begin()``): that is
@@ -49,13 +52,15 @@ from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import TwoPhaseTransaction
 from sqlalchemy.exc import DBAPIError
 
-__all__ = ["FUNCTION", "can_ride", "queue", "queued"]
+__all__ = ["FUNCTION", "OPTION", "can_ride", "queue", "queued"]
 
 log = logging.getLogger("rocketbox.outbox")
 
 #: the function's name and argument types, as ``to_regprocedure`` takes them
 FUNCTION = ("rocketbox_publish(text, text, text, text, text, text, bytea, json, text, "
             "timestamptz)")
+#: execution option: ``False`` writes rows at once on this engine or connection
+OPTION = "rocketbox_at_commit"
 #: the values the function takes, in its argument order
 ARGUMENTS = ("tx_id", "producer_group", "topic", "tag", "keys", "message_group", "body",
              "headers", "state", "created_at")
@@ -72,6 +77,8 @@ def can_ride(conn: Connection) -> bool:
     if conn.dialect.name != "postgresql" or conn.dialect.driver != "psycopg":
         return False
     if conn.in_nested_transaction() or isinstance(conn.get_transaction(), TwoPhaseTransaction):
+        return False
+    if conn.get_execution_options().get(OPTION, True) is False:
         return False
     return _has_function(conn)
 

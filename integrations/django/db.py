@@ -22,6 +22,7 @@ from typing import Any
 from django.db import connections
 from sqlalchemy import URL, Connection, Engine, create_engine, pool
 
+from outbox import at_commit
 from outbox.errors import ConfigurationError
 
 __all__ = ["borrowed_engine", "sqlalchemy_connection", "sqlalchemy_url"]
@@ -65,8 +66,11 @@ def borrowed_engine(alias: str = "default") -> Engine:
             django_connection.ensure_connection()
             return django_connection.connection
 
+        # Django commits this connection, so SQLAlchemy's commit event never sees
+        # the real COMMIT: outbox rows must be written at once, never held for it
         engine = create_engine(sqlalchemy_url(alias), creator=creator, poolclass=pool.NullPool,
-                               pool_reset_on_return=None)
+                               pool_reset_on_return=None,
+                               execution_options={at_commit.OPTION: False})
         dialect: Any = engine.dialect
         for name in ("do_commit", "do_rollback", "do_close", "do_terminate"):
             setattr(dialect, name, _never)

@@ -40,7 +40,7 @@ if not settings.configured:
 from django.core.checks import run_checks  # noqa: E402
 from django.core.handlers.wsgi import WSGIHandler  # noqa: E402
 from django.core.management import CommandError, call_command  # noqa: E402
-from django.db import connections  # noqa: E402
+from django.db import connections, transaction  # noqa: E402
 from django.http import HttpRequest, HttpResponse, JsonResponse  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 from django.urls import path  # noqa: E402
@@ -63,7 +63,10 @@ from integrations.django import (  # noqa: E402
     transactional_message,
 )
 from integrations.django.conf import reset, state  # noqa: E402
+from integrations.django.db import sqlalchemy_connection  # noqa: E402
 from outbox import migrate  # noqa: E402
+from outbox import publish as outbox_publish  # noqa: E402
+from outbox.at_commit import queued  # noqa: E402
 
 TOPIC = "DjangoOrders"
 
@@ -308,6 +311,18 @@ def test_postgres_alias_commits_and_rolls_back(site: str, pg_alias: str,
     [half_record] = [r for r in records if r["sysflag"] == "prepared" and
                      r["transaction_id"] == half_tx]
     assert "ROCKETBOX_PG_XID" in json.dumps(half_record)
+
+
+@pytest.mark.timeout(60)
+def test_rows_on_djangos_connection_are_never_held_for_the_commit(pg_alias: str) -> None:
+    """Django commits its own connection: ``at_commit=True`` must still write the row at once."""
+    _fresh(pg_alias)
+    outbox = state().base_outbox
+    with transaction.atomic(using=pg_alias), sqlalchemy_connection(pg_alias) as conn:
+        tx_id = outbox_publish(conn, "Orders", {"n": 1}, outbox=outbox, at_commit=True)
+        assert queued(conn) == 0
+        assert _rows(pg_alias) == [tx_id]  # already in the table, inside the transaction
+    assert _rows(pg_alias) == [tx_id]
 
 
 def _schema(url: str) -> dict[str, Any]:
