@@ -6,8 +6,11 @@ Usage::
                                         [--concurrency 1,4] [--quick]
 
 One Flask app, served by werkzeug's threaded WSGI server (a thread of this
-process, TCP_NODELAY, HTTP/1.1 keep-alive) on a free loopback port, in front
-of a private PostgreSQL cluster (``tests/support/servers.start_postgres``).
+process, TCP_NODELAY) on a free loopback port, in front of a private
+PostgreSQL cluster (``tests/support/servers.start_postgres``); in the
+``networked`` configuration through ``bench/_latency_proxy.py``. werkzeug
+answers ``Connection: close``, so each request opens a new TCP connection
+and a new server thread, for every route alike.
 Three routes do the same business write, one ``INSERT`` into ``orders`` in
 one transaction, and answer the same JSON:
 
@@ -23,8 +26,8 @@ one transaction, and answer the same JSON:
   (``ROCKETBOX_CELERY_BROKER = ""``), so the ``on_commit`` hook is empty and
   relaying is not in the timed path (``bench/relay.py`` measures the relay).
 
-A client process (``http.client``, one keep-alive connection per client
-thread, sequential requests per thread) drives both routes the same way.
+A client process (``http.client``, one connection object per client
+thread, sequential requests per thread) drives the routes the same way.
 Each repetition splits the N requests per route into batches and alternates
 the routes' batches (forward, then reversed order), so drift hits all alike.
 Per repetition it takes p50 and p99 latency of each route; the report gives
@@ -363,43 +366,61 @@ def run_case(pipe: Pipe, args: argparse.Namespace, concurrency: int) -> dict[str
 # -- output ----------------------------------------------------------------------
 
 ANALYSIS = """\
-**Goal missed: decorated / bare p50 is 1.17-1.19x against 1.10x.** The
-`row` route shows why: the same view writing the same outbox row by hand,
-one plain `INSERT` with no decorator and no `publish()`, already costs
-1.09-1.19x. Any outbox that keeps the message as a row in the caller's
-transaction pays one more statement, and on this view (one `INSERT`, about
-2.5-3.5 ms end to end over HTTP) that statement is a tenth of the request:
-a loopback round trip to PostgreSQL (about 120 µs measured alone) plus
-psycopg binding the parameters. The decorator and `publish()` on top of it
-(decorated / row) cost 1-8%, within the noise of this machine. A durable
-commit (PostgreSQL's defaults) adds about 0.9 ms to every request here, yet
-the ratio stays the same within noise. Views that do more than one `INSERT` see a
-smaller ratio: the added cost is fixed, not proportional.
+**Goal: met only with the database across a network, one client.**
+decorated / bare p50 is 1.18-1.21x with PostgreSQL on loopback (round trip
+75-82 µs), and with a round trip of 784 µs (`networked`) 1.05x with one
+client and 1.15x with four. The `row` route is the same view writing
+the outbox row by hand as its own `INSERT`. It costs 1.11-1.17x on loopback
+and 1.23-1.27x networked: for any outbox that keeps the message as a row
+in the caller's transaction, one statement is the floor, and on this view
+(one `INSERT`, 1.7-2.0 ms over HTTP on loopback) it is a tenth of the
+request.
 
-What was cut to get here (profiles: py-spy of the request thread, cProfile
-of the view through Flask's test client, and per-part timings):
+The decorator's `body=` row no longer costs a round trip of its own. On
+PostgreSQL with psycopg 3 it is sent in the same query as the `COMMIT`
+(`SELECT rocketbox_publish(...); COMMIT`, docs/outbox.md "Rows sent with
+the COMMIT"). Networked, that makes the decorated view 0.83-0.94x the
+`row` route, which pays the round trip. On loopback a round trip costs
+less than the PL/pgSQL call plus the decorator's own Python (about 100 µs:
+session, unit of work, serializing the body, building the query), and the
+decorated view is 1.02-1.09x the `row` route, the same as before riding on
+the commit (1.01-1.08x) within noise. With four clients on two cores,
+CPU is what runs out, so the decorator's Python shows more.
+
+What was cut to get here (profiles: cProfile of the view through Flask's
+test client, per-phase timers around the session calls, and py-spy):
 
 * `publish()` built a Core `insert()` per call; statement construction,
   cache-key generation and bind processing cost more than PostgreSQL spent
   on the row. On psycopg/psycopg2 it now runs one plain-SQL `INSERT`
   (built once from the table's columns) through `exec_driver_sql`, with
   `seq` and `pg_xid` computed by the server in the same statement. The
-  earlier separate `SELECT pg_current_xact_id()` is gone (one round trip
-  fewer per message). Together: 1.41x -> about 1.18x.
+  earlier separate `SELECT pg_current_xact_id()` is gone. Together: 1.41x
+  -> about 1.18x on loopback.
 * The Flask decorator looks the session's connection up once per
   transaction, and its settings without taking a lock once built.
+* The `body=` row rides on the `COMMIT` (above).
 
-Tried and dropped: sending the outbox `INSERT` and the `COMMIT` in one
-network exchange with psycopg's pipeline mode. Entering and leaving the
-pipeline cost more than the round trip saved (two-statement transaction:
-620 µs plain, 680 µs pipelined). Folding the row into the business
-statement is not possible in general: the view's writes are its own.
+Tried and dropped:
 
-Relaying is not in the timed path (no Celery, empty `on_commit`);
-`bench/relay.py` measures the relay. To reproduce:
-`.venv/bin/python bench/decorator.py` (about 9 minutes for both PostgreSQL
-configurations; `--postgres durable` or `no-fsync` for one; `--quick` for a
-smoke run that only prints).
+* psycopg's pipeline mode for the `INSERT` and the `COMMIT`: psycopg syncs
+  on `commit()` and again when the pipeline closes, so it is still two
+  round trips (two-statement transaction: 620 µs plain, 680 µs pipelined).
+* The row as a literal `INSERT` before the `COMMIT`, in one query: planning
+  the unprepared `INSERT` costs about as much as the round trip it saves.
+* `PREPARE` once per session, then `EXECUTE ...; COMMIT`: about 30 µs
+  cheaper than the function per transaction here. But a SQL-level prepared
+  statement lives in one server session, and behind PgBouncer in
+  transaction mode the next transaction may run on another one; the
+  missing statement would then abort the application's transaction.
+
+The `networked` configuration puts `bench/_latency_proxy.py` between the
+app and PostgreSQL (250 µs each way, plus the proxy's own scheduling: the
+round trip measured in the table). Relaying is not in the timed path (no
+Celery, empty `on_commit`); `bench/relay.py` measures the relay. To
+reproduce: `.venv/bin/python bench/decorator.py` (about 15 minutes for the
+three configurations; `--postgres durable`, `no-fsync` or `networked` for
+one; `--quick` for a smoke run that only prints).
 """
 
 
@@ -415,7 +436,9 @@ def markdown_section(result: dict[str, Any]) -> str:
         "",
         "PostgreSQL " + "; ".join(
             f"{name}: {cfg['postgres_version']}, fsync={cfg['postgres_settings']['fsync']}, "
-            f"synchronous_commit={cfg['postgres_settings']['synchronous_commit']}"
+            f"synchronous_commit={cfg['postgres_settings']['synchronous_commit']}, round trip "
+            f"{cfg['round_trip_us']:.0f} µs"
+            + (f" (through the proxy, {cfg['delay_us']} µs each way)" if cfg["delay_us"] else "")
             for name, cfg in result["configs"].items())
         + " (private clusters from `tests/support/servers.start_postgres`, data on the "
         f"same disk). {p['requests']} requests per route per repetition, in {p['batches']} "
