@@ -26,7 +26,8 @@ as hex, through ``decode(..., 'hex')``.
 A row rides on the commit only when all of this holds, and is written at
 once otherwise (the same row, one round trip more):
 
-* PostgreSQL through psycopg 3;
+* PostgreSQL through psycopg 3, not in autocommit;
+* no text value holds a NUL character (the plain ``INSERT`` then refuses it);
 * the function exists (checked once per engine);
 * the connection is in its root transaction: no savepoint, not two-phase;
 * the execution option ``rocketbox_at_commit`` is not ``False`` (set it on an
@@ -35,7 +36,11 @@ once otherwise (the same row, one round trip more):
 
 The transaction has to be committed through SQLAlchemy
 (``Session.commit()``, ``Connection.commit()``, ``engine.begin()``): that is
-what sends the row. Rolling back drops it.
+what sends the row. Rolling back drops it. If sending fails, the
+transaction is rolled back on the spot (see :func:`_end_transaction`) and
+``commit()`` raises. An engine-level ``commit`` listener added after
+rocketbox's first held row runs after the ``COMMIT`` has gone out: if it
+raises, ``commit()`` raises although the transaction committed.
 """
 
 from __future__ import annotations
@@ -52,7 +57,7 @@ from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import TwoPhaseTransaction
 from sqlalchemy.exc import DBAPIError
 
-__all__ = ["FUNCTION", "OPTION", "can_ride", "queue", "queued"]
+__all__ = ["FUNCTION", "OPTION", "can_ride", "hold", "queued"]
 
 log = logging.getLogger("rocketbox.outbox")
 
@@ -68,7 +73,7 @@ ARGUMENTS = ("tx_id", "producer_group", "topic", "tag", "keys", "message_group",
 _lock = threading.Lock()
 _function_present: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
 _hooked: weakref.WeakSet[Engine] = weakref.WeakSet()
-_rows: weakref.WeakKeyDictionary[Connection, list[Mapping[str, Any]]] = \
+_rows: weakref.WeakKeyDictionary[Connection, list[str]] = \
     weakref.WeakKeyDictionary()
 
 
@@ -80,6 +85,8 @@ def can_ride(conn: Connection) -> bool:
         return False
     if conn.get_execution_options().get(OPTION, True) is False:
         return False
+    if getattr(conn.connection.dbapi_connection, "autocommit", False):
+        return False  # every statement commits by itself: no COMMIT to ride on
     return _has_function(conn)
 
 
@@ -97,8 +104,22 @@ def _has_function(conn: Connection) -> bool:
     return present
 
 
-def queue(conn: Connection, values: Mapping[str, Any]) -> None:
-    """Hold ``values`` (the row's columns, by name) until ``conn`` commits or rolls back."""
+def hold(conn: Connection, values: Mapping[str, Any]) -> bool:
+    """Hold the row (``values``: its columns by name) for ``conn``'s ``COMMIT``.
+
+    Returns ``False``, holding nothing, when the row cannot ride (see the
+    module doc); the caller then writes it at once. A text value with a NUL
+    character is not held either: the plain ``INSERT`` refuses it with
+    PostgreSQL's own error, where libpq's quoting would cut it short. The
+    function call is built here, so bad input (headers that are not JSON)
+    fails in ``publish()``, not in ``commit()``.
+    """
+    if not can_ride(conn):
+        return False
+    if any(isinstance(values[name], str) and "\x00" in values[name] for name in ARGUMENTS):
+        return False
+    dbapi: Any = conn.connection.dbapi_connection  # a psycopg.Connection: see can_ride()
+    call = _call(values, _Quoter(dbapi.pgconn, dbapi.info.encoding))
     engine = conn.engine
     if engine not in _hooked:
         with _lock:
@@ -106,7 +127,8 @@ def queue(conn: Connection, values: Mapping[str, Any]) -> None:
                 event.listen(engine, "commit", _send_with_commit)
                 event.listen(engine, "rollback", _drop)
                 _hooked.add(engine)
-    _rows.setdefault(conn, []).append(values)
+    _rows.setdefault(conn, []).append(call)
+    return True
 
 
 def queued(conn: Connection) -> int:
@@ -119,19 +141,51 @@ def _drop(conn: Connection) -> None:
 
 
 def _send_with_commit(conn: Connection) -> None:
-    rows = _rows.pop(conn, None)
-    if not rows:
+    calls = _rows.pop(conn, None)
+    if not calls:
         return
-    dbapi: Any = conn.connection.dbapi_connection  # a psycopg.Connection: see can_ride()
-    sql = statement(rows, _Quoter(dbapi.pgconn, dbapi.info.encoding))
-    # straight to psycopg, which sends a query without parameters with the simple
-    # protocol (several statements in one message)
+    dbapi: Any = conn.connection.dbapi_connection
     base_error = conn.dialect.loaded_dbapi.Error
     try:
-        dbapi.execute(sql)
-    except base_error as exc:
-        raise DBAPIError.instance(sql, None, exc, base_error, dialect=conn.dialect) from exc
-    log.debug("sent %d outbox row(s) with the COMMIT", len(rows))
+        # straight to psycopg: a query without parameters goes out with the simple
+        # protocol, which allows several statements in one message; never prepared
+        dbapi.execute("; ".join([*calls, "COMMIT"]), prepare=False)
+    except BaseException as exc:
+        invalidated = isinstance(exc, base_error) and conn.dialect.is_disconnect(
+            exc, dbapi, None)
+        _end_transaction(conn, dbapi, invalidated)
+        if isinstance(exc, base_error):
+            # the values stay out of the message (they may be large or private)
+            shown = f"SELECT rocketbox_publish(...) x{len(calls)}; COMMIT"
+            raise DBAPIError.instance(shown, None, exc, base_error, hide_parameters=True,
+                                      connection_invalidated=invalidated,
+                                      dialect=conn.dialect) from exc
+        raise
+    log.debug("sent %d outbox row(s) with the COMMIT", len(calls))
+
+
+def _end_transaction(conn: Connection, dbapi: Any, invalidated: bool) -> None:
+    """After a failed send, make sure no transaction is left open on the connection.
+
+    SQLAlchemy counts a commit that raised as the end of the transaction and
+    sends no ROLLBACK afterwards. A failure inside ``rocketbox_publish()``
+    leaves the server in a failed transaction (the ``COMMIT`` was not run),
+    and one before anything was sent leaves it in an open one with the
+    business rows in it; either way it is rolled back here, and a connection
+    that cannot even do that is invalidated, so the pool never hands out a
+    transaction that a later commit would finish without its outbox row.
+    """
+    from psycopg.pq import TransactionStatus
+
+    if not invalidated:
+        try:
+            if dbapi.info.transaction_status != TransactionStatus.IDLE:
+                dbapi.rollback()
+            return
+        except Exception:
+            log.warning("could not roll back after a failed commit; dropping the connection",
+                        exc_info=True)
+    conn.invalidate()
 
 
 class _Quoter:
@@ -150,19 +204,14 @@ class _Quoter:
         return quoted.decode(self._encoding)
 
 
-def statement(rows: list[Mapping[str, Any]], quote: _Quoter) -> str:
-    """``SELECT rocketbox_publish(...);`` per row, then ``COMMIT``."""
-    parts = []
-    for row in rows:
-        body: bytes = row["body"]
-        headers = row["headers"]
-        created: datetime = row["created_at"]
-        parts.append(
-            f"SELECT rocketbox_publish({quote.text(row['tx_id'])}, "
+def _call(row: Mapping[str, Any], quote: _Quoter) -> str:
+    """``SELECT rocketbox_publish(...)`` for one row, every value a literal."""
+    body: bytes = row["body"]
+    headers = row["headers"]
+    created: datetime = row["created_at"]
+    return (f"SELECT rocketbox_publish({quote.text(row['tx_id'])}, "
             f"{quote.text(row['producer_group'])}, {quote.text(row['topic'])}, "
             f"{quote.text(row['tag'])}, {quote.text(row['keys'])}, "
             f"{quote.text(row['message_group'])}, decode('{body.hex()}', 'hex'), "
             f"{quote.text(None if headers is None else json.dumps(headers))}::json, "
             f"{quote.text(row['state'])}, '{created.isoformat()}'::timestamptz)")
-    parts.append("COMMIT")
-    return "; ".join(parts)

@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import Connection, event, func, insert, select, text
 from sqlalchemy.orm import Session, SessionTransaction
 
-from outbox.at_commit import can_ride, queue
+from outbox.at_commit import hold
 from outbox.config import Outbox
 from outbox.errors import NoTransactionError
 from outbox.models import transaction_table
@@ -52,14 +52,15 @@ def _pg_insert_sql() -> str:
     statement, every other column the call sets is a parameter.
     """
     computed = {"seq": _SEQ.text, "pg_xid": _XID.text}
-    names = [c.name for c in transaction_table.columns if c.name in _PARAMETERS or
+    names = [c.name for c in transaction_table.columns if c.name in PARAMETERS or
              c.name in computed]
     values = [computed.get(n, f"%({n})s") for n in names]
     return (f"INSERT INTO {transaction_table.name} ({', '.join(names)}) "
             f"VALUES ({', '.join(values)})")
 
 
-_PARAMETERS = ("tx_id", "producer_group", "topic", "tag", "keys", "message_group", "body",
+#: the columns publish() sets from its arguments (seq and pg_xid are computed by the server)
+PARAMETERS = ("tx_id", "producer_group", "topic", "tag", "keys", "message_group", "body",
                "headers", "state", "created_at", "next_attempt_at")
 _PG_INSERT = _pg_insert_sql()
 
@@ -120,8 +121,8 @@ def publish(
         headers=dict(headers) if headers else None, state=state,
         created_at=now, next_attempt_at=now,
     )
-    if at_commit and can_ride(conn):
-        queue(conn, values)
+    if at_commit and hold(conn, values):
+        pass  # sent with the COMMIT
     elif dialect == "postgresql":
         if message_group is not None:
             conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:g))"),

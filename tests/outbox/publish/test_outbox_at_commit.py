@@ -7,6 +7,7 @@ the fallback (the row is written at once).
 
 from __future__ import annotations
 
+import re
 import threading
 import uuid
 from collections.abc import Iterator
@@ -15,13 +16,14 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Connection, Engine, create_engine, event, select, text
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from support import PostgresServer, wait_until
 from support.sqlite import sqlite_outbox_engine
 
 from outbox import Outbox, migrate, publish
 from outbox.at_commit import queued
 from outbox.models import transaction_table as t
+from outbox.publish import PARAMETERS
 
 ODD = "it's \\ 100% $$ $rocketbox$ ü 🚀 '); DROP TABLE orders; --"
 
@@ -98,6 +100,7 @@ def test_every_value_comes_back_exactly(engine: Engine) -> None:
         tx_id = publish(conn, ODD[:100], body, outbox=outbox, tag=ODD, keys=ODD,
                         message_group=ODD, headers={ODD: ODD}, at_commit=True)
         other = publish(conn, "Orders", {"n": 2}, outbox=outbox, at_commit=True)
+        assert queued(conn) == 2
     rows = _rows(engine)
     row = rows[tx_id]
     assert (row.topic, row.tag, row.keys, row.message_group, row.headers, row.body) == (
@@ -115,6 +118,7 @@ def test_a_failing_commit_commits_neither_row(engine: Engine) -> None:
         conn.begin()
         conn.execute(text("INSERT INTO orders (ref) VALUES ('dup')"))  # checked at COMMIT
         publish(conn, "Orders", {"ref": "dup"}, outbox=outbox, at_commit=True)
+        assert queued(conn) == 1
         with pytest.raises(IntegrityError, match="orders_ref_unique"):
             conn.commit()
         conn.rollback()
@@ -134,6 +138,7 @@ def test_a_rollback_drops_the_queued_row(engine: Engine) -> None:
     with engine.connect() as conn:
         conn.begin()
         publish(conn, "Orders", {"n": 1}, outbox=outbox, at_commit=True)
+        assert queued(conn) == 1
         conn.rollback()
         assert queued(conn) == 0
         conn.begin()
@@ -199,6 +204,7 @@ def test_a_message_group_still_commits_in_seq_order(engine: Engine) -> None:
             with engine.begin() as conn:
                 ids["second"] = publish(conn, "Orders", {"n": 2}, outbox=outbox,
                                         message_group="g-1", at_commit=True)
+                ids["held"] = str(queued(conn))
 
         thread = threading.Thread(target=second)
         thread.start()
@@ -211,4 +217,79 @@ def test_a_message_group_still_commits_in_seq_order(engine: Engine) -> None:
         thread.join(timeout=20)
         assert not thread.is_alive()
     rows = _rows(engine)
+    assert ids["held"] == "1"
     assert rows[ids["first"]].seq < rows[ids["second"]].seq
+
+
+@pytest.mark.timeout(60)
+def test_a_failure_in_the_function_leaves_no_open_transaction_behind(engine: Engine) -> None:
+    """SQLAlchemy sends no ROLLBACK after a failed commit: the pool must not get an open one."""
+    outbox = Outbox(engine=engine)
+    with engine.connect() as conn:
+        conn.begin()
+        conn.execute(text("INSERT INTO orders (ref) VALUES ('lost')"))
+        publish(conn, "T" * 200, {"n": 1}, outbox=outbox, at_commit=True)  # topic too long
+        assert queued(conn) == 1
+        with pytest.raises(DBAPIError, match="too long") as failed:
+            conn.commit()
+        assert "rocketbox_publish(...) x1" in str(failed.value)  # no values in the message
+        assert "TTTT" not in str(failed.value)
+    # the same pooled connection, next user: nothing of the failed transaction commits
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO orders (ref) VALUES ('next')"))
+    assert _orders(engine) == ["next"]
+    assert _rows(engine) == {}
+
+
+@pytest.mark.timeout(60)
+def test_bad_values_fail_in_publish_or_are_written_at_once(engine: Engine) -> None:
+    outbox = Outbox(engine=engine)
+    with engine.connect() as conn:
+        conn.begin()
+        with pytest.raises(TypeError, match="JSON serializable"):
+            publish(conn, "Orders", {"n": 1}, outbox=outbox, headers={"x": object()},
+                    at_commit=True)
+        assert queued(conn) == 0
+        # a NUL would be cut short by libpq's quoting: the row takes the INSERT, which refuses
+        with pytest.raises(DBAPIError, match="NUL"):
+            publish(conn, "Orders", {"n": 1}, outbox=outbox, tag="a\x00b", at_commit=True)
+        assert queued(conn) == 0
+        conn.rollback()
+    assert _rows(engine) == {}
+
+
+@pytest.mark.timeout(60)
+def test_autocommit_writes_at_once(engine: Engine) -> None:
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        with conn.begin():
+            tx_id = publish(conn, "Orders", {"n": 1}, outbox=Outbox(engine=engine),
+                            at_commit=True)
+            assert queued(conn) == 0
+        assert set(_rows(engine)) == {tx_id}
+
+
+@pytest.mark.timeout(60)
+def test_rides_with_psycopg_preparing_every_statement(postgres_server: PostgresServer) -> None:
+    db = postgres_server.create_database(f"rbac_{uuid.uuid4().hex[:12]}")
+    engine = create_engine(db.url, connect_args={"prepare_threshold": 0})
+    try:
+        migrate.upgrade(engine)
+        with engine.begin() as conn:
+            tx_id = publish(conn, "Orders", {"n": 1}, outbox=Outbox(engine=engine),
+                            at_commit=True)
+            assert queued(conn) == 1
+        assert set(_rows(engine)) == {tx_id}
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.timeout(60)
+def test_the_function_writes_every_column_publish_writes(engine: Engine) -> None:
+    """0002 is a frozen copy: a column publish() sets that the function lacks would be lost."""
+    with engine.connect() as conn:
+        source = conn.execute(text(
+            "SELECT prosrc FROM pg_proc WHERE proname = 'rocketbox_publish'")).scalar_one()
+    columns = re.search(r"INSERT INTO rocketbox_transaction \(([^)]*)\)", source)
+    assert columns is not None
+    written = {c.strip() for c in columns.group(1).split(",")}
+    assert written == {*PARAMETERS, "seq", "pg_xid"}
