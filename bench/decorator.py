@@ -385,7 +385,13 @@ less than the PL/pgSQL call plus the decorator's own Python (about 100 µs:
 session, unit of work, serializing the body, building the query), and the
 decorated view is 1.02-1.09x the `row` route, the same as before riding on
 the commit (1.01-1.08x) within noise. With four clients on two cores,
-CPU is what runs out, so the decorator's Python shows more.
+CPU is what runs out, so the decorator's Python shows more. An experiment
+(not kept) that sent `SELECT 1; COMMIT` instead of the function call, so
+the message cost nothing on the server, still gave 1.12x on loopback
+(no-fsync, one client, 1000 requests x 5): the decorator's own work (its
+session and unit of work, the response check, serializing the body,
+quoting the call) is most of what is left, spread over many small steps
+of a few µs each in a profile.
 
 What was cut to get here (profiles: cProfile of the view through Flask's
 test client, per-phase timers around the session calls, and py-spy):
