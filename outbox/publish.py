@@ -61,7 +61,7 @@ def _pg_insert_sql() -> str:
 
 #: the columns publish() sets from its arguments (seq and pg_xid are computed by the server)
 PARAMETERS = ("tx_id", "producer_group", "topic", "tag", "keys", "message_group", "body",
-               "headers", "state", "created_at", "next_attempt_at")
+              "headers", "state", "created_at", "next_attempt_at")
 _PG_INSERT = _pg_insert_sql()
 
 
@@ -108,7 +108,6 @@ def publish(
     is written at once, as without it.
     """
     conn = _connection(session)
-    dialect = conn.dialect.name
     tx_id = tx_id or new_tx_id()
     if isinstance(keys, str):
         key_text: str | None = keys
@@ -121,12 +120,20 @@ def publish(
         headers=dict(headers) if headers else None, state=state,
         created_at=now, next_attempt_at=now,
     )
-    if at_commit and hold(conn, values):
-        pass  # sent with the COMMIT
-    elif dialect == "postgresql":
-        if message_group is not None:
+    if not (at_commit and hold(conn, values)):  # held: it goes out with the COMMIT
+        _insert(conn, values)
+    if isinstance(session, Session):
+        _remember(session, outbox, tx_id)
+    log.debug("published %s to %s", tx_id, topic, extra={"tx_id": tx_id, "topic": topic})
+    return tx_id
+
+
+def _insert(conn: Connection, values: dict[str, Any]) -> None:
+    """Write the row now, with its own ``INSERT``."""
+    if conn.dialect.name == "postgresql":
+        if values["message_group"] is not None:
             conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:g))"),
-                         {"g": f"rocketbox:{message_group}"})
+                         {"g": f"rocketbox:{values['message_group']}"})
         if conn.dialect.driver in _PYFORMAT_DRIVERS:
             if values["headers"] is not None:
                 values["headers"] = json.dumps(values["headers"])
@@ -140,10 +147,6 @@ def publish(
         values["seq"] = select(func.coalesce(func.max(transaction_table.c.seq), 0) + 1) \
             .scalar_subquery()
         conn.execute(insert(transaction_table).values(**values))
-    if isinstance(session, Session):
-        _remember(session, outbox, tx_id)
-    log.debug("published %s to %s", tx_id, topic, extra={"tx_id": tx_id, "topic": topic})
-    return tx_id
 
 
 def _remember(session: Session, outbox: Outbox, tx_id: str) -> None:
