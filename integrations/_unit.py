@@ -9,8 +9,9 @@ behave the same (docs/integrations.md):
   SQLAlchemy :class:`~sqlalchemy.Connection`, and returns its ``tx_id``;
 * the decorator's ``body=`` function turns the view's return value into one
   more message (topic, tag, keys and message group from the decorator);
-  when the integration commits through SQLAlchemy (``commits_via_sqlalchemy``,
-  Flask) that last row rides on the ``COMMIT`` (:mod:`outbox.at_commit`);
+  in ``outbox`` mode that last row rides on the ``COMMIT`` where
+  :mod:`outbox.at_commit` allows (Flask on PostgreSQL; Django's connection
+  opts out, since Django commits it itself);
 * before the commit, ``half_first`` mode sends a half for every message
   (carrying the PostgreSQL xid) and records its offset on the row;
 * after the commit, ``outbox`` mode hands the ids to ``Outbox.on_commit``
@@ -141,9 +142,6 @@ class UnitOfWork:
     celery_app: Celery | None = None
     #: the framework's session, when it has one (Flask)
     session: Session | None = None
-    #: the integration commits through SQLAlchemy (so an ``outbox``-mode ``body=``
-    #: row may be sent with the COMMIT); Django commits through its own connection
-    commits_via_sqlalchemy: bool = False
     tx_ids: list[str] = field(default_factory=list)
     _messages: list[_Sent] = field(default_factory=list)
 
@@ -174,7 +172,7 @@ class UnitOfWork:
                  else self.spec.message_group)
         return self._write(self.spec.topic, body, tag=self.spec.tag, keys=keys,
                            message_group=group, headers=self.spec.headers,
-                           at_commit=self.commits_via_sqlalchemy and self.mode == "outbox")
+                           at_commit=self.mode == "outbox")
 
     def _write(self, topic: str, body: Any, *, tag: str | None,
                keys: str | Sequence[str] | None, message_group: str | None,

@@ -109,7 +109,7 @@ def _run(state: FlaskState, spec: MessageSpec, view: Callable[..., Any],
     unit = UnitOfWork(outbox=state.outbox, spec=spec, connection=_connection_of(session),
                       mode=unit_mode,
                       publisher=state.publisher if unit_mode == "half_first" else None,
-                      celery_app=state.celery, session=session, commits_via_sqlalchemy=True)
+                      celery_app=state.celery, session=session)
     committing = False
     try:
         try:
