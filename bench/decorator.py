@@ -414,7 +414,7 @@ Tried and dropped:
   round trips (two-statement transaction: 620 µs plain, 680 µs pipelined).
 * The row as a literal `INSERT` before the `COMMIT`, in one query: planning
   the unprepared `INSERT` costs about as much as the round trip it saves.
-* `PREPARE` once per session, then `EXECUTE ...; COMMIT`: about 30 µs
+* `PREPARE` once per session, then `EXECUTE ...; COMMIT`: about 30-50 µs
   cheaper than the function per transaction here. But a SQL-level prepared
   statement lives in one server session, and behind PgBouncer in
   transaction mode the next transaction may run on another one; the
