@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
+import os
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -66,8 +66,8 @@ _PG_INSERT = _pg_insert_sql()
 
 
 def new_tx_id() -> str:
-    """A transaction id: 32 hex digits (the shape of a RocketMQ message id)."""
-    return uuid.uuid4().hex.upper()
+    """A transaction id: 32 hex digits (the shape of a RocketMQ message id), 128 random bits."""
+    return os.urandom(16).hex().upper()
 
 
 def _connection(session: Session | Connection) -> Connection:
@@ -124,7 +124,8 @@ def publish(
         _insert(conn, values)
     if isinstance(session, Session):
         _remember(session, outbox, tx_id)
-    log.debug("published %s to %s", tx_id, topic, extra={"tx_id": tx_id, "topic": topic})
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("published %s to %s", tx_id, topic, extra={"tx_id": tx_id, "topic": topic})
     return tx_id
 
 

@@ -293,3 +293,52 @@ def test_the_function_writes_every_column_publish_writes(engine: Engine) -> None
     assert columns is not None
     written = {c.strip() for c in columns.group(1).split(",")}
     assert written == {*PARAMETERS, "seq", "pg_xid"}
+
+
+@pytest.mark.timeout(60)
+def test_values_come_back_exactly_without_standard_conforming_strings(engine: Engine) -> None:
+    """Backslashes are escapes then: the call is quoted by libpq instead of by doubling quotes."""
+    outbox = Outbox(engine=engine)
+    with engine.connect() as conn:
+        conn.exec_driver_sql("SET standard_conforming_strings = off")
+        conn.commit()
+        with conn.begin():
+            tx_id = publish(conn, "Orders", {"n": ODD}, outbox=outbox, tag=ODD, keys=ODD,
+                            headers={ODD: ODD}, at_commit=True)
+            assert queued(conn) == 1
+        conn.invalidate()  # not back to the pool with the setting
+    row = _rows(engine)[tx_id]
+    assert (row.tag, row.keys, row.headers) == (ODD, ODD, {ODD: ODD})
+
+
+@pytest.mark.timeout(60)
+def test_in_psycopg_pipeline_mode_the_row_is_written_at_once(engine: Engine) -> None:
+    with engine.connect() as conn:
+        conn.begin()
+        with conn.connection.dbapi_connection.pipeline():  # type: ignore[union-attr]
+            tx_id = publish(conn, "Orders", {"n": 1}, outbox=Outbox(engine=engine),
+                            at_commit=True)
+            assert queued(conn) == 0  # the COMMIT's query cannot go out inside a pipeline
+        conn.commit()
+    assert set(_rows(engine)) == {tx_id}
+
+
+@pytest.mark.timeout(60)
+def test_a_connection_lost_before_the_commit_commits_nothing(engine: Engine) -> None:
+    outbox = Outbox(engine=engine)
+    with engine.connect() as conn:
+        conn.begin()
+        conn.execute(text("INSERT INTO orders (ref) VALUES ('gone')"))
+        pid = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        publish(conn, "Orders", {"ref": "gone"}, outbox=outbox, at_commit=True)
+        with engine.connect() as other:
+            other.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+            wait_until(lambda: other.execute(text(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = :pid"), {"pid": pid}
+            ).scalar_one() == 0, message="the backend did not exit")
+        with pytest.raises(DBAPIError) as failed:
+            conn.commit()
+        assert failed.value.connection_invalidated
+        assert queued(conn) == 0
+    assert _orders(engine) == []
+    assert _rows(engine) == {}
