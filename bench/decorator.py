@@ -19,7 +19,12 @@ one transaction, and answer the same JSON:
   transaction: one plain-SQL ``INSERT`` into ``rocketbox_transaction`` with
   the columns ``publish()`` sets (``exec_driver_sql``, no decorator, no
   ``publish()``). It is the floor for any outbox that keeps the message as a
-  row: one more statement in the transaction.
+  row written by its own statement.
+* ``POST /ride``: the same, with the outbox row sent by hand in the same
+  query as the ``COMMIT`` (``SELECT rocketbox_publish(...); COMMIT`` through
+  libpq's ``PQexec``, every value hex or known, so nothing to quote): what
+  the decorator does, with none of its Python. It is the floor for the
+  decorator as built: decorated / ride is the decorator's own cost.
 * ``POST /decorated``: the same view under
   ``@transactional_message(topic=..., body=...)`` (outbox mode): the order
   row and one outbox row commit together. No Celery
@@ -33,8 +38,9 @@ the routes' batches (forward, then reversed order), so drift hits all alike.
 Per repetition it takes p50 and p99 latency of each route; the report gives
 the medians over repetitions and the medians of the paired ratios
 decorated / bare (1.00 = free; the goal is p50 <= 1.10x), row / bare (what
-the extra statement costs) and decorated / row (what the decorator and
-``publish()`` cost on top of writing the row by hand).
+the extra statement costs), ride / bare (what the row costs when it rides
+on the COMMIT) and decorated / ride (what the decorator and ``publish()``
+cost on top of that).
 
 Full runs write ``bench/results/decorator.json`` and the section of
 ``bench/README.md`` between the ``decorator`` markers; ``--quick`` only
@@ -78,7 +84,7 @@ from _common import (
 
 add_repository_paths()
 
-ROUTES = ("bare", "row", "decorated")
+ROUTES = ("bare", "row", "ride", "decorated")
 #: ``durable``: PostgreSQL's own defaults, what a production server runs (every
 #: COMMIT waits for its WAL fsync); ``no-fsync``: the test suite's throw-away
 #: cluster, where COMMIT is nearly free and round trips are all that is left;
@@ -97,6 +103,9 @@ ROW_SQL = ("INSERT INTO rocketbox_transaction (tx_id, seq, producer_group, topic
            "body, state, created_at, next_attempt_at, pg_xid) VALUES (%(tx_id)s, "
            "nextval('rocketbox_transaction_seq'), %(group)s, %(topic)s, %(tag)s, %(keys)s, "
            "%(body)s, 'COMMIT', %(now)s, %(now)s, pg_current_xact_id()::text::bigint)")
+#: the ``/ride`` route's row, sent with the COMMIT (tx_id, keys and body are hex)
+RIDE_SQL = ("SELECT rocketbox_publish('{tx_id}', 'rocketbox', 'Orders', 'OrderCreated', "
+            "'{keys}', NULL, decode('{body}', 'hex'), NULL, 'COMMIT', '{now}'); COMMIT")
 
 
 # -- the client process -----------------------------------------------------------
@@ -188,6 +197,22 @@ def make_app(engine: Any) -> Any:
                 "tag": "OrderCreated", "keys": answer["ref"], "body": body,
                 "now": datetime.now(UTC)})
             session.commit()
+        return answer, 201
+
+    @app.post("/ride")
+    def ride() -> tuple[dict[str, Any], int]:
+        from psycopg.pq import ExecStatus
+
+        with sessions() as session:
+            answer = write_order(session)
+            body = json.dumps(answer, separators=(",", ":")).encode()
+            raw = session.connection().connection.dbapi_connection
+            result = raw.pgconn.exec_(RIDE_SQL.format(
+                tx_id=uuid.uuid4().hex.upper(), keys=answer["ref"], body=body.hex(),
+                now=datetime.now(UTC).isoformat()).encode())
+            if result.status != ExecStatus.COMMAND_OK:
+                raise RuntimeError(result.error_message.decode())
+            session.commit()  # psycopg finds the server idle: nothing more is sent
         return answer, 201
 
     @app.post("/decorated")
@@ -343,19 +368,23 @@ def run_case(pipe: Pipe, args: argparse.Namespace, concurrency: int) -> dict[str
         row["ratio_rps"] = row["bare"]["rps"] / row["decorated"]["rps"]
         row["row_ratio_p50"] = row["row"]["p50_us"] / row["bare"]["p50_us"]
         row["own_ratio_p50"] = row["decorated"]["p50_us"] / row["row"]["p50_us"]
+        row["ride_ratio_p50"] = row["ride"]["p50_us"] / row["bare"]["p50_us"]
+        row["over_ride_p50"] = row["decorated"]["p50_us"] / row["ride"]["p50_us"]
         reps.append(row)
         print(f"  c={concurrency} rep {rep + 1}/{args.repeat}: "
               + " | ".join(f"{r} p50 {row[r]['p50_us']:.0f} us p99 {row[r]['p99_us']:.0f} us "
                            f"{row[r]['rps']:.0f} req/s" for r in ROUTES)
               + f" | decorated/bare p50 x{row['ratio_p50']:.3f} p99 x{row['ratio_p99']:.3f}"
-              f" | row/bare x{row['row_ratio_p50']:.3f} | decorated/row "
-              f"x{row['own_ratio_p50']:.3f}", flush=True)
+              f" | row/bare x{row['row_ratio_p50']:.3f} | ride/bare "
+              f"x{row['ride_ratio_p50']:.3f} | decorated/ride x{row['over_ride_p50']:.3f}",
+              flush=True)
     summary: dict[str, Any] = {"concurrency": concurrency, "requests_per_route": per_batch
                                * args.batches, "repetitions": reps}
     for route in ROUTES:
         summary[route] = {k: median([r[route][k] for r in reps])
                           for k in ("p50_us", "p99_us", "mean_us", "rps")}
-    for k in ("ratio_p50", "ratio_p99", "ratio_rps", "row_ratio_p50", "own_ratio_p50"):
+    for k in ("ratio_p50", "ratio_p99", "ratio_rps", "row_ratio_p50", "own_ratio_p50",
+              "ride_ratio_p50", "over_ride_p50"):
         vals = [r[k] for r in reps]
         summary[k] = median(vals)
         summary[k + "_range"] = [min(vals), max(vals)]
@@ -451,20 +480,25 @@ def markdown_section(result: dict[str, Any]) -> str:
         f"alternating batches, {p['repeat']} repetitions; medians over repetitions, "
         "ratios are medians of the per-repetition ratios (range in brackets).",
         "",
-        "| PostgreSQL | clients | bare p50 | row p50 | decorated p50 | **decorated / bare p50** "
-        "| row / bare p50 | decorated / row p50 | bare p99 | decorated p99 | p99 ratio "
+        "| PostgreSQL | clients | bare p50 | row p50 | ride p50 | decorated p50 "
+        "| **decorated / bare p50** | row / bare p50 | ride / bare p50 "
+        "| decorated / ride p50 | bare p99 | decorated p99 | p99 ratio "
         "| bare req/s | decorated req/s | goal p50 <= 1.10x |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for config, case in ((name, case) for name, cfg in result["configs"].items()
                          for case in cfg["cases"].values()):
         b, r, d = case["bare"], case["row"], case["decorated"]
+        ride = case.get("ride")  # runs before the ride route have none
+        ride_cells = (f"{ride['p50_us']:.0f} µs", f"{case['ride_ratio_p50']:.2f}x",
+                      f"{case['over_ride_p50']:.2f}x") if ride else ("-", "-", "-")
         lo, hi = case["ratio_p50_range"]
         lo9, hi9 = case["ratio_p99_range"]
         lines.append(
             f"| {config} | {case['concurrency']} | {b['p50_us']:.0f} µs | {r['p50_us']:.0f} µs | "
-            f"{d['p50_us']:.0f} µs | **{case['ratio_p50']:.2f}x** ({lo:.2f}-{hi:.2f}) | "
-            f"{case['row_ratio_p50']:.2f}x | {case['own_ratio_p50']:.2f}x | "
+            f"{ride_cells[0]} | {d['p50_us']:.0f} µs | **{case['ratio_p50']:.2f}x** "
+            f"({lo:.2f}-{hi:.2f}) | {case['row_ratio_p50']:.2f}x | {ride_cells[1]} | "
+            f"{ride_cells[2]} | "
             f"{b['p99_us']:.0f} µs | {d['p99_us']:.0f} µs | {case['ratio_p99']:.2f}x "
             f"({lo9:.2f}-{hi9:.2f}) | {b['rps']:.0f} | {d['rps']:.0f} | "
             f"{'met' if case['meets_p50_goal'] else 'missed'} |")
@@ -533,8 +567,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                        for config, cfg in result["configs"].items()
                        for case in cfg["cases"].values()):
         print(f"{name}: p50 ratio {case['ratio_p50']:.3f}x {case['ratio_p50_range']} "
-              f"(row/bare {case['row_ratio_p50']:.3f}x, decorated/row "
-              f"{case['own_ratio_p50']:.3f}x), "
+              f"(row/bare {case['row_ratio_p50']:.3f}x, ride/bare "
+              f"{case['ride_ratio_p50']:.3f}x, decorated/ride {case['over_ride_p50']:.3f}x), "
               f"p99 ratio {case['ratio_p99']:.3f}x, bare {case['bare']['rps']:.0f} req/s, "
               f"decorated {case['decorated']['rps']:.0f} req/s, "
               f"goal {'met' if case['meets_p50_goal'] else 'missed'}")
