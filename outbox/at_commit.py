@@ -133,9 +133,9 @@ def hold(conn: Connection, values: Mapping[str, Any]) -> bool:
     Returns ``False``, holding nothing, when the row cannot ride (see the
     module doc); the caller then writes it at once. A text value with a NUL
     character is not held either: the plain ``INSERT`` refuses it with
-    PostgreSQL's own error, where libpq's quoting would cut it short. The
-    function call is built here, so bad input (headers that are not JSON)
-    fails in ``publish()``, not in ``commit()``.
+    PostgreSQL's own error, where a literal would cut it short (libpq's query
+    text ends at a NUL). The call is built and encoded here, so bad input
+    (headers that are not JSON) fails in ``publish()``, not in ``commit()``.
     """
     if not can_ride(conn):
         return False

@@ -250,7 +250,11 @@ def test_bad_values_fail_in_publish_or_are_written_at_once(engine: Engine) -> No
             publish(conn, "Orders", {"n": 1}, outbox=outbox, headers={"x": object()},
                     at_commit=True)
         assert queued(conn) == 0
-        # a NUL would be cut short by libpq's quoting: the row takes the INSERT, which refuses
+        # a value the connection's encoding cannot hold (a lone surrogate) fails here too
+        with pytest.raises(UnicodeEncodeError):
+            publish(conn, "Orders", {"n": 1}, outbox=outbox, keys="\ud800", at_commit=True)
+        assert queued(conn) == 0
+        # a NUL would cut the query text short: the row takes the INSERT, which refuses
         with pytest.raises(DBAPIError, match="NUL"):
             publish(conn, "Orders", {"n": 1}, outbox=outbox, tag="a\x00b", at_commit=True)
         assert queued(conn) == 0
