@@ -192,7 +192,9 @@ def _execute(dbapi: Any, query: bytes) -> None:
     ``PQexec`` stops at the first failing statement and returns its error;
     otherwise the last statement's result. A connection that broke raises
     from ``exec_`` itself, or leaves the connection closed, which the
-    dialect's ``is_disconnect`` sees.
+    dialect's ``is_disconnect`` sees. The call blocks in C: a Ctrl-C is
+    handled when the server has answered, not before (the query is short;
+    ``statement_timeout`` bounds it on the server).
     """
     from psycopg import InterfaceError, errors
     from psycopg.pq import ExecStatus
