@@ -21,9 +21,10 @@ one transaction, and answer the same JSON:
   ``publish()``). It is the floor for any outbox that keeps the message as a
   row written by its own statement.
 * ``POST /ride``: the same, with the outbox row sent by hand in the same
-  query as the ``COMMIT`` (``SELECT rocketbox_publish(...); COMMIT`` through
-  libpq's ``PQexec``, every value hex or known, so nothing to quote): what
-  the decorator does, with none of its Python. It is the floor for the
+  query as the ``COMMIT`` (``SELECT rocketbox_publish(...); COMMIT``, sent
+  the way the decorator sends it, psycopg's ``execute`` without parameters;
+  every value hex or known, so nothing to quote): what the decorator does,
+  with none of its Python. It is the floor for the
   decorator as built: decorated / ride is the decorator's own cost.
 * ``POST /decorated``: the same view under
   ``@transactional_message(topic=..., body=...)`` (outbox mode): the order
@@ -201,17 +202,13 @@ def make_app(engine: Any) -> Any:
 
     @app.post("/ride")
     def ride() -> tuple[dict[str, Any], int]:
-        from psycopg.pq import ExecStatus
-
         with sessions() as session:
             answer = write_order(session)
             body = json.dumps(answer, separators=(",", ":")).encode()
             raw = session.connection().connection.dbapi_connection
-            result = raw.pgconn.exec_(RIDE_SQL.format(
+            raw.execute(RIDE_SQL.format(
                 tx_id=uuid.uuid4().hex.upper(), keys=answer["ref"], body=body.hex(),
-                now=datetime.now(UTC).isoformat()).encode())
-            if result.status != ExecStatus.COMMAND_OK:
-                raise RuntimeError(result.error_message.decode())
+                now=datetime.now(UTC).isoformat()), prepare=False)
             session.commit()  # psycopg finds the server idle: nothing more is sent
         return answer, 201
 

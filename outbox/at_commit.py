@@ -20,24 +20,19 @@ from ``commit()``. psycopg 3 then finds the server idle and its own
 does what :func:`outbox.publish.publish` does on PostgreSQL (the group's
 advisory lock, ``seq`` from the sequence, ``pg_xid``), and PostgreSQL keeps
 its plan per session, so nothing is parsed or planned again per message.
-Values are sent as SQL string literals (doubled quotes while the server has
-``standard_conforming_strings`` on, its default; libpq's ``PQescapeLiteral``
-otherwise); the body as hex, through ``decode(..., 'hex')``. The call is
-encoded to the connection's encoding in ``publish()``, so a value the
-encoding cannot hold fails there.
-
-The query goes out with libpq's ``PQexec`` (``psycopg.pq.PGconn.exec_``),
-which sends several statements in one message and releases the GIL while
-it waits. psycopg's ``Connection.execute`` would do the same through a
-cursor, its adapters and a generator; on this path, run once per decorated
-request, that machinery cost a measurable share of the decorator's
-overhead (bench/README.md). Errors are psycopg's own classes, built from
-the server's result.
+Values are sent as SQL string literals that read the same whatever
+``standard_conforming_strings`` says when the query runs: quotes doubled,
+and a value with a backslash written as an escape string (``E'...'``,
+backslashes doubled); the body as hex, through ``decode(..., 'hex')``.
+``publish()`` checks that the connection's encoding can hold the call, so
+such a value fails there.
 
 A row rides on the commit only when all of this holds, and is written at
 once otherwise (the same row, one round trip more):
 
-* PostgreSQL through psycopg 3, not in autocommit, not in pipeline mode;
+* PostgreSQL through psycopg 3, not in autocommit, not in pipeline mode
+  (there psycopg always uses the extended protocol, which takes one
+  statement per query);
 * no text value holds a NUL character (the plain ``INSERT`` then refuses it);
 * the function exists (checked once per engine);
 * the connection is in its root transaction: no savepoint, not two-phase;
@@ -62,7 +57,7 @@ import threading
 import weakref
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import TwoPhaseTransaction
@@ -84,7 +79,7 @@ ARGUMENTS = ("tx_id", "producer_group", "topic", "tag", "keys", "message_group",
 _lock = threading.Lock()
 _function_present: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
 _hooked: weakref.WeakSet[Engine] = weakref.WeakSet()
-_rows: weakref.WeakKeyDictionary[Connection, list[bytes]] = \
+_rows: weakref.WeakKeyDictionary[Connection, list[str]] = \
     weakref.WeakKeyDictionary()
 
 
@@ -99,18 +94,9 @@ def can_ride(conn: Connection) -> bool:
     dbapi: Any = conn.connection.dbapi_connection
     if getattr(dbapi, "autocommit", False):
         return False  # every statement commits by itself: no COMMIT to ride on
-    if _in_pipeline(dbapi.pgconn):
-        return False  # PQexec is not allowed while a pipeline is open
-    return _has_function(conn)
-
-
-def _in_pipeline(pgconn: Any) -> bool:
-    from psycopg import NotSupportedError
-
-    try:
-        return bool(pgconn.pipeline_status)
-    except NotSupportedError:  # libpq before 14 has no pipeline mode at all
+    if dbapi.pgconn.pipeline_status:  # 0 (off) too where libpq has no pipelines
         return False
+    return _has_function(conn)
 
 
 def _has_function(conn: Connection) -> bool:
@@ -134,16 +120,17 @@ def hold(conn: Connection, values: Mapping[str, Any]) -> bool:
     module doc); the caller then writes it at once. A text value with a NUL
     character is not held either: the plain ``INSERT`` refuses it with
     PostgreSQL's own error, where a literal would cut it short (libpq's query
-    text ends at a NUL). The call is built and encoded here, so bad input
-    (headers that are not JSON) fails in ``publish()``, not in ``commit()``.
+    text ends at a NUL). The call is built here, and checked against the
+    connection's encoding, so bad input (headers that are not JSON, a value
+    the encoding cannot hold) fails in ``publish()``, not in ``commit()``.
     """
     if not can_ride(conn):
         return False
     if any(isinstance(values[name], str) and "\x00" in values[name] for name in ARGUMENTS):
         return False
     dbapi: Any = conn.connection.dbapi_connection  # a psycopg.Connection: see can_ride()
-    encoding = dbapi.info.encoding
-    call = _call(values, _quoter(dbapi.pgconn, encoding)).encode(encoding)
+    call = _call(values)
+    call.encode(dbapi.info.encoding)  # a value the encoding cannot hold fails here, not at COMMIT
     engine = conn.engine
     if engine not in _hooked:
         with _lock:
@@ -171,7 +158,9 @@ def _send_with_commit(conn: Connection) -> None:
     dbapi: Any = conn.connection.dbapi_connection
     base_error = conn.dialect.loaded_dbapi.Error
     try:
-        _execute(dbapi, b"; ".join([*calls, b"COMMIT"]))
+        # straight to psycopg: a query without parameters goes out with the simple
+        # protocol, which allows several statements in one message; never prepared
+        dbapi.execute("; ".join([*calls, "COMMIT"]), prepare=False)
     except BaseException as exc:
         invalidated = isinstance(exc, base_error) and conn.dialect.is_disconnect(
             exc, dbapi, None)
@@ -184,27 +173,6 @@ def _send_with_commit(conn: Connection) -> None:
                                       dialect=conn.dialect) from exc
         raise
     log.debug("sent %d outbox row(s) with the COMMIT", len(calls))
-
-
-def _execute(dbapi: Any, query: bytes) -> None:
-    """Run ``query`` (statements, no parameters, no rows wanted); raise the server's error.
-
-    ``PQexec`` stops at the first failing statement and returns its error;
-    otherwise the last statement's result. A connection that broke raises
-    from ``exec_`` itself, or leaves the connection closed, which the
-    dialect's ``is_disconnect`` sees. The call blocks in C: a Ctrl-C is
-    handled when the server has answered, not before (the query is short;
-    ``statement_timeout`` bounds it on the server).
-    """
-    from psycopg import InterfaceError, errors
-    from psycopg.pq import ExecStatus
-
-    result = dbapi.pgconn.exec_(query)
-    if result.status == ExecStatus.COMMAND_OK:
-        return
-    if result.status == ExecStatus.FATAL_ERROR:
-        raise errors.error_from_result(result, encoding=dbapi.info.encoding)
-    raise InterfaceError(f"unexpected result from the COMMIT: {result.status!r}")
 
 
 def _end_transaction(conn: Connection, dbapi: Any, invalidated: bool) -> None:
@@ -231,46 +199,25 @@ def _end_transaction(conn: Connection, dbapi: Any, invalidated: bool) -> None:
     conn.invalidate()
 
 
-class _Quoter(Protocol):
-    def __call__(self, value: str | None) -> str: ...
-
-
-def _quoter(pgconn: Any, encoding: str) -> _Quoter:
-    """SQL literals for one connection: doubled quotes, or libpq's quoting.
-
-    With ``standard_conforming_strings`` on, a backslash in a literal is an
-    ordinary character, so doubling the quotes is all the quoting there is
-    (NULs never get here: see :func:`hold`). Off, libpq knows the rules.
-    """
-    if pgconn.parameter_status(b"standard_conforming_strings") == b"on":
-        return _standard_literal
-    from psycopg.pq import Escaping
-
-    escape = Escaping(pgconn).escape_literal
-
-    def libpq_literal(value: str | None) -> str:
-        if value is None:
-            return "NULL"
-        quoted: bytes = escape(value.encode(encoding))
-        return quoted.decode(encoding)
-
-    return libpq_literal
-
-
-def _standard_literal(value: str | None) -> str:
+def _literal(value: str | None) -> str:
+    """``value`` as a SQL string literal that reads the same with either setting of
+    ``standard_conforming_strings`` (NULs never get here: see :func:`hold`)."""
     if value is None:
         return "NULL"
-    return "'" + value.replace("'", "''") + "'"
+    quoted = value.replace("'", "''")
+    if "\\" in quoted:
+        return "E'" + quoted.replace("\\", "\\\\") + "'"
+    return "'" + quoted + "'"
 
 
-def _call(row: Mapping[str, Any], quote: _Quoter) -> str:
+def _call(row: Mapping[str, Any]) -> str:
     """``SELECT rocketbox_publish(...)`` for one row, every value a literal."""
     body: bytes = row["body"]
     headers = row["headers"]
     created: datetime = row["created_at"]
-    return (f"SELECT rocketbox_publish({quote(row['tx_id'])}, "
-            f"{quote(row['producer_group'])}, {quote(row['topic'])}, "
-            f"{quote(row['tag'])}, {quote(row['keys'])}, "
-            f"{quote(row['message_group'])}, decode('{body.hex()}', 'hex'), "
-            f"{quote(None if headers is None else json.dumps(headers))}::json, "
-            f"{quote(row['state'])}, '{created.isoformat()}'::timestamptz)")
+    return (f"SELECT rocketbox_publish({_literal(row['tx_id'])}, "
+            f"{_literal(row['producer_group'])}, {_literal(row['topic'])}, "
+            f"{_literal(row['tag'])}, {_literal(row['keys'])}, "
+            f"{_literal(row['message_group'])}, decode('{body.hex()}', 'hex'), "
+            f"{_literal(None if headers is None else json.dumps(headers))}::json, "
+            f"{_literal(row['state'])}, '{created.isoformat()}'::timestamptz)")

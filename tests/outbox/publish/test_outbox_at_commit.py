@@ -300,19 +300,38 @@ def test_the_function_writes_every_column_publish_writes(engine: Engine) -> None
 
 
 @pytest.mark.timeout(60)
-def test_values_come_back_exactly_without_standard_conforming_strings(engine: Engine) -> None:
-    """Backslashes are escapes then: the call is quoted by libpq instead of by doubling quotes."""
+def test_values_come_back_exactly_whatever_standard_conforming_strings_says(
+        engine: Engine) -> None:
+    """Off, a backslash in '...' is an escape: the literals must read the same either way,
+    even when the setting changes between publish() and the COMMIT."""
     outbox = Outbox(engine=engine)
-    with engine.connect() as conn:
-        conn.exec_driver_sql("SET standard_conforming_strings = off")
-        conn.commit()
-        with conn.begin():
-            tx_id = publish(conn, "Orders", {"n": ODD}, outbox=outbox, tag=ODD, keys=ODD,
+    ids = {}
+    with engine.connect() as conn, conn.begin():
+        ids["on"] = publish(conn, "Orders", {"n": ODD}, outbox=outbox, tag=ODD, keys=ODD,
                             headers={ODD: ODD}, at_commit=True)
-            assert queued(conn) == 1
-        conn.invalidate()  # not back to the pool with the setting
-    row = _rows(engine)[tx_id]
-    assert (row.tag, row.keys, row.headers) == (ODD, ODD, {ODD: ODD})
+        conn.exec_driver_sql("SET LOCAL standard_conforming_strings = off")
+        ids["off"] = publish(conn, "Orders", {"n": ODD}, outbox=outbox, tag=ODD, keys=ODD,
+                             headers={ODD: ODD}, at_commit=True)
+        assert queued(conn) == 2
+    rows = _rows(engine)
+    for tx_id in ids.values():
+        row = rows[tx_id]
+        assert (row.tag, row.keys, row.headers) == (ODD, ODD, {ODD: ODD})
+    assert _orders(engine) == []
+
+
+@pytest.mark.timeout(60)
+def test_a_held_row_keeps_the_transactions_read_only_setting(engine: Engine) -> None:
+    outbox = Outbox(engine=engine)
+    with engine.begin() as conn:  # the function's presence is known: nothing else is sent
+        publish(conn, "Orders", {"n": 1}, outbox=outbox, at_commit=True)
+    with engine.connect().execution_options(postgresql_readonly=True) as conn:
+        conn.begin()
+        publish(conn, "Orders", {"n": 2}, outbox=outbox, at_commit=True)
+        assert queued(conn) == 1  # the only statement of its transaction
+        with pytest.raises(DBAPIError, match="read-only transaction"):
+            conn.commit()
+    assert len(_rows(engine)) == 1
 
 
 @pytest.mark.timeout(60)
