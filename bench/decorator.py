@@ -392,32 +392,40 @@ def run_case(pipe: Pipe, args: argparse.Namespace, concurrency: int) -> dict[str
 # -- output ----------------------------------------------------------------------
 
 ANALYSIS = """\
-**Goal: met only with the database across a network, one client.**
-decorated / bare p50 is 1.18-1.21x with PostgreSQL on loopback (round trip
-75-82 µs), and with a round trip of 784 µs (`networked`) 1.05x with one
-client and 1.15x with four. The `row` route is the same view writing
-the outbox row by hand as its own `INSERT`. It costs 1.11-1.17x on loopback
-and 1.23-1.27x networked: for any outbox that keeps the message as a row
-in the caller's transaction, one statement is the floor, and on this view
-(one `INSERT`, 1.7-2.0 ms over HTTP on loopback) it is a tenth of the
-request.
+**Goal: met in one cell of six (durable, four clients, 1.10x, with a
+0.97-1.31 range) and otherwise missed; on this machine it is out of reach
+for any outbox that keeps the message as a row in the view's
+transaction.** The `ride` route
+is that floor: the same view, plus only the outbox row, sent by hand in
+the same query as the `COMMIT` exactly as the decorator sends it, with
+none of the decorator's Python. It costs 1.10-1.12x (durable) and
+1.11-1.15x (no-fsync) of the bare view on loopback, and 1.08-1.09x with the database
+0.8 ms away (`networked`). The decorator adds 1.00-1.04x on top of it
+(decorated / ride). decorated / bare comes out at 1.10-1.20x on loopback
+and 1.13x networked in this run; the run before it gave 1.05x networked
+with one client. Single runs swing by about 5% on this VM (see the
+per-repetition ranges), so read the floor and the decorator's share, not
+one cell.
 
-The decorator's `body=` row no longer costs a round trip of its own. On
-PostgreSQL with psycopg 3 it is sent in the same query as the `COMMIT`
-(`SELECT rocketbox_publish(...); COMMIT`, docs/outbox.md "Rows sent with
-the COMMIT"). Networked, that makes the decorated view 0.83-0.94x the
-`row` route, which pays the round trip. On loopback a round trip costs
-less than the PL/pgSQL call plus the decorator's own Python (about 100 µs:
-session, unit of work, serializing the body, building the query), and the
-decorated view is 1.02-1.09x the `row` route, the same as before riding on
-the commit (1.01-1.08x) within noise. With four clients on two cores,
-CPU is what runs out, so the decorator's Python shows more. An experiment
-(not kept) that sent `SELECT 1; COMMIT` instead of the function call, so
-the message cost nothing on the server, still gave 1.12x on loopback
-(no-fsync, one client, 1000 requests x 5): the decorator's own work (its
-session and unit of work, the response check, serializing the body,
-quoting the call) is most of what is left, spread over many small steps
-of a few µs each in a profile.
+Why the row costs this much: the view does one `INSERT` (1.4-1.8 ms over
+HTTP on loopback, most of it Flask, werkzeug and the new TCP connection
+per request). The outbox row adds a PL/pgSQL call that inserts into a
+table with four indexes and takes the sequence and the transaction id.
+In a tight loop on a warm connection that is about 35-45 µs on the
+server; between HTTP requests, with caches cold, it measures 100-150 µs,
+which is already a tenth of the request. The `row` route (the row as its
+own `INSERT`) pays that plus a round trip: 1.10-1.16x on loopback,
+1.18-1.24x networked.
+
+What the decorator costs itself (in-process phase timers, Flask test
+client, no-fsync): taking the session and unit of work, the response
+check, building the row and quoting the call come to about 40-70 µs per
+request cold; the function call and `COMMIT` to about 50 µs more than a
+bare `COMMIT`. Sending the query with libpq's `PQexec` instead of
+psycopg's `execute` was about 3% faster and was dropped (docs/outbox.md:
+it blocks gevent loops and skips psycopg's `BEGIN`). Dropping the
+`created_at` and `group_seq` indexes, or a time-ordered `tx_id`, made no
+difference that stood out of the noise.
 
 What was cut to get here (profiles: cProfile of the view through Flask's
 test client, per-phase timers around the session calls, and py-spy):
@@ -431,7 +439,12 @@ test client, per-phase timers around the session calls, and py-spy):
   -> about 1.18x on loopback.
 * The Flask decorator looks the session's connection up once per
   transaction, and its settings without taking a lock once built.
-* The `body=` row rides on the `COMMIT` (above).
+* The `body=` row rides on the `COMMIT` (docs/outbox.md "Rows sent with the
+  COMMIT"): networked, the decorated view is 0.91-0.93x the `row` route,
+  which pays the round trip.
+* Small ones: literals are quoted in Python (quotes doubled, `E'...'`
+  when there is a backslash) rather than by libpq per value, and `tx_id`
+  comes from `os.urandom` without building a `uuid.UUID`.
 
 Tried and dropped:
 
@@ -450,7 +463,7 @@ The `networked` configuration puts `bench/_latency_proxy.py` between the
 app and PostgreSQL (250 µs each way, plus the proxy's own scheduling: the
 round trip measured in the table). Relaying is not in the timed path (no
 Celery, empty `on_commit`); `bench/relay.py` measures the relay. To
-reproduce: `.venv/bin/python bench/decorator.py` (about 15 minutes for the
+reproduce: `.venv/bin/python bench/decorator.py` (about 12 minutes for the
 three configurations; `--postgres durable`, `no-fsync` or `networked` for
 one; `--quick` for a smoke run that only prints).
 """
