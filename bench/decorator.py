@@ -24,8 +24,8 @@ one transaction, and answer the same JSON:
   query as the ``COMMIT`` (``SELECT rocketbox_publish(...); COMMIT``, sent
   the way the decorator sends it, psycopg's ``execute`` without parameters;
   every value hex or known, so nothing to quote): what the decorator does,
-  with none of its Python. It is the floor for the
-  decorator as built: decorated / ride is the decorator's own cost.
+  with none of its Python. It is the floor for the decorator as built:
+  decorated / ride is the decorator's own cost.
 * ``POST /decorated``: the same view under
   ``@transactional_message(topic=..., body=...)`` (outbox mode): the order
   row and one outbox row commit together. No Celery
@@ -395,25 +395,25 @@ ANALYSIS = """\
 **Goal: met in one cell of six (durable, four clients, 1.10x, with a
 0.97-1.31 range) and otherwise missed; on this machine it is out of reach
 for any outbox that keeps the message as a row in the view's
-transaction.** The `ride` route
-is that floor: the same view, plus only the outbox row, sent by hand in
-the same query as the `COMMIT` exactly as the decorator sends it, with
-none of the decorator's Python. It costs 1.10-1.12x (durable) and
-1.11-1.15x (no-fsync) of the bare view on loopback, and 1.08-1.09x with the database
-0.8 ms away (`networked`). The decorator adds 1.00-1.04x on top of it
-(decorated / ride). decorated / bare comes out at 1.10-1.20x on loopback
-and 1.13x networked in this run; the run before it gave 1.05x networked
-with one client. Single runs swing by about 5% on this VM (see the
-per-repetition ranges), so read the floor and the decorator's share, not
-one cell.
+transaction.** The `ride` route is that floor: the same view, plus only
+the outbox row, sent by hand in the same query as the `COMMIT` exactly as
+the decorator sends it, with none of the decorator's Python. It costs
+1.10-1.12x (durable) and 1.11-1.15x (no-fsync) of the bare view on
+loopback, and 1.08-1.09x with the database 0.8 ms away (`networked`). The
+decorator adds 1.00-1.04x on top of it (decorated / ride). decorated /
+bare comes out at 1.10-1.20x on loopback and 1.13x networked in this run;
+the run before it gave 1.05x networked with one client. Single runs swing
+by about 5% on this VM (see the per-repetition ranges), so read the floor
+and the decorator's share, not one cell.
 
 Why the row costs this much: the view does one `INSERT` (1.4-1.8 ms over
 HTTP on loopback, most of it Flask, werkzeug and the new TCP connection
 per request). The outbox row adds a PL/pgSQL call that inserts into a
 table with four indexes and takes the sequence and the transaction id.
 In a tight loop on a warm connection that is about 35-45 µs on the
-server; between HTTP requests, with caches cold, it measures 100-150 µs,
-which is already a tenth of the request. The `row` route (the row as its
+server; between HTTP requests, with caches cold, the `ride` route's p50
+is 200-300 µs above the bare one's on loopback in this run, a tenth or
+more of the request. The `row` route (the row as its
 own `INSERT`) pays that plus a round trip: 1.10-1.16x on loopback,
 1.18-1.24x networked.
 
