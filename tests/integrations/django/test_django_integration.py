@@ -9,7 +9,9 @@ database. Views are served by werkzeug's server around Django's
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +22,7 @@ import pytest
 from django.conf import settings
 
 _TMP = Path(tempfile.mkdtemp(prefix="rocketbox-django-"))
+atexit.register(shutil.rmtree, _TMP, ignore_errors=True)  # settings live as long as the process
 if not settings.configured:
     settings.configure(
         DEBUG=False, SECRET_KEY="rocketbox-tests", ALLOWED_HOSTS=["*"], USE_TZ=True,
