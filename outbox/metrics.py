@@ -41,7 +41,8 @@ from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from outbox.status import OutboxStatus, aware, read_status
+from outbox.models import aware
+from outbox.status import OutboxStatus, read_status
 
 __all__ = [
     "RELAY_LATENCY_BUCKETS",

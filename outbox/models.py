@@ -8,7 +8,7 @@ consumer has processed, written in the handler's own transaction.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -35,6 +35,7 @@ __all__ = [
     "Base",
     "InboxRow",
     "TransactionRow",
+    "aware",
     "inbox_table",
     "metadata",
     "transaction_table",
@@ -117,3 +118,9 @@ class InboxRow(Base):
 
 transaction_table = cast(Table, TransactionRow.__table__)
 inbox_table = cast(Table, InboxRow.__table__)
+
+
+def aware(value: datetime) -> datetime:
+    """A datetime read from these tables, as UTC: SQLite hands back naive ones, and
+    rocketbox always writes UTC."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)

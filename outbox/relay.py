@@ -60,6 +60,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from outbox.config import Outbox
 from outbox.errors import RelayError
+from outbox.models import aware
 from outbox.models import transaction_table as t
 from outbox.publisher import HalfSent, OutgoingMessage, Publisher
 
@@ -135,24 +136,20 @@ _RECORD_PG = update(t).where(t.c.tx_id == _RELAYED.c.tx_id,
     half_offset=_RELAYED.c.half, commit_offset=_RELAYED.c.commit)
 
 
-def _by_seq(row: _Row) -> int:
-    return row.seq
-
-
 def _row(columns: Any) -> _Row:
     """A claimed row from a result row of ``_ROW_COLUMNS``."""
     return _Row(*columns)
 
 
-def _seq_of(row: Any) -> int:
+def _seq(row: Any) -> int:
     seq: int = row.seq
     return seq
 
 
 def _free(row: Any, now: datetime) -> bool:
     """Due, not parked, and not claimed by anyone (or the claim's lease ran out)."""
-    return (not row.parked and _aware(row.next_attempt_at) <= now
-            and (row.claimed_until is None or _aware(row.claimed_until) < now))
+    return (not row.parked and aware(row.next_attempt_at) <= now
+            and (row.claimed_until is None or aware(row.claimed_until) < now))
 
 
 def _blocked(now: datetime) -> ColumnElement[bool]:
@@ -169,11 +166,6 @@ def _blocked(now: datetime) -> ColumnElement[bool]:
         earlier.c.message_group == t.c.message_group, earlier.c.seq < t.c.seq,
         earlier.c.relayed_at.is_(None),
         or_(earlier.c.parked, earlier.c.next_attempt_at > now, earlier.c.claimed_until >= now))
-
-
-def _aware(moment: datetime) -> datetime:
-    """SQLite returns naive datetimes (UTC)."""
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 class Relay:
@@ -222,7 +214,7 @@ class Relay:
             if any(row.message_group is not None for row in rows):
                 rows = self._group_runs(conn, rows, limit, now, until,
                                         heads=None if only else due)
-        return sorted(rows, key=_by_seq)
+        return sorted(rows, key=_seq)
 
     def _take(self, conn: Connection, where: ColumnElement[bool], until: datetime, *,
               limit: int | None = None) -> list[_Row]:
@@ -275,7 +267,7 @@ class Relay:
             if p.seq <= tops[p.message_group]:
                 pending.setdefault(p.message_group, []).append(p)
         for members in pending.values():
-            members.sort(key=_seq_of)  # here, not in SQL: the claim may have sorts off
+            members.sort(key=_seq)  # here, not in SQL: the claim may have sorts off
 
         def runs(take_free: bool) -> list[tuple[int, str]]:
             """(seq, tx_id) of every group's run from its head."""
@@ -535,6 +527,4 @@ def _observe_relayed(rows: list[_Row], outcomes: dict[str, Exception | None]) ->
     now = datetime.now(UTC)
     for row in rows:
         if row.tx_id in outcomes and outcomes[row.tx_id] is None:
-            created = row.created_at if row.created_at.tzinfo else row.created_at.replace(
-                tzinfo=UTC)
-            observe_relayed(created, now)
+            observe_relayed(row.created_at, now)  # it makes SQLite's naive datetimes UTC

@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 from sqlalchemy import Connection, Engine, and_, case, func, select
 
+from outbox.models import aware
 from outbox.models import transaction_table as t
 
 __all__ = [
@@ -118,11 +119,6 @@ class OutboxStatus:
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
-
-
-def aware(value: datetime) -> datetime:
-    """SQLite hands back naive datetimes; rocketbox always writes UTC."""
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def read_status(db: Engine | Connection, *, parked_limit: int = 20, include_recent: bool = True,
