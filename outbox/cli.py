@@ -163,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _add(sub, "replay", "un-park rows so the relay tries them again",
              "Give parked rows a fresh set of attempts: parked=false, attempts=0,\n"
              "next_attempt_at=now. last_error is kept until the next attempt replaces or\n"
-             "clears it. The relay's sweeper picks the rows up on its next beat.\n"
+             "clears it. The relay's sweeper picks the rows up on its next sweep.\n"
              "Exit 1 if some given ids were unknown, not parked or already relayed.")
     _db_options(p)
     p.add_argument("tx_ids", nargs="*", metavar="TX_ID", help="rows to replay")
@@ -186,11 +186,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(handler=cli_commands.retention)
 
-    p = _add(sub, "relay", "run the Celery relay worker (with beat, for the sweeper)",
-             "Run a Celery worker that relays committed rows to the broker, with beat\n"
-             "for the periodic sweeper. The Celery broker defaults to kombu's SQLAlchemy\n"
-             "transport on --db (sqla+URL), which needs nothing else installed; use\n"
-             "Redis in production: --celery-broker redis://host:6379/0.")
+    p = _add(sub, "relay", "run the Celery relay worker (with its sweeper lane)",
+             "Run a Celery worker that relays committed rows to the broker: the tasks\n"
+             "enqueued at commit, and a sweeper lane (a thread of the worker, no beat)\n"
+             "that relays what they missed straight from the database every few seconds.\n"
+             "Exits with status 1 on any fatal error. The Celery broker defaults to\n"
+             "kombu's SQLAlchemy transport on --db (sqla+URL), which needs nothing else\n"
+             "installed; use Redis in production: --celery-broker redis://host:6379/0.")
     _db_options(p)
     _broker_options(p)
     p.add_argument("--celery-broker", metavar="URL",
@@ -200,8 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "nothing anyone waits for)")
     p.add_argument("--concurrency", type=_int_at_least(1), default=1, metavar="N",
                    help="worker threads/processes")
-    p.add_argument("--no-beat", dest="beat", action="store_false",
-                   help="do not run beat in this worker (run exactly one beat per deployment)")
+    p.add_argument("--no-sweeper", "--no-beat", dest="beat", action="store_false",
+                   help="do not run the sweeper lane in this worker (each worker may run one: "
+                        "their claims never overlap)")
     p.add_argument("--no-checker", dest="checker", action="store_false",
                    help="do not answer check-backs in this worker (run `rocketbox checker`)")
     p.set_defaults(handler=cli_commands.relay, log_level="INFO")

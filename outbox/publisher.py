@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from broker_lite.client import AsyncProducer
+from broker_lite.client.config import ClientConfig
 from broker_lite.client.loop_thread import LoopThread
 from broker_lite.errors import BrokerError, ResponseCode, UnavailableError, error_for_code
 from broker_lite.protocol import RequestCode
@@ -25,8 +26,25 @@ from outbox.errors import BrokerUnreachableError
 
 T = TypeVar("T")
 
-__all__ = ["BrokerLitePublisher", "HalfSent", "OutgoingMessage", "ProcessPublishers", "Publisher",
-           "TxEnded"]
+__all__ = ["RECONNECT_MAX_DELAY", "RECONNECT_WAIT", "BrokerLitePublisher", "HalfSent",
+           "OutgoingMessage", "ProcessPublishers", "Publisher", "TxEnded", "broker_client_config"]
+
+#: the relay's (and the responder's) broker clients try to reconnect at least this often
+#: (seconds) while the broker is down: they are back at most this long after it answers
+RECONNECT_MAX_DELAY = 0.5
+#: a request made while the connection is down waits this long (seconds) for the
+#: reconnect in progress, then fails (at most ``broker_timeout``): a relay pass during an
+#: outage ends at once instead of holding its rows and its worker thread
+RECONNECT_WAIT = 1.0
+
+
+def broker_client_config(outbox: Outbox) -> ClientConfig:
+    """The broker_lite client settings of the relay and the check-back responder."""
+    timeout = outbox.relay.broker_timeout
+    return ClientConfig(server=outbox.broker, access_key=outbox.access_key,
+                        secret_key=outbox.secret_key, request_timeout=timeout,
+                        connect_timeout=min(3.0, timeout),
+                        reconnect_max_delay=RECONNECT_MAX_DELAY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,17 +87,33 @@ class BrokerLitePublisher:
     It connects under its own producer group (``<group>-relay``), so the
     broker never routes check-backs to it; the halves and their ends carry the
     outbox's producer group, whose check-backs ``rocketbox checker`` answers.
+
+    A lost connection is retried in the background at least every
+    :data:`RECONNECT_MAX_DELAY` seconds. A request takes at most
+    ``broker_timeout``; made while the connection is down, it waits at most
+    :data:`RECONNECT_WAIT` for it and then fails as a whole
+    (:class:`~outbox.errors.BrokerUnreachableError`).
+    :meth:`on_reconnect` callbacks run when the connection is back.
     """
 
     def __init__(self, outbox: Outbox, *, client_id: str | None = None) -> None:
         self._group = outbox.producer_group
         self._timeout = outbox.relay.broker_timeout
-        self._producer = AsyncProducer(outbox.producer_group + "-relay", outbox.broker,
-                                       access_key=outbox.access_key,
-                                       secret_key=outbox.secret_key,
-                                       timeout=outbox.relay.broker_timeout, client_id=client_id)
+        self._producer = AsyncProducer(outbox.producer_group + "-relay",
+                                       config=broker_client_config(outbox), client_id=client_id)
         self._loop: LoopThread | None = None
         self._lock = threading.Lock()
+        self._on_reconnect: list[Callable[[], None]] = []
+        self._producer.session.on_connect(self._reconnected)
+
+    def on_reconnect(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` each time the lost connection is back (on the client's loop
+        thread: it must return at once)."""
+        self._on_reconnect.append(callback)
+
+    def _reconnected(self) -> None:
+        for callback in list(self._on_reconnect):
+            callback()
 
     def _request(self, code: RequestCode, body: Any, kind: type[T]) -> T:
         with self._lock:
@@ -92,9 +126,11 @@ class BrokerLitePublisher:
                     raise BrokerUnreachableError(f"broker unreachable: {exc}") from exc
                 self._loop = loop
             loop = self._loop
+        session = self._producer.session
+        timeout = self._timeout if session.connected else min(self._timeout, RECONNECT_WAIT)
         try:
-            result: T = loop.run(self._producer.session.request(code, body, kind),
-                                 self._timeout * 2)
+            result: T = loop.run(session.request(code, body, kind, timeout=timeout),
+                                 timeout + 1.0)
         except (UnavailableError, TimeoutError) as exc:
             # the request as a whole did not get through: no row is at fault
             raise BrokerUnreachableError(f"broker unreachable: {exc}") from exc

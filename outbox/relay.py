@@ -424,8 +424,12 @@ class Relay:
                     half_offset=bindparam("b_half"), commit_offset=bindparam("b_commit")),
                     relayed)
 
-    def drain(self, *, max_passes: int = 1000, lanes: int | None = None) -> RelayReport:
+    def drain(self, *, max_passes: int = 1000, lanes: int | None = None,
+              older_than: float | None = None) -> RelayReport:
         """Run passes until nothing is due (or ``max_passes`` in all); sums the reports.
+
+        ``older_than`` (seconds) passes on to every claim: only rows committed
+        that long ago (the sweeper leaves younger rows to their tasks).
 
         With ``lanes`` > 1, that many loops of passes run at once, on threads,
         each claiming under its own name (``<name>/<lane>``), so one lane's
@@ -445,14 +449,14 @@ class Relay:
         total = RelayReport()
         budget = _Budget(max_passes)
         if lanes <= 1:
-            self._lane(budget, total, threading.Event(), threading.Lock())
+            self._lane(budget, total, threading.Event(), threading.Lock(), older_than)
             return total
         stop, lock = threading.Event(), threading.Lock()
         errors: list[BaseException] = []
 
         def run(relay: Relay) -> None:
             try:
-                relay._lane(budget, total, stop, lock)
+                relay._lane(budget, total, stop, lock, older_than)
             except BaseException as exc:
                 errors.append(exc)
                 stop.set()
@@ -471,9 +475,9 @@ class Relay:
         return total
 
     def _lane(self, budget: _Budget, total: RelayReport, stop: threading.Event,
-              lock: threading.Lock) -> None:
+              lock: threading.Lock, older_than: float | None = None) -> None:
         while not stop.is_set() and budget.take():
-            report = self.run_once()
+            report = self.run_once(older_than=older_than)
             with lock:
                 total.add(report)
             if report.claimed == 0 or report.relayed == 0:

@@ -8,7 +8,7 @@ module, an edge; the library itself never reads the environment):
 ``RB_TEST_CELERY_BROKER``    Celery broker URL (redis://... or sqla+sqlite:///...)
 ``RB_TEST_CELERY_BACKEND``   result backend URL (optional)
 ``RB_TEST_READY_FILE``       written when the worker (or checker) is ready
-``RB_TEST_SWEEP``            beat's sweep interval in seconds (0: no schedule)
+``RB_TEST_SWEEP``            the sweeper lane's interval in seconds (0: no sweeper)
 ``RB_TEST_LEASE``            the relay's lease in seconds
 ``RB_TEST_CHECKER``          "1": run the check-back responder as a worker bootstep
 ``RB_TEST_KILL_AFTER_HALVES``  a marker path: the first relay pass that sent halves

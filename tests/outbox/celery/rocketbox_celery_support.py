@@ -53,7 +53,7 @@ class Proc:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout)
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)  # stragglers (beat's child)
+            os.killpg(self.process.pid, signal.SIGKILL)  # stragglers
         return self.process.wait(timeout)
 
 
@@ -97,12 +97,13 @@ def running(name: str, argv: list[str], env: Mapping[str, str], tmp: Path, *,
 
 def celery_worker(name: str, env: Mapping[str, str], tmp: Path, *, concurrency: int = 2,
                   beat: bool = True) -> contextlib.AbstractContextManager[Proc]:
-    """``celery -A rocketbox_celery_app worker --pool=threads`` (beat embedded)."""
+    """``celery -A rocketbox_celery_app worker --pool=threads``, with its sweeper lane unless
+    ``beat`` is False (the name is from when the sweeper ran in beat)."""
     argv = [str(CELERY), "-A", "rocketbox_celery_app", "worker", "--pool=threads",
             f"--concurrency={concurrency}", "--loglevel=INFO", "--without-mingle",
             "--without-gossip", "--without-heartbeat", "-n", f"{name}@%h"]
-    if beat:
-        argv.append("--beat")
+    if not beat:
+        env = {**env, "RB_TEST_SWEEP": "0"}
     return running(name, argv, env, tmp)
 
 

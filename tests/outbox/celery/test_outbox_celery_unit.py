@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterator, Sequence
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -47,7 +46,7 @@ def sqlite_engine(tmp_path: Path) -> Iterator[Engine]:
 
 
 @pytest.mark.timeout(30)
-def test_make_celery_names_tasks_acks_late_and_schedules_the_sweep(
+def test_make_celery_names_tasks_acks_late_and_adds_the_sweeper_lane(
         sqlite_engine: Engine, tmp_path: Path) -> None:
     outbox = Outbox(engine=sqlite_engine)
     app = make_celery(outbox, broker_url=f"sqla+sqlite:///{tmp_path / 'q.sqlite'}",
@@ -56,8 +55,9 @@ def test_make_celery_names_tasks_acks_late_and_schedules_the_sweep(
     for name in (RELAY_TASK, SWEEP_TASK, END_TRANSACTION_TASK):
         task = app.tasks[name]
         assert task.acks_late and task.reject_on_worker_lost
-    entry = app.conf.beat_schedule["rocketbox-sweep"]
-    assert entry["task"] == SWEEP_TASK and entry["schedule"] == timedelta(seconds=2.5)
+    steps = {s.__name__ for s in app.steps["worker"]}
+    assert {"SweeperStep", "SuperviseStep"} <= steps
+    assert not app.conf.beat_schedule  # the sweeper is a lane of the worker, not beat's
     assert app.conf.task_default_queue == "rocketbox"
     assert app.conf.broker_transport_options == {"polling_interval": 0.05}
     assert app.conf.worker_concurrency == 3  # **conf passes through
@@ -66,8 +66,8 @@ def test_make_celery_names_tasks_acks_late_and_schedules_the_sweep(
     checking = make_celery(outbox, broker_url="memory://",
                            settings=CelerySettings(checker=True, sweep_interval=0))
     assert "CheckbackStep" in {s.__name__ for s in checking.steps["worker"]}
-    assert "beat_schedule" not in checking.conf or not checking.conf.beat_schedule
-    assert worker_argv(concurrency=2, beat=True, loglevel="info")[-1] == "--beat"
+    assert "SweeperStep" not in {s.__name__ for s in checking.steps["worker"]}
+    assert "--beat" not in worker_argv(concurrency=2, loglevel="info")
 
 
 @pytest.mark.timeout(30)
@@ -80,7 +80,7 @@ def test_settings_and_foreign_apps_are_refused(sqlite_engine: Engine) -> None:
     with pytest.raises(ConfigurationError):
         rocketbox_state(Celery("other", set_as_current=False))
     with pytest.raises(ConfigurationError):
-        worker_argv(concurrency=0, beat=False, loglevel="info")
+        worker_argv(concurrency=0, loglevel="info")
 
 
 @pytest.mark.timeout(30)
