@@ -8,8 +8,10 @@ time. Every worker runs the sweeper lane (:mod:`outbox.celery.sweeper`): a
 thread that relays what the tasks missed every ``sweep_interval`` seconds,
 straight from the database, so no queue backlog and no Redis outage can
 delay it. There is no beat schedule. The consumer reconnects to a lost Celery
-broker within a second (:mod:`outbox.celery.consumer`), forever, and the
-worker uses no remote control (one channel less on the broker connection).
+broker within a second (:mod:`outbox.celery.consumer`), forever. Remote
+control stays on although rocketbox does not use it: its channel is what
+notices a lost Redis when every prefetch slot is taken by a task whose ack
+failed (the task channel does not poll then).
 
 Two broker setups are tested:
 
@@ -237,7 +239,6 @@ def make_celery(outbox: Outbox, *, broker_url: str, backend_url: str | None = No
         "broker_connection_max_retries": None,
         "broker_transport_options": _transport_defaults(broker_url, outbox, settings),
         "worker_consumer": "outbox.celery.consumer:Consumer",
-        "worker_enable_remote_control": False,
         "result_expires": 3600,
         "worker_hijack_root_logger": True,
     }

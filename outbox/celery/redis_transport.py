@@ -28,8 +28,10 @@ the worker reconnects. The unacknowledged task is not lost: its row is
 relayed by the sweeper lane (:mod:`outbox.celery.sweeper`), and with Redis
 persistence kombu delivers the task again after ``visibility_timeout``.
 :func:`~outbox.celery.app.make_celery` uses this transport for ``redis://``
-and ``rediss://`` broker URLs. (Turning Celery's remote control off, which
-rocketbox does not use, also removes the second channel.)
+and ``rediss://`` broker URLs. (Turning Celery's remote control off would
+remove the second channel, but also the only one that notices a lost Redis
+while all prefetch slots hold tasks whose acks failed: the worker would never
+reconnect.)
 """
 
 from __future__ import annotations

@@ -139,14 +139,14 @@ def test_twenty_redis_restarts_under_a_backlog_never_stop_the_relay(
             for restart in range(RESTARTS):
                 # the consumer is back and taking tasks again (a task is unacknowledged in
                 # it while another slot waits on BRPOP: the state the old bug needed)
-                wait_until(lambda n=restart: relay.text().count("Connected to redis") > n
+                wait_until(lambda n=restart: relay.text().count("Connected to ") > n
                            and _received_since_connect(relay.text()), timeout=30,
                            message=lambda: relay.text()[-3000:])
                 assert relay.alive(), relay.text()[-3000:]
                 rds.kill()
                 # tasks cannot be enqueued nor consumed now; a second later it is back
-                wait_until(lambda: "Connection to broker lost" in relay.text()[-20000:],
-                           timeout=10, message=lambda: relay.text()[-3000:])
+                wait_until(lambda n=restart: relay.text().count("Connection to broker lost") > n,
+                           timeout=20, message=lambda: relay.text()[-3000:])
                 rds.start()
         ids = set(producer.ids)
         wait_until(lambda: relayed_ids(engine) >= ids, timeout=60,
@@ -161,7 +161,7 @@ def test_twenty_redis_restarts_under_a_backlog_never_stop_the_relay(
 
 
 def _received_since_connect(log: str) -> bool:
-    tail = log[log.rindex("Connected to redis"):]
+    tail = log[log.rindex("Connected to "):]
     return "Task rocketbox.relay[" in tail and "received" in tail
 
 
