@@ -63,10 +63,10 @@ def status_command(as_json: bool) -> None:
         render_status(result, Console())
 
 
-@rocketbox_cli.command("relay", help="Run the Celery relay worker (with beat for the sweeper).")
+@rocketbox_cli.command("relay", help="Run the Celery relay worker (with its sweeper lane).")
 @click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--no-beat", "beat", flag_value=False, default=True,
-              help="do not run beat in this worker")
+              help="do not run the sweeper lane in this worker")
 @click.option("--no-checker", "checker", flag_value=False, default=True,
               help="do not answer check-backs in this worker")
 @click.option("--loglevel", default="INFO", show_default=True)

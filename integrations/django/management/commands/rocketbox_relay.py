@@ -1,4 +1,4 @@
-"""``manage.py rocketbox_relay``: the Celery relay worker (beat for the sweeper)."""
+"""``manage.py rocketbox_relay``: the Celery relay worker (with its sweeper lane)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from outbox.errors import ConfigurationError
 
 
 class Command(BaseCommand):
-    help = "Run the Celery relay worker with beat (and the check-back responder)."
+    help = "Run the Celery relay worker with its sweeper lane (and the check-back responder)."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--concurrency", type=int, default=1)
