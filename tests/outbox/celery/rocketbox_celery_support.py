@@ -21,7 +21,7 @@ from pathlib import Path
 
 import redis
 from sqlalchemy import Engine, create_engine, select, text
-from support import PostgresServer, free_port, wait_until
+from support import PostgresServer, RedisServer, free_port, wait_until
 from support.commitlog import broker_records as broker_records  # re-exported
 from support.commitlog import commit_counts as commit_counts  # re-exported
 
@@ -129,6 +129,11 @@ def pg_outbox_engine(server: PostgresServer) -> tuple[Engine, str]:
     return engine, db.url
 
 
+
+
+def redis_url_of(server: RedisServer, db: int) -> str:
+    """The URL of database ``db`` on the session's Redis (each test takes its own)."""
+    return f"redis://{server.host}:{server.port}/{db}"
 
 
 def relayed_ids(engine: Engine) -> set[str]:

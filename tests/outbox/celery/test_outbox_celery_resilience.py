@@ -28,6 +28,7 @@ from rocketbox_celery_support import (
     celery_worker,
     commit_counts,
     module_entry,
+    redis_url_of,
     relayed_ids,
 )
 from sqlalchemy import Engine
@@ -173,7 +174,7 @@ def test_the_sweeper_lane_dying_stops_the_relay_with_status_1(
         pg_db: tuple[Engine, str], broker: BrokerLiteServer, redis_server: RedisServer,
         tmp_path: Path, relay_process: list[RelayProcess]) -> None:
     engine, url = pg_db
-    redis_url = f"redis://{redis_server.host}:{redis_server.port}/7"
+    redis_url = redis_url_of(redis_server, 7)
     relay = RelayProcess(["--db", url, "--broker", broker.native, "--celery-broker", redis_url],
                          tmp_path / "relay.log")
     relay_process.append(relay)
@@ -190,7 +191,7 @@ def test_an_unrecoverable_worker_error_is_exit_status_1(
         tmp_path: Path) -> None:
     _engine, url = pg_db
     env = app_env(db=url, broker=broker.native,
-                  celery_broker=f"redis://{redis_server.host}:{redis_server.port}/8",
+                  celery_broker=redis_url_of(redis_server, 8),
                   tmp=tmp_path, RB_TEST_BROKEN_CONSUMER="1")
     # run_worker, as `rocketbox relay` runs it: Celery's worker_main used to return
     # nothing, so the worker's status 1 became 0
@@ -234,7 +235,7 @@ def test_tasks_lost_with_redis_are_made_up_for_by_the_sweeper_lane(
         pg_db: tuple[Engine, str], broker: BrokerLiteServer, redis_server: RedisServer,
         tmp_path: Path) -> None:
     engine, url = pg_db
-    redis_url = f"redis://{redis_server.host}:{redis_server.port}/9"
+    redis_url = redis_url_of(redis_server, 9)
     outbox = hooked_outbox(engine, broker.native, redis_url, window=0)
     ids = set(commit(engine, outbox, 20))  # each enqueued its task; no worker runs yet
     with redis.Redis(host=redis_server.host, port=redis_server.port, db=9) as client:
@@ -256,7 +257,7 @@ def test_tasks_lost_with_redis_are_made_up_for_by_the_sweeper_lane(
 def test_relaying_resumes_as_soon_as_the_broker_is_back(
         pg_db: tuple[Engine, str], redis_server: RedisServer, tmp_path: Path) -> None:
     engine, url = pg_db
-    redis_url = f"redis://{redis_server.host}:{redis_server.port}/10"
+    redis_url = redis_url_of(redis_server, 10)
     data_dir, port = tmp_path / "broker", free_port()
     args = [*FAST_BROKER, "--port", str(port)]
     address = f"127.0.0.1:{port}"
@@ -289,7 +290,7 @@ def test_module_entry_run_worker_relays_with_its_sweeper(
         pg_db: tuple[Engine, str], broker: BrokerLiteServer, redis_server: RedisServer,
         tmp_path: Path) -> None:
     engine, url = pg_db
-    redis_url = f"redis://{redis_server.host}:{redis_server.port}/11"
+    redis_url = redis_url_of(redis_server, 11)
     env = app_env(db=url, broker=broker.native, celery_broker=redis_url, tmp=tmp_path)
     plain = Outbox(engine=engine, broker=broker.native)  # no hook: only the sweeper relays
     with module_entry("entry", "worker", env, tmp_path) as worker:

@@ -14,6 +14,7 @@ from rocketbox_celery_support import (
     celery_worker,
     commit_counts,
     module_entry,
+    redis_url_of,
     relayed_ids,
 )
 from sqlalchemy import Engine, select
@@ -24,10 +25,6 @@ from outbox import BrokerLitePublisher, Outbox, RelaySettings, publish
 from outbox.celery import CelerySettings, celery_on_commit, make_celery
 from outbox.models import transaction_table as t
 from outbox.publisher import OutgoingMessage
-
-
-def redis_url_of(server: RedisServer, db: int) -> str:
-    return f"redis://{server.host}:{server.port}/{db}"
 
 
 def app_outbox(engine: Engine, broker: str, celery_broker: str) -> Outbox:
