@@ -57,7 +57,6 @@ from broker_lite.protocol import (
     decode,
     encode,
     encode_frame,
-    parse_header,
 )
 from broker_lite.protocol import messages as m
 from broker_lite.server.checkback import answer_check
@@ -71,7 +70,7 @@ from broker_lite.server.handlers import (
     flush_outcome,
 )
 
-__all__ = ["Connection", "read_frame"]
+__all__ = ["Connection"]
 
 log = logging.getLogger("broker_lite.server")
 
@@ -80,26 +79,6 @@ _LENGTH = struct.Struct(">I")
 _READ_SIZE = 256 * 1024
 #: while serving a burst of requests, hand the responses to the transport this often
 _FLUSH_EVERY = 16
-
-
-async def read_frame(reader: asyncio.StreamReader, max_frame_size: int) -> Frame:
-    """Read one whole frame: its 16-byte header, then exactly the body it announces.
-
-    Raises :class:`FrameError`. A fatal one (an impossible or oversized length)
-    leaves the stream where it is: it cannot be resynced, and an oversized body
-    is never read. A non-fatal one (bad version or kind) is raised after its
-    body was skipped, so the next call reads the next frame. EOF raises
-    ``asyncio.IncompleteReadError``.
-    """
-    header = await reader.readexactly(HEADER_SIZE)
-    try:
-        body_length, kind, code, request_id = parse_header(header, max_frame_size)
-    except FrameError as exc:
-        if not exc.fatal:
-            await reader.readexactly(_LENGTH.unpack_from(header)[0] - (HEADER_SIZE - 4))
-        raise
-    body = await reader.readexactly(body_length) if body_length else b""
-    return Frame(kind, code, request_id, body)
 
 
 class _Closing(Exception):
