@@ -37,7 +37,6 @@ import contextlib
 import functools
 import itertools
 import logging
-import struct
 import time
 from collections.abc import Coroutine, Mapping
 from typing import Any
@@ -74,7 +73,6 @@ __all__ = ["Connection"]
 
 log = logging.getLogger("broker_lite.server")
 
-_LENGTH = struct.Struct(">I")
 #: bytes asked of the socket per read
 _READ_SIZE = 256 * 1024
 #: while serving a burst of requests, hand the responses to the transport this often
