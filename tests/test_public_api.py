@@ -14,6 +14,8 @@ PACKAGES = [
     "broker_lite.core",
     "broker_lite.client",
     "broker_lite.server",
+    "broker_lite.serving",
+    "broker_lite.runtime",
     "broker_lite.grpc_door",
     "outbox",
 ]

@@ -5,7 +5,7 @@ cuts whole frames out of it (:class:`~broker_lite.protocol.FrameDecoder`),
 and decodes each body by request code. Requests with a synchronous form
 (:data:`~broker_lite.server.handlers.INLINE`: sends, transaction ends, pulls
 that need not wait, acks) are served right there, in order. In sync flush
-mode their answer waits in the :class:`~broker_lite.server.flushgate.FlushGate`
+mode their answer waits in the :class:`~broker_lite.serving.flushgate.FlushGate`
 and goes out from its callback. Every other request, and a pull that long
 polls, gets a task. At most ``max_inflight_per_connection`` requests wait
 (in tasks or for an fsync) at once; beyond that the reader waits, which
@@ -59,15 +59,9 @@ from broker_lite.protocol import (
 )
 from broker_lite.protocol import messages as m
 from broker_lite.server.checkback import answer_check
-from broker_lite.server.context import ServerContext
-from broker_lite.server.handlers import (
-    HANDLERS,
-    INLINE,
-    Handler,
-    InlineHandler,
-    flush_future,
-    flush_outcome,
-)
+from broker_lite.server.handlers import HANDLERS, INLINE, Handler, InlineHandler
+from broker_lite.serving.context import ServerContext
+from broker_lite.serving.durability import flush_future, flush_outcome
 
 __all__ = ["Connection"]
 
