@@ -58,6 +58,7 @@ from broker_lite.protocol import (
     encode_frame,
 )
 from broker_lite.protocol import messages as m
+from broker_lite.protocol.signing import hello_signature_ok
 from broker_lite.server.checkback import answer_check
 from broker_lite.server.handlers import HANDLERS, INLINE, Handler, InlineHandler
 from broker_lite.serving.context import ServerContext
@@ -71,6 +72,11 @@ log = logging.getLogger("broker_lite.server")
 _READ_SIZE = 256 * 1024
 #: while serving a burst of requests, hand the responses to the transport this often
 _FLUSH_EVERY = 16
+
+
+def _signed_hello(hello: m.HelloRequest, secret: str) -> bool:
+    return hello_signature_ok(secret, hello.client_id, hello.timestamp_ms, hello.nonce,
+                              hello.signature)
 
 
 class _Closing(Exception):
@@ -278,8 +284,8 @@ class Connection:
                                 code=ResponseCode.MALFORMED_REQUEST)
         if self._ctx.acl is not None:
             self.account = self._ctx.acl.authenticate(
-                hello.access_key, hello.client_id, hello.timestamp_ms, hello.nonce,
-                hello.signature, int(time.time() * 1000))
+                hello.access_key, hello.timestamp_ms, hello.nonce, int(time.time() * 1000),
+                signed_by=functools.partial(_signed_hello, hello))
 
     # -- dispatching -------------------------------------------------------------------
 
