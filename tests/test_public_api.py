@@ -18,6 +18,8 @@ PACKAGES = [
     "broker_lite.runtime",
     "broker_lite.grpc_door",
     "outbox",
+    "integrations.flask",
+    "integrations.django",
 ]
 
 
