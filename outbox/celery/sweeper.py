@@ -26,22 +26,33 @@ exits with status 1.
 So once the relay can reach the broker and the database again, a row whose
 task was lost is relayed within about ``sweep_interval + sweep_min_age``
 seconds, plus the time to drain the rows before it.
+
+A relay killed mid-pass leaves its rows claimed until their lease runs out
+(``RelaySettings.lease_seconds``, 30 s by default). When its replacement
+starts on the same host, the sweeper gives those rows back at once
+(:func:`release_dead_claims`: claims by a process of this host that no longer
+exists), so a restarted relay does not wait for the lease. (On another host,
+or in a new container with a new host name, the lease still applies.)
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from celery import bootsteps
+from sqlalchemy import Engine, distinct, select, update
 
 from outbox.celery.app import RocketboxState, rocketbox_state
 from outbox.celery.tasks import TRANSIENT_ERRORS
+from outbox.models import transaction_table as t
 from outbox.relay import RelayReport
 
-__all__ = ["Sweeper", "SweeperStep"]
+__all__ = ["Sweeper", "SweeperStep", "release_dead_claims"]
 
 log = logging.getLogger("rocketbox.celery")
 
@@ -96,6 +107,14 @@ class Sweeper:
 
     def _run(self) -> None:
         try:
+            try:
+                released = release_dead_claims(self.state.outbox.engine)
+            except TRANSIENT_ERRORS as exc:
+                log.warning("could not look for claims of dead relays: %s", exc)
+            else:
+                if released:
+                    log.info("released %d row(s) claimed by relays of this host that died",
+                             released)
             while not self._stop.is_set():
                 self._wake.clear()
                 report = self.sweep()
@@ -113,6 +132,37 @@ class Sweeper:
             return
         self._watched.add(id(publisher))
         on_reconnect(self.wake)
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        return True
+    return True
+
+
+def release_dead_claims(engine: Engine) -> int:
+    """Give back unrelayed rows claimed by a process of this host that is gone; returns how many.
+
+    ``claimed_by`` is ``host:pid:...`` (:func:`~outbox.relay.worker_id`). A
+    claim by a live process, or by another host, is left to its lease.
+    """
+    prefix = socket.gethostname() + ":"
+    with engine.begin() as conn:
+        claimers = conn.execute(select(distinct(t.c.claimed_by)).where(
+            t.c.relayed_at.is_(None), t.c.claimed_by.startswith(prefix, autoescape=True))
+        ).scalars().all()
+        dead = [c for c in claimers
+                if c.split(":")[1].isdigit() and not _process_exists(int(c.split(":")[1]))]
+        if not dead:
+            return 0
+        result = conn.execute(update(t).where(t.c.relayed_at.is_(None),
+                                              t.c.claimed_by.in_(dead))
+                              .values(claimed_by=None, claimed_until=None))
+        return result.rowcount or 0
 
 
 class SweeperStep(bootsteps.StartStopStep):  # type: ignore[misc]

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from rocketbox_celery_support import broker_records, commit_counts, relayed_ids
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
 from support import BrokerLiteServer, free_port, wait_until
 from support.sqlite import sqlite_outbox_engine
@@ -33,7 +38,9 @@ from outbox.celery import (
     rocketbox_state,
 )
 from outbox.celery.hooks import CoalescingHook
+from outbox.celery.sweeper import release_dead_claims
 from outbox.celery.worker import worker_argv
+from outbox.models import transaction_table as tx_table
 from outbox.publisher import OutgoingMessage
 
 
@@ -248,3 +255,27 @@ def test_eager_relay_retries_while_the_broker_is_unreachable(sqlite_engine: Engi
     with Session(sqlite_engine) as session:  # no attempt counted, claim released
         row = session.get_one(TransactionRow, tx_id)
         assert row.attempts == 0 and row.claimed_by is None and not row.parked
+
+
+@pytest.mark.timeout(30)
+def test_claims_of_dead_relays_of_this_host_are_released_others_are_left_to_their_lease(
+        sqlite_engine: Engine) -> None:
+    outbox = Outbox(engine=sqlite_engine)
+    with Session(sqlite_engine) as session, session.begin():
+        ids = [publish(session, "Claims", {"n": n}, outbox=outbox) for n in range(4)]
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    dead_pid = child.pid  # exited and reaped: no process has it (barring reuse, unlikely)
+    host = socket.gethostname()
+    owners = [f"{host}:{dead_pid}:task", f"{host}:{os.getpid()}:sweeper",
+              f"elsewhere:{dead_pid}:task", None]
+    until = datetime.now(UTC) + timedelta(seconds=300)
+    with sqlite_engine.begin() as conn:
+        for tx_id, owner in zip(ids, owners, strict=True):
+            conn.execute(update(tx_table).where(tx_table.c.tx_id == tx_id).values(
+                claimed_by=owner, claimed_until=until if owner else None))
+    assert release_dead_claims(sqlite_engine) == 1
+    with sqlite_engine.connect() as conn:
+        left = dict(conn.execute(select(tx_table.c.tx_id, tx_table.c.claimed_by)).tuples().all())
+    assert [left[tx] for tx in ids] == [None, owners[1], owners[2], None]
+
