@@ -28,6 +28,7 @@ from outbox.config import Outbox
 from outbox.errors import NoTransactionError
 from outbox.models import transaction_table
 from outbox.serializers import to_body
+from outbox.validation import check_message
 
 __all__ = ["new_tx_id", "publish"]
 
@@ -96,7 +97,9 @@ def publish(
 ) -> str:
     """Add a message to the caller's transaction and return its ``tx_id``.
 
-    Raises :class:`NoTransactionError` when no transaction is open. After the
+    Raises :class:`NoTransactionError` when no transaction is open, and
+    :class:`InvalidMessageError` (naming the field and the limit) for a message
+    the broker would refuse (:mod:`outbox.validation`). After the
     transaction commits, ``outbox.on_commit`` is told the new ids (a session
     only; with a bare connection the sweeper picks the rows up).
 
@@ -120,6 +123,7 @@ def publish(
         headers=dict(headers) if headers else None, state=state,
         created_at=now, next_attempt_at=now,
     )
+    check_message(values, keys=keys, max_body_size=outbox.max_body_size)  # broker limits
     if not (at_commit and hold(conn, values)):  # held: it goes out with the COMMIT
         _insert(conn, values)
     if isinstance(session, Session):

@@ -23,7 +23,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 from sqlalchemy import Connection, Engine, and_, case, func, select
 
 from outbox.models import aware
@@ -202,14 +204,20 @@ def render_status(status: OutboxStatus, console: Console) -> None:
                       str(sum(recent)) if recent else "-")
     console.print(table)
     if status.parked_rows:
-        parked = Table(title=f"parked rows (newest {len(status.parked_rows)} of "
-                             f"{status.parked}; `rocketbox replay` re-queues them)")
-        parked.add_column("tx_id", no_wrap=True)
-        parked.add_column("topic")
-        parked.add_column("attempts", justify="right")
-        parked.add_column("written")
-        parked.add_column("last error", overflow="fold")
-        for r in status.parked_rows:
-            parked.add_row(r.tx_id, r.topic, str(r.attempts),
-                           f"{r.created_at:%Y-%m-%d %H:%M:%S}", r.last_error or "")
-        console.print(parked)
+        _render_parked(status, console)
+
+
+def _render_parked(status: OutboxStatus, console: Console) -> None:
+    """One block per parked row: its facts on a line, its last error below at full width.
+
+    An error is a sentence; as a table column squeezed next to a 32-digit
+    tx_id it wrapped one word per line at 80 columns.
+    """
+    console.print(f"[b]parked rows[/b] (newest {len(status.parked_rows)} of {status.parked}; "
+                  f"`rocketbox replay` re-queues them)")
+    for r in status.parked_rows:
+        line = Text.assemble((r.tx_id, "bold"), f"  {r.topic}  attempts={r.attempts}  "
+                             f"written {r.created_at:%Y-%m-%d %H:%M:%S}")
+        console.print(line, overflow="fold")
+        console.print(Padding(Text(r.last_error or "(no error recorded)", style="red"),
+                              (0, 0, 0, 4)))
