@@ -263,12 +263,15 @@ def test_version_and_unknown_commands(capsys: pytest.CaptureFixture[str]) -> Non
 
 @pytest.mark.timeout(120)
 def test_relay_command_relays_a_committed_row(broker_lite_server: BrokerLiteServer,
-                                              tmp_path: Path) -> None:
+                                              cli_db_url: str) -> None:
+    """Celery on the database itself (``sqla+`` the --db URL, the default), SQLite and
+    PostgreSQL: a driver-qualified URL (``postgresql+psycopg://``) once made kombu look
+    for a transport named ``postgresql``."""
     from outbox.config import Outbox
     from outbox.publish import publish
     from outbox.status import read_status
 
-    url = f"sqlite:///{tmp_path / 'relay.sqlite'}"
+    url = cli_db_url
     migrate.upgrade(url)
     engine = create_engine(url)
     try:
