@@ -345,7 +345,8 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
         console.print(f"[b]rocketbox demo[/b]: {orders} orders, everything in {work}")
         broker = demo.part("broker", [python, "-m", "broker_lite", "serve", "--data-dir",
                                       str(work / "broker"), "--port", "0", "--grpc-port", "0",
-                                      "--tx-timeout", "1", "--tx-check-interval", "0.5"],
+                                      "--tx-timeout", "1", "--tx-check-interval", "0.5",
+                                      "--auto-create-topics"],
                            dict(os.environ, PYTHONUNBUFFERED="1"))
         native = broker.wait_for(_READY, 30).group(1)
         env = _env(work, native)

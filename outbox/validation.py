@@ -87,8 +87,8 @@ def _check_properties(values: Mapping[str, Any]) -> None:
                         (props.SHARDING_KEY, "message_group")):
         text = values[field]
         if text:
-            column = transaction_table.c[field].type.length
-            if len(text) > column:
+            column: int = getattr(transaction_table.c[field].type, "length", None) or 0
+            if column and len(text) > column:
                 raise InvalidMessageError(field, f"{len(text)} characters, over the limit of "
                                                  f"{column} (the {field} column)", limit=column)
             parts[field] = {name: text}
