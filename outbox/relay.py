@@ -58,6 +58,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.sql.elements import ColumnElement
 
+from outbox import broker_health
 from outbox.config import Outbox
 from outbox.errors import RelayError
 from outbox.models import aware
@@ -311,7 +312,9 @@ class Relay:
             # so no attempt is counted (an outage never parks a row). Release the claims
             # for the next pass, and let the caller retry the pass.
             self._release(rows, halves, exc)
+            broker_health.pass_failed(self.outbox, exc)  # `rocketbox status` shows it
             raise
+        broker_health.pass_went_through(self.outbox)
         return report
 
     def _send(self, rows: list[_Row], halves: dict[str, HalfSent], report: RelayReport) -> None:

@@ -9,7 +9,9 @@
 * **parked**: rows that used up their attempts and wait for ``rocketbox
   replay``; the newest ones are listed with their ``last_error``;
 * **relayed in the last hour** (``include_recent``; this one reads every
-  row relayed recently, so the metrics collector leaves it out).
+  row relayed recently, so the metrics collector leaves it out);
+* **brokers the relay cannot reach**, and since when
+  (:mod:`outbox.broker_health`): an outage, as opposed to rows refused.
 
 The pending and parked queries match the predicates of the partial indexes
 in :mod:`outbox.models`, so they stay cheap however many relayed rows the
@@ -28,6 +30,7 @@ from rich.table import Table
 from rich.text import Text
 from sqlalchemy import Connection, Engine, and_, case, func, select
 
+from outbox.broker_health import BrokerState, read_broker_states
 from outbox.models import aware
 from outbox.models import transaction_table as t
 
@@ -79,6 +82,7 @@ class OutboxStatus:
     generated_at: datetime
     topics: tuple[TopicStatus, ...]
     parked_rows: tuple[ParkedRow, ...]
+    unreachable: tuple[BrokerState, ...] = ()
 
     @property
     def pending(self) -> int:
@@ -115,6 +119,11 @@ class OutboxStatus:
                 {"tx_id": r.tx_id, "topic": r.topic, "attempts": r.attempts,
                  "created_at": r.created_at.isoformat(), "last_error": r.last_error}
                 for r in self.parked_rows
+            ],
+            "brokers_unreachable": [
+                {"broker": u.broker, "since": u.unreachable_since.isoformat(),
+                 "last_error": u.last_error, "updated_at": u.updated_at.isoformat()}
+                for u in self.unreachable
             ],
         }
 
@@ -167,6 +176,7 @@ def read_status(db: Engine | Connection, *, parked_limit: int = 20, include_rece
         generated_at=now,
         topics=tuple(TopicStatus(**topics[name]) for name in sorted(topics)),
         parked_rows=tuple(parked_rows),
+        unreachable=tuple(read_broker_states(conn)),
     )
 
 
@@ -203,6 +213,12 @@ def render_status(status: OutboxStatus, console: Console) -> None:
                       _age(status.oldest_pending_age), str(status.parked),
                       str(sum(recent)) if recent else "-")
     console.print(table)
+    for u in status.unreachable:
+        console.print(Text.assemble(
+            ("broker unreachable since ", "bold red"),
+            (f"{u.unreachable_since:%Y-%m-%d %H:%M:%S %Z}", "bold red"),
+            f" ({_age((status.generated_at - u.unreachable_since).total_seconds())} ago): "
+            f"{u.broker}; the relay retries with backoff. Last error: {u.last_error or '-'}"))
     if status.parked_rows:
         _render_parked(status, console)
 
