@@ -72,7 +72,7 @@ def _db_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--db", metavar="URL", default=os.environ.get("ROCKETBOX_DB_URL"),
                        help="SQLAlchemy URL of the database holding the outbox tables, e.g. "
                             "sqlite:///app.db or postgresql+psycopg://user:pw@host/db "
-                            "(env ROCKETBOX_DB_URL)")
+                            "(default: $ROCKETBOX_DB_URL)")
     group.add_argument("--debug", action="store_true",
                        help="show tracebacks instead of one-line errors")
     group.add_argument("--log-level", default="WARNING", metavar="LEVEL",
@@ -90,11 +90,11 @@ def _broker_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--access-key", metavar="KEY",
                        default=os.environ.get("ROCKETBOX_ACCESS_KEY"),
                        help="access key of the broker's ACL account (`broker-lite serve "
-                            "--acl`; env ROCKETBOX_ACCESS_KEY; default: none, no ACL)")
+                            "--acl`; default: $ROCKETBOX_ACCESS_KEY, else none: no ACL)")
     group.add_argument("--secret-key", metavar="SECRET",
                        default=os.environ.get("ROCKETBOX_SECRET_KEY"),
-                       help="its secret key (env ROCKETBOX_SECRET_KEY; keep it off the "
-                            "command line)")
+                       help="its secret key (default: $ROCKETBOX_SECRET_KEY; keep it off "
+                            "the command line)")
     group.add_argument("--metrics-port", type=_port, metavar="PORT",
                        help="serve Prometheus metrics on this port (0 picks one; default: off)")
     group.add_argument("--metrics-addr", metavar="ADDR", default="0.0.0.0",

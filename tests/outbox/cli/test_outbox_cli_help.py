@@ -95,3 +95,13 @@ def test_the_defaults_users_asked_for_are_shown(monkeypatch: pytest.MonkeyPatch)
     assert "(default: 1)" in _help_of(relay, "--concurrency")
     beat = _help_of(relay, "--no-beat")
     assert "True" not in beat and "each worker runs one" in beat and "harmless" in beat
+
+
+@pytest.mark.timeout(60)
+def test_help_never_shows_a_secret_from_the_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROCKETBOX_SECRET_KEY", "s3cret-from-env")
+    monkeypatch.setenv("ROCKETBOX_DB_URL", "postgresql+psycopg://app:pw-from-env@db/shop")
+    for name, parser in _subparsers(build_parser()).items():
+        text = parser.format_help()
+        assert "s3cret-from-env" not in text and "pw-from-env" not in text, name
