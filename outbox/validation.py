@@ -8,7 +8,7 @@ caller's transaction instead, so the caller's request fails at once with
 The rules are broker_lite's own (RocketMQ's):
 
 - **topic**: 1 to 127 characters from ``[%|a-zA-Z0-9_-]``
-  (:func:`broker_lite.storage.validate_topic`), and not one of the broker's
+  (:mod:`broker_lite.client.limits`), and not one of the broker's
   own topics (``RMQ_SYS_*``, ``SCHEDULE_TOPIC_XXXX``...);
 - **body**: at most ``Outbox.max_body_size`` bytes after serialization (the
   default is broker_lite's default ``--max-message-size``, 4 MiB: set it to
@@ -27,24 +27,21 @@ The rules are broker_lite's own (RocketMQ's):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from broker_lite.core.topics import SYSTEM_TOPICS
+from broker_lite.client import limits
 from broker_lite.errors import InvalidMessageError as BrokerInvalidMessage
-from broker_lite.storage import StoreConfig, validate_topic
-from broker_lite.storage import properties as props
 from outbox.errors import InvalidMessageError
 from outbox.models import transaction_table
 
 __all__ = ["DEFAULT_MAX_BODY_SIZE", "MAX_PROPERTIES_BYTES", "check_message"]
 
 #: broker_lite's default ``--max-message-size``
-DEFAULT_MAX_BODY_SIZE: int = StoreConfig(data_dir=Path()).max_message_size
+DEFAULT_MAX_BODY_SIZE: int = limits.DEFAULT_MAX_MESSAGE_SIZE
 #: room left for the broker's own properties on a transactional message
 _BROKER_SHARE = 1024
 #: the encoded properties a message may bring (headers, keys, tag, message group)
-MAX_PROPERTIES_BYTES = props.MAX_PROPERTIES_BYTES - _BROKER_SHARE
+MAX_PROPERTIES_BYTES = limits.MAX_PROPERTIES_BYTES - _BROKER_SHARE
 
 
 def check_message(values: Mapping[str, Any], *, keys: str | Sequence[str] | None,
@@ -57,12 +54,12 @@ def check_message(values: Mapping[str, Any], *, keys: str | Sequence[str] | None
     """
     topic = values["topic"]
     try:
-        validate_topic(topic)
+        limits.validate_topic(topic)
     except BrokerInvalidMessage:
         raise InvalidMessageError(
             "topic", f"{topic!r} must be 1 to 127 characters from [%|a-zA-Z0-9_-]",
             limit=127) from None
-    if topic in SYSTEM_TOPICS or topic.startswith("RMQ_SYS_"):
+    if topic in limits.SYSTEM_TOPICS or topic.startswith(limits.SYSTEM_TOPIC_PREFIX):
         raise InvalidMessageError("topic", f"{topic!r} is one of the broker's own topics")
     body: bytes = values["body"]
     if len(body) > max_body_size:
@@ -83,8 +80,8 @@ def _check_properties(values: Mapping[str, Any]) -> None:
     headers: Mapping[str, Any] = values["headers"] or {}
     # as the relay sends them: headers as text, and the fields the broker stores as properties
     parts: dict[str, dict[str, str]] = {"headers": {str(k): str(v) for k, v in headers.items()}}
-    for name, field in ((props.TAGS, "tag"), (props.KEYS, "keys"),
-                        (props.SHARDING_KEY, "message_group")):
+    for name, field in ((limits.TAGS, "tag"), (limits.KEYS, "keys"),
+                        (limits.SHARDING_KEY, "message_group")):
         text = values[field]
         if text:
             column: int = getattr(transaction_table.c[field].type, "length", None) or 0
@@ -95,7 +92,7 @@ def _check_properties(values: Mapping[str, Any]) -> None:
     shares = {}
     for field, part in parts.items():
         try:
-            shares[field] = len(props.encode_properties(part))
+            shares[field] = len(limits.encode_properties(part))
         except BrokerInvalidMessage as exc:
             raise InvalidMessageError(field, str(exc).removeprefix("invalid properties: ")
                                       ) from None

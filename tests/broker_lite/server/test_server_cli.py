@@ -135,3 +135,13 @@ def test_topics_are_not_auto_created_unless_asked(tmp_path: Path) -> None:
     assert auto_create() is False
     assert auto_create("--auto-create-topics") is True
     assert auto_create("--auto-create-topics", "--no-auto-create-topics") is False
+
+
+@pytest.mark.timeout(30)
+def test_the_clients_limits_are_the_brokers() -> None:
+    from broker_lite.client import limits
+    from broker_lite.core.topics import SYSTEM_TOPICS
+
+    assert limits.SYSTEM_TOPICS == SYSTEM_TOPICS
+    assert all(t.startswith(limits.SYSTEM_TOPIC_PREFIX) or t in SYSTEM_TOPICS
+               for t in SYSTEM_TOPICS)
