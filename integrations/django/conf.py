@@ -37,6 +37,7 @@ from outbox.errors import ConfigurationError
 from outbox.migrate import engine_for
 from outbox.publisher import BrokerLitePublisher, ProcessPublishers, Publisher
 from outbox.serializers import JsonSerializer
+from outbox.validation import DEFAULT_MAX_BODY_SIZE
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -109,8 +110,8 @@ def _build() -> DjangoState:
                   relay=opts["RELAY"] or RelaySettings(), mode=opts["MODE"],
                   local_tx_timeout=float(opts["LOCAL_TX_TIMEOUT"]),
                   access_key=opts["ACCESS_KEY"], secret_key=opts["SECRET_KEY"],
-                  **({} if opts["MAX_BODY_SIZE"] is None
-                     else {"max_body_size": int(opts["MAX_BODY_SIZE"])}))
+                  max_body_size=(DEFAULT_MAX_BODY_SIZE if opts["MAX_BODY_SIZE"] is None
+                                 else int(opts["MAX_BODY_SIZE"])))
     celery_broker = opts["CELERY_BROKER"]
     if celery_broker is None:
         celery_broker = "sqla+" + engine.url.render_as_string(hide_password=False)

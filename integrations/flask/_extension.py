@@ -116,7 +116,7 @@ class FlaskState:
                           local_tx_timeout=float(self.config("LOCAL_TX_TIMEOUT")),
                           access_key=self.config("ACCESS_KEY"),
                           secret_key=self.config("SECRET_KEY"),
-                          **_max_body_size(self.config("MAX_BODY_SIZE")))
+                          max_body_size=_max_body_size(self.config("MAX_BODY_SIZE")))
             outbox = base
             celery_broker = self.config("CELERY_BROKER")
             if celery_broker is None:
@@ -273,6 +273,8 @@ def publish(topic: str | None, body: Any, *, tag: str | None = None,
                                   message_group=message_group, headers=headers)
 
 
-def _max_body_size(value: int | None) -> dict[str, int]:
-    """``max_body_size`` for the Outbox, if set (else its default: broker_lite's)."""
-    return {} if value is None else {"max_body_size": int(value)}
+def _max_body_size(value: int | None) -> int:
+    """``max_body_size`` for the Outbox: the setting, else the default (broker_lite's)."""
+    from outbox.validation import DEFAULT_MAX_BODY_SIZE
+
+    return DEFAULT_MAX_BODY_SIZE if value is None else int(value)
