@@ -47,6 +47,7 @@ __all__ = [
     "INLINE",
     "Handler",
     "InlineHandler",
+    "fitted_messages",
     "flush_future",
     "flush_outcome",
     "wait_flushed",
@@ -145,6 +146,11 @@ def _flush_error(message: str) -> BrokerError:
 
 def _error_body(exc: BrokerError) -> m.ErrorBody:
     return m.ErrorBody(message=str(exc), retriable=exc.retriable)
+
+
+def fitted_messages(ctx: ServerContext, messages: list[m.DeliveredMessage]) -> int:
+    """How many of ``messages``, from the first, fit in one response frame."""
+    return _fit(messages, ctx.config.max_frame_size)
 
 
 def _fit(messages: list[m.DeliveredMessage], limit: int) -> int:
@@ -418,3 +424,9 @@ INLINE: dict[int, tuple[Handler, InlineHandler]] = {
     RequestCode.PULL_MESSAGE: (pull, pull_now),
     RequestCode.ACK_MESSAGE: (ack, ack_now),
 }
+
+# the operations requests (the console's) live in their own module; it imports this one
+# lazily, so adding them here last is safe
+from broker_lite.server.ops_handlers import OPS_HANDLERS  # noqa: E402
+
+HANDLERS.update(OPS_HANDLERS)
