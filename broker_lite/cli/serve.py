@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from broker_lite.cli import serve_console
 from broker_lite.core import BrokerConfig
 from broker_lite.core.acl import Acl, AclFileError
 from broker_lite.errors import BrokerError
@@ -163,6 +164,7 @@ def register(sub: Any) -> None:
                      help="largest native frame accepted or sent, header included "
                           "(default: 8M); a bigger frame is answered FRAME_TOO_LARGE and its "
                           "connection closed")
+    serve_console.add_arguments(p)
     p.add_argument("--log-level", default="info",
                    choices=("debug", "info", "warning", "error"),
                    help="log verbosity on stderr (default: info)")
@@ -213,6 +215,10 @@ def run(args: argparse.Namespace) -> int:
         check_bind_policy(args.host, acl=acl, insecure=args.insecure)
         broker_config, server_config = build_configs(args)
         grpc_config = build_grpc_config(args)
+        console = serve_console.console_config(args, f"{args.host}:{args.port}")
+    except ImportError as exc:
+        return _fail(f"--console-port needs the console extra: pip install "
+                     f"'rocketbox[console]' ({exc})", 2)
     except (AclFileError, BindRefused) as exc:
         return _fail(str(exc), 2)
     except (ValueError, BrokerError) as exc:
@@ -227,6 +233,8 @@ def run(args: argparse.Namespace) -> int:
         gc.freeze()
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
+        if console is not None:
+            serve_console.start_console(console, line.split("native=", 1)[1].split()[0])
 
     try:
         asyncio.run(serve(broker_config, server_config, acl=acl, ready=ready,
