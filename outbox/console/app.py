@@ -33,6 +33,7 @@ from broker_lite.client import Admin
 from outbox.console.auth import CredentialGate, csrf_token, csrf_valid, who
 from outbox.console.config import ConsoleConfig
 from outbox.console.sampler import Sampler
+from outbox.status import format_age
 
 __all__ = ["Console", "confirm_or_run", "console_of", "create_app", "render"]
 
@@ -41,18 +42,6 @@ actions_log = logging.getLogger("rocketbox.console.actions")
 
 templates = Jinja2Templates(
     directory=str(__import__("pathlib").Path(__file__).with_name("templates")))
-
-
-def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 120:
-        return f"{seconds:.1f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f}m"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f}h"
-    return f"{seconds / 86400:.1f}d"
 
 
 def _when(value: datetime | int | None) -> str:
@@ -74,7 +63,7 @@ def _bytes(value: int | None) -> str:
     return f"{value} B"
 
 
-templates.env.filters.update(age=_age, when=_when, size=_bytes)
+templates.env.filters.update(age=format_age, when=_when, size=_bytes)
 
 
 @dataclass

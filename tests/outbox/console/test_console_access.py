@@ -8,13 +8,16 @@ from __future__ import annotations
 import base64
 import logging
 import re
+import subprocess
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from support import BrokerLiteServer
+from support import BrokerLiteServer, start_broker_lite, wait_until
 
 from outbox.cli import main
 from outbox.console import ConsoleConfig, ConsoleConfigError, ConsoleThread
@@ -94,3 +97,24 @@ def test_off_loopback_a_request_without_credentials_gets_401(
     assert "Audited" in topics
     logged = [r.getMessage() for r in caplog.records if r.name == "rocketbox.console.actions"]
     assert logged == ["create topic 'Audited' by alice@127.0.0.1: Audited has 2 queue(s)"]
+
+
+def test_broker_lite_serve_console_port_serves_the_broker_pages(tmp_path: Path) -> None:
+    with start_broker_lite(tmp_path / "broker", ("--console-port", "0")) as broker:
+        def console_url() -> str | None:
+            found = re.search(r"console listening on (http://\S+)", broker.stderr_text())
+            return found[1] if found else None
+
+        wait_until(console_url, timeout=30, message=broker.stderr_text)
+        url = console_url()
+        assert url is not None
+        status, topics = _get(url + "/topics")
+        assert status == 200 and "RMQ_SYS_TRANS_HALF_TOPIC" in topics
+        status, rows = _get(url + "/rows")
+        assert status == 200 and "no database" in rows
+    refused = subprocess.run(
+        [sys.executable, "-m", "broker_lite", "serve", "--data-dir", str(tmp_path / "b2"),
+         "--port", "0", "--console-port", "0", "--console-host", "0.0.0.0"],
+        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert refused.returncode == 2
+    assert "needs credentials" in refused.stderr
