@@ -35,7 +35,6 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import relay as rb
