@@ -12,7 +12,9 @@ Traffic, made before the tests run and waited for:
 * a row for topic ``Refunds`` (not created yet) that a relay with one attempt
   parks;
 * a unit of work whose half is left open: the broker checks it back, the
-  relay's responder answers COMMIT from the table, ``billing`` consumes it.
+  relay's responder answers COMMIT from the table, ``billing`` consumes it;
+* a half whose producer went away (pending), and one whose producer never
+  decides (discarded to ``TRANS_CHECK_MAX_TIME_TOPIC`` after 3 checks).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_un
 from broker_lite.client import (
     Admin,
     ConsumeResult,
+    LocalTransactionState,
     Message,
     PushConsumer,
     ReceivedMessage,
@@ -52,8 +55,18 @@ from outbox.models import inbox_table, metadata
 from outbox.models import transaction_table as t
 from outbox.publish import new_tx_id
 
-BROKER_ARGS = ("--tx-timeout", "1", "--tx-check-interval", "0.3", "--delay-time-scale", "0.01",
-               "--no-auto-create-topics")
+BROKER_ARGS = ("--tx-timeout", "1", "--tx-check-interval", "0.3", "--tx-check-max", "3",
+               "--delay-time-scale", "0.01", "--no-auto-create-topics")
+
+
+class _Undecided:
+    """A local transaction that never decides (UNKNOW, then UNKNOW to every check-back)."""
+
+    def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
+        return LocalTransactionState.UNKNOW
+
+    def check_local_transaction(self, msg: ReceivedMessage) -> LocalTransactionState:
+        return LocalTransactionState.UNKNOW
 
 
 @dataclass
@@ -69,6 +82,9 @@ class Stack:
     fragile: str = ""
     parked: str = ""
     checked: str = ""
+    #: a half whose producer group went away (pending for good), and one discarded
+    orphan: str = ""
+    discarded: str = ""
     #: tx_ids the ``shipping`` group accepts even when fragile (the resend test adds one)
     accepted: set[str] = field(default_factory=set)
     #: (tx_id, reconsume_times, result) of each ``shipping`` delivery
@@ -224,6 +240,17 @@ def running_stack(postgres_server: PostgresServer, redis_url: str, tmp: Path) ->
                     tx_id=state.checked, state="COMMIT")
             conn.execute(update(t).where(t.c.tx_id == state.checked).values(
                 next_attempt_at=datetime.now(UTC) + timedelta(seconds=30)))
+
+        # a half left open by a producer that went away: nobody to check, pending for good
+        with TransactionProducer("orphans", _Undecided(), broker.native) as orphans:
+            state.orphan = orphans.send_message_in_transaction(
+                Message("Orders", b'{"order": "orphan"}'), None).transaction_id
+        # one whose producer stays but never decides: discarded after 3 checks
+        with TransactionProducer("undecided", _Undecided(), broker.native) as undecided:
+            state.discarded = undecided.send_message_in_transaction(
+                Message("Orders", b'{"order": "undecided"}'), None).transaction_id
+            wait_until(lambda: state.commits_of(state.discarded,
+                                                "TRANS_CHECK_MAX_TIME_TOPIC") == 1, timeout=30)
 
         def log_tail() -> str:
             return relay_log.read_text(errors="replace")[-3000:]

@@ -87,7 +87,7 @@ def test_every_page_renders_real_data_without_console_errors(stack: Stack,
                timeout=20, message="the overview's charts were not drawn")
     parked = _card(browser, "card-parked")  # the cards are swapped in every sample period
     assert "Parked rows\n1" in parked, parked
-    assert _card(browser, "card-halves").endswith("0")
+    assert _card(browser, "card-halves").endswith("\n1")  # the orphan
     screenshot(browser, "overview")
     links = {a.text: a.get_attribute("href")
              for a in browser.find_elements(_by("css"), "nav a") if a.text in PAGES}
@@ -106,6 +106,11 @@ def test_every_page_renders_real_data_without_console_errors(stack: Stack,
             assert stack.fragile in _text(browser)
             assert console_errors(browser) == []
             screenshot(browser, "dlq_group")
+        if name == "Transactions":
+            pending, discarded = (_find(browser, "id", "pending-halves").text,
+                                  _find(browser, "id", "discarded-halves").text)
+            assert stack.orphan in pending and "orphans" in pending, pending
+            assert stack.discarded in discarded and stack.orphan not in discarded
         if name == "Audit":
             _find(browser, "link", stack.parked)  # each divergent tx links to its trace
         screenshot(browser, shot)
@@ -180,3 +185,21 @@ def _find_kind(event_row: str) -> str:
         if kind in event_row:
             return kind
     return event_row
+
+
+def test_resetting_an_offset_from_the_page(stack: Stack, browser: Any) -> None:
+    def billing_q0() -> int:
+        [offset] = [o.committed for o in stack.admin.consumer_groups().offsets
+                    if (o.group, o.topic, o.queue_id) == ("billing", "Orders", 0)]
+        return offset
+
+    committed = billing_q0()
+    _open(browser, stack.url("/groups"))
+    form = _find(browser, "css", "#group-billing form")  # Orders queue 0 comes first
+    field_ = form.find_element(_by("css"), "input[name='offset']")
+    field_.clear()
+    field_.send_keys(str(committed))  # to where it is: the live consumer is not disturbed
+    form.find_element(_by("css"), "button").click()
+    assert (f"reset the offset of billing on Orders queue 0 to {committed}: done"
+            in _confirm(browser))
+    assert billing_q0() == committed
