@@ -27,7 +27,8 @@ from broker_lite.core.acl import Acl, AclFileError
 from broker_lite.errors import BrokerError
 from broker_lite.grpc_door.config import GrpcDoorConfig
 from broker_lite.protocol import DEFAULT_MAX_FRAME_SIZE
-from broker_lite.server import BindRefused, ServerConfig, check_bind_policy, serve
+from broker_lite.runtime import BindRefused, check_bind_policy, serve
+from broker_lite.serving import ServerConfig
 from broker_lite.storage import StoreConfig
 from broker_lite.storage.store import read_layout
 
@@ -215,10 +216,7 @@ def run(args: argparse.Namespace) -> int:
         check_bind_policy(args.host, acl=acl, insecure=args.insecure)
         broker_config, server_config = build_configs(args)
         grpc_config = build_grpc_config(args)
-        console = serve_console.console_config(args, f"{args.host}:{args.port}")
-    except ImportError as exc:
-        return _fail(f"--console-port needs the console extra: pip install "
-                     f"'rocketbox[console]' ({exc})", 2)
+        command = serve_console.console_command(args)
     except (AclFileError, BindRefused) as exc:
         return _fail(str(exc), 2)
     except (ValueError, BrokerError) as exc:
@@ -234,8 +232,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
         if console is not None:
-            serve_console.start_console(console, line.split("native=", 1)[1].split()[0])
+            console.start(line.split("native=", 1)[1].split()[0])
 
+    console = serve_console.ConsoleProcess(command) if command is not None else None
     try:
         asyncio.run(serve(broker_config, server_config, acl=acl, ready=ready,
                           grpc_config=grpc_config))
@@ -243,4 +242,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"cannot start: {exc}", 1)
     except BrokerError as exc:
         return _fail(f"cannot start: {exc}", 1)
+    finally:
+        if console is not None:
+            console.stop()
     return 0

@@ -8,13 +8,36 @@ from broker_lite.client.config import ClientConfig, build_config
 from broker_lite.client.message import ReceivedMessage
 from broker_lite.client.session import Session, SessionClient
 from broker_lite.client.sync_client import SyncClient
-from broker_lite.protocol import RequestCode
+from broker_lite.protocol import RequestCode, names
 from broker_lite.protocol import messages as m
 
-__all__ = ["Admin", "AsyncAdmin", "TopicInfo"]
+__all__ = [
+    "Admin",
+    "AsyncAdmin",
+    "BrokerStats",
+    "BrowseResult",
+    "ClientInfo",
+    "ConsumerGroups",
+    "GroupOffset",
+    "HalfInfo",
+    "PendingTransactions",
+    "StoredMessage",
+    "TopicInfo",
+    "names",
+]
 
 #: a topic's name, queue count, permission (4 read, 2 write) and each queue's max offset
 TopicInfo = m.TopicInfo
+#: what the operations requests answer (see :class:`AsyncAdmin`)
+ConsumerGroups = m.ConsumerGroupsResponse
+GroupOffset = m.GroupOffset
+ClientInfo = m.ClientInfo
+BrokerStats = m.BrokerStats
+PendingTransactions = m.TransactionListResponse
+HalfInfo = m.HalfInfo
+BrowseResult = m.PullResponse
+#: a stored message as the broker returns it (browsing)
+StoredMessage = m.DeliveredMessage
 
 
 class AsyncAdmin(SessionClient):
@@ -47,21 +70,21 @@ class AsyncAdmin(SessionClient):
             m.QueryByKeyRequest(key=key, max_messages=max_messages), m.QueryByKeyResponse)
         return [ReceivedMessage.from_wire(d) for d in response.messages]
 
-    async def consumer_groups(self) -> m.ConsumerGroupsResponse:
+    async def consumer_groups(self) -> ConsumerGroups:
         """Each group's committed offset per queue (with the queue's bounds), and clients."""
         return await self.session.request(RequestCode.CONSUMER_GROUPS, m.Empty(),
                                           m.ConsumerGroupsResponse)
 
-    async def broker_stats(self) -> m.BrokerStats:
+    async def broker_stats(self) -> BrokerStats:
         return await self.session.request(RequestCode.BROKER_STATS, m.Empty(), m.BrokerStats)
 
-    async def pending_transactions(self, limit: int = 200) -> m.TransactionListResponse:
+    async def pending_transactions(self, limit: int = 200) -> PendingTransactions:
         return await self.session.request(RequestCode.TRANSACTION_LIST,
                                           m.TransactionListRequest(limit=limit),
                                           m.TransactionListResponse)
 
     async def browse(self, topic: str, queue_id: int = 0, offset: int = -1,
-                     max_messages: int = 32) -> m.PullResponse:
+                     max_messages: int = 32) -> BrowseResult:
         """Stored messages of a queue from ``offset`` (-1: the newest), acking nothing."""
         return await self.session.request(
             RequestCode.BROWSE_QUEUE, m.BrowseRequest(topic=topic, queue_id=queue_id,
@@ -112,17 +135,17 @@ class Admin(SyncClient):
     def query_by_key(self, key: str, max_messages: int = 32) -> list[ReceivedMessage]:
         return self._running().run(self._async.query_by_key(key, max_messages))
 
-    def consumer_groups(self) -> m.ConsumerGroupsResponse:
+    def consumer_groups(self) -> ConsumerGroups:
         return self._running().run(self._async.consumer_groups())
 
-    def broker_stats(self) -> m.BrokerStats:
+    def broker_stats(self) -> BrokerStats:
         return self._running().run(self._async.broker_stats())
 
-    def pending_transactions(self, limit: int = 200) -> m.TransactionListResponse:
+    def pending_transactions(self, limit: int = 200) -> PendingTransactions:
         return self._running().run(self._async.pending_transactions(limit))
 
     def browse(self, topic: str, queue_id: int = 0, offset: int = -1,
-               max_messages: int = 32) -> m.PullResponse:
+               max_messages: int = 32) -> BrowseResult:
         return self._running().run(self._async.browse(topic, queue_id, offset, max_messages))
 
     def resend(self, topic: str, queue_id: int, queue_offset: int, msg_id: str,

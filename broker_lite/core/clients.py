@@ -86,14 +86,13 @@ class ClientRegistry:
                 del self._clients[cid]
         return gone
 
-    def snapshot(self) -> list[m.ClientInfo]:
-        """The connected clients, sorted by id (for operators)."""
+    def snapshot(self) -> list[tuple[str, str, list[str], list[m.ConsumerSubscription]]]:
+        """``(client id, remote address, producer groups, subscriptions)`` of each connected
+        client, sorted by id (for operators)."""
         with self._lock:
             clients = sorted(self._clients.values(), key=lambda c: c.client_id)
-            return [m.ClientInfo(client_id=c.client_id, remote_address=c.channel.remote_address,
-                                 producer_groups=sorted(c.producer_groups),
-                                 subscriptions=list(c.subscriptions.values()))
-                    for c in clients]
+            return [(c.client_id, c.channel.remote_address, sorted(c.producer_groups),
+                     list(c.subscriptions.values())) for c in clients]
 
     def producer_channel(self, group: str) -> Channel | None:
         """A live channel of ``group``, round robin; ``None`` when none is online."""

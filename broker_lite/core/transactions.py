@@ -51,6 +51,7 @@ from broker_lite.protocol import messages as m
 from broker_lite.storage import MessageStore, MessageToStore, StoredRecord, TxType
 from broker_lite.storage.properties import (
     CHECK_IMMUNITY_TIME_IN_SECONDS,
+    FROM_CHECK,
     PGROUP,
     REAL_QID,
     REAL_TOPIC,
@@ -58,6 +59,7 @@ from broker_lite.storage.properties import (
     TRAN_MSG,
     TRANSACTION_CHECK_TIMES,
     TRANSACTION_ID,
+    TX_STATE,
     UNIQ_KEY,
 )
 
@@ -65,9 +67,6 @@ __all__ = ["FROM_CHECK", "TX_STATE", "HalfEntry", "TransactionService", "deliver
 
 log = logging.getLogger("broker_lite.core.transactions")
 
-TX_STATE = "TX_STATE"
-#: set on a resolution's op record when the producer answered a check-back
-FROM_CHECK = "FROM_CHECK"
 _PENDING, _COMMITTED, _ROLLED_BACK, _DISCARDED = "pending", "committed", "rolled_back", "discarded"
 _OP_NAMES = {_COMMITTED: "COMMIT", _ROLLED_BACK: "ROLLBACK", _DISCARDED: "DISCARD"}
 _STATE_OF_OP = {v: k for k, v in _OP_NAMES.items()}

@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from broker_lite.core import operations
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
-from broker_lite.server.context import ServerContext, Session
+from broker_lite.server.fit import fit
+from broker_lite.serving import operations
+from broker_lite.serving.context import ServerContext, Session
+from broker_lite.serving.durability import wait_flushed
 
 __all__ = ["OPS_HANDLERS"]
 
@@ -42,10 +44,8 @@ async def transaction_list(ctx: ServerContext, session: Session,
 async def browse_queue(ctx: ServerContext, session: Session,
                        req: m.BrowseRequest) -> m.PullResponse:
     _admin(session, f"browsing {req.topic!r}")
-    from broker_lite.server.handlers import fitted_messages
-
     response = operations.browse(ctx.broker, req)
-    keep = fitted_messages(ctx, response.messages)
+    keep = fit(response.messages, ctx.config.max_frame_size)
     if keep == len(response.messages):
         return response
     return m.PullResponse(status=response.status, messages=response.messages[:keep],
@@ -56,8 +56,6 @@ async def browse_queue(ctx: ServerContext, session: Session,
 async def resend_message(ctx: ServerContext, session: Session,
                          req: m.ResendRequest) -> m.SendResult:
     _admin(session, f"resending {req.msg_id!r} to group {req.group!r}")
-    from broker_lite.server.handlers import wait_flushed
-
     result, end = operations.resend(ctx.broker, req)
     await wait_flushed(ctx, end)
     return result

@@ -11,20 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker_lite.client import Admin, ReceivedMessage
-from broker_lite.core.topics import (
-    DLQ_PREFIX,
-    RETRY_PREFIX,
-    SYSTEM_TOPICS,
-    TRANS_CHECK_MAX_TIME_TOPIC,
-)
-from broker_lite.protocol import messages as m
-from broker_lite.storage.properties import (
-    ORIGIN_MESSAGE_ID,
-    RETRY_TOPIC,
-    TRANSACTION_CHECK_TIMES,
-    TRANSACTION_ID,
-    UNIQ_KEY,
-)
+from broker_lite.client.admin import ClientInfo, StoredMessage
+from broker_lite.client.admin import names as n
 
 __all__ = ["GroupView", "QueueLag", "browse_rows", "dead_letter_groups", "group_views",
            "is_internal", "message_row"]
@@ -32,7 +20,7 @@ __all__ = ["GroupView", "QueueLag", "browse_rows", "dead_letter_groups", "group_
 
 def is_internal(topic: str) -> bool:
     """The broker's own topics, retry and dead-letter topics."""
-    return topic in SYSTEM_TOPICS or topic.startswith((RETRY_PREFIX, DLQ_PREFIX, "RMQ_SYS_"))
+    return topic in n.SYSTEM_TOPICS or topic.startswith((n.RETRY_PREFIX, n.DLQ_PREFIX, "RMQ_SYS_"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +43,13 @@ class GroupView:
 
     group: str
     queues: list[QueueLag] = field(default_factory=list)
-    clients: list[m.ClientInfo] = field(default_factory=list)
+    clients: list[ClientInfo] = field(default_factory=list)
     retry_waiting: int = 0
     dlq_size: int = 0
 
     @property
     def lag(self) -> int:
-        return sum(q.lag for q in self.queues if not q.topic.startswith(RETRY_PREFIX))
+        return sum(q.lag for q in self.queues if not q.topic.startswith(n.RETRY_PREFIX))
 
 
 def group_views(admin: Admin) -> list[GroupView]:
@@ -72,7 +60,7 @@ def group_views(admin: Admin) -> list[GroupView]:
     for off in groups.offsets:
         view = views.setdefault(off.group, GroupView(off.group))
         lag = QueueLag(off.topic, off.queue_id, off.committed, off.max_offset, off.min_offset)
-        if off.topic == RETRY_PREFIX + off.group:
+        if off.topic == n.RETRY_PREFIX + off.group:
             view.retry_waiting += lag.lag
         else:
             view.queues.append(lag)
@@ -80,7 +68,7 @@ def group_views(admin: Admin) -> list[GroupView]:
         for group in sorted({s.group for s in client.subscriptions}):
             views.setdefault(group, GroupView(group)).clients.append(client)
     for name, view in views.items():
-        dlq = sizes.get(DLQ_PREFIX + name)
+        dlq = sizes.get(n.DLQ_PREFIX + name)
         if dlq is not None:
             view.dlq_size = sum(dlq.max_offsets)
     return [views[name] for name in sorted(views)]
@@ -88,23 +76,23 @@ def group_views(admin: Admin) -> list[GroupView]:
 
 def dead_letter_groups(admin: Admin) -> list[tuple[str, int]]:
     """``(group, messages ever dead-lettered)`` for each ``%DLQ%group`` topic."""
-    return [(t.topic[len(DLQ_PREFIX):], sum(t.max_offsets)) for t in admin.list_topics()
-            if t.topic.startswith(DLQ_PREFIX)]
+    return [(t.topic[len(n.DLQ_PREFIX):], sum(t.max_offsets)) for t in admin.list_topics()
+            if t.topic.startswith(n.DLQ_PREFIX)]
 
 
-def message_row(msg: m.DeliveredMessage | ReceivedMessage) -> dict[str, Any]:
+def message_row(msg: StoredMessage | ReceivedMessage) -> dict[str, Any]:
     """A stored message (as browsed, or as a key lookup returns it) flattened for a table."""
     props = msg.properties
     topic = msg.delivered_topic if isinstance(msg, ReceivedMessage) else msg.topic
-    return {"msg_id": msg.msg_id or props.get(UNIQ_KEY, ""), "topic": topic,
+    return {"msg_id": msg.msg_id or props.get(n.UNIQ_KEY, ""), "topic": topic,
             "queue_id": msg.queue_id, "queue_offset": msg.queue_offset,
-            "origin_topic": props.get(RETRY_TOPIC, ""),
-            "origin_msg_id": props.get(ORIGIN_MESSAGE_ID, ""),
-            "tx_id": props.get(TRANSACTION_ID) or msg.msg_id,
+            "origin_topic": props.get(n.RETRY_TOPIC, ""),
+            "origin_msg_id": props.get(n.ORIGIN_MESSAGE_ID, ""),
+            "tx_id": props.get(n.TRANSACTION_ID) or msg.msg_id,
             "tags": msg.tags or "", "keys": " ".join(msg.keys),
             "store_ms": msg.store_timestamp, "born_ms": msg.born_timestamp,
             "reconsume_times": msg.reconsume_times,
-            "checks": props.get(TRANSACTION_CHECK_TIMES, ""),
+            "checks": props.get(n.TRANSACTION_CHECK_TIMES, ""),
             "body": msg.body.decode("utf-8", errors="replace")[:200]}
 
 
@@ -114,4 +102,3 @@ def browse_rows(admin: Admin, topic: str, limit: int = 50) -> list[dict[str, Any
     return [message_row(msg) for msg in reversed(response.messages)]
 
 
-DISCARDED_TOPIC = TRANS_CHECK_MAX_TIME_TOPIC

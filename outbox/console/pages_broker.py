@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from broker_lite.core.topics import DLQ_PREFIX, TRANS_CHECK_MAX_TIME_TOPIC
+from broker_lite.client.admin import names as n
 from outbox.console.app import confirm_or_run, console_of, render
 from outbox.console.broker_view import browse_rows, dead_letter_groups, group_views, is_internal
 
@@ -85,7 +85,7 @@ def transactions(request: Request) -> Response:
                "age": (now_ms - h.store_timestamp) / 1000, "checks": h.check_times,
                "last_check_ms": h.last_check_ms, "next_check_ms": h.next_check_ms}
               for h in pending.halves]
-    discarded = browse_rows(console.admin, TRANS_CHECK_MAX_TIME_TOPIC, 50)
+    discarded = browse_rows(console.admin, n.TRANS_CHECK_MAX_TIME_TOPIC, 50)
     return render(request, "transactions.html", halves=halves, pending=pending.pending,
                   discarded=discarded)
 
@@ -98,7 +98,7 @@ def dead_letters(request: Request) -> Response:
 def dead_letter_group(request: Request) -> Response:
     console = console_of(request)
     group = request.path_params["group"]
-    messages = browse_rows(console.admin, DLQ_PREFIX + group, 50)
+    messages = browse_rows(console.admin, n.DLQ_PREFIX + group, 50)
     return render(request, "dlq_group.html", group=group, messages=messages)
 
 
@@ -108,7 +108,7 @@ async def resend(request: Request) -> Response:
     form = await request.form()
 
     def run(form: FormData) -> str:
-        result = console.admin.resend(DLQ_PREFIX + group, 0, _int_field(form, "queue_offset"),
+        result = console.admin.resend(n.DLQ_PREFIX + group, 0, _int_field(form, "queue_offset"),
                                       _field(form, "msg_id"), group)
         return f"{result.msg_id} is on {result.topic} at offset {result.queue_offset}"
 

@@ -5,9 +5,11 @@ Every ``sample_seconds`` the sampler reads:
 * from the database, :func:`outbox.status.read_status` without the last-hour
   count (its indexed queries), and the rows relayed since the last sample:
   their number (relay throughput) and ``relayed_at - created_at`` (commit to
-  visible: the median and the worst). That query scans ``created_at`` from
-  the oldest row that was pending at the last sample (capped at an hour), the
-  only rows that can have been relayed since, so it stays small when the
+  visible: the median and the worst). A relay stamps ``relayed_at`` before
+  it commits, so that window trails the clock by ``RELAYED_DELAY`` (5 s) and
+  every row is counted once. The query scans ``created_at`` from the oldest
+  row that was pending around the window's start (capped at an hour), the
+  only rows that can have been relayed in it, so it stays small when the
   relay keeps up;
 * from the broker, its stats (disk, pending halves) and the topics' max
   offsets (message rates per topic and in all).
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Connection, Engine, and_, func, select
 
 from broker_lite.client import Admin
 from broker_lite.errors import BrokerError
@@ -36,11 +38,13 @@ from outbox.models import aware
 from outbox.models import transaction_table as t
 from outbox.status import OutboxStatus, read_status
 
-__all__ = ["Sample", "Sampler"]
+__all__ = ["RELAYED_DELAY", "Sample", "Sampler"]
 
 log = logging.getLogger("rocketbox.console")
 
 _MAX_LOOKBACK = timedelta(hours=1)
+#: how far the relayed-rows window trails the clock (see :meth:`Sampler._relayed`)
+RELAYED_DELAY = timedelta(seconds=5)
 _LATENCY_ROWS = 2000
 
 
@@ -66,7 +70,6 @@ class _State:
     db_error: str | None = None
     broker_error: str | None = None
     last_sample_at: datetime | None = None
-    oldest_pending_at: datetime | None = None
 
 
 class Sampler:
@@ -78,6 +81,9 @@ class Sampler:
         self.samples: deque[Sample] = deque(maxlen=history)
         self.state = _State()
         self._lock = threading.Lock()
+        #: (sample time, oldest pending row's created_at) of recent samples
+        self._oldest: deque[tuple[datetime, datetime | None]] = deque(maxlen=history)
+        self._window_end: datetime | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -123,34 +129,41 @@ class Sampler:
             with self.engine.connect() as conn:
                 oldest = conn.execute(select(func.min(t.c.created_at))
                                       .where(t.c.relayed_at.is_(None), ~t.c.parked)).scalar()
-                if state.last_sample_at is not None:
-                    since = state.last_sample_at
-                    low = min(state.oldest_pending_at or since, since)
-                    low = max(low, now - _MAX_LOOKBACK)
-                    relayed = conn.execute(
-                        select(func.count()).where(t.c.created_at >= low,
-                                                   t.c.relayed_at > since,
-                                                   t.c.relayed_at <= now)).scalar_one()
-                    recent = conn.execute(
-                        select(t.c.created_at, t.c.relayed_at)
-                        .where(t.c.created_at >= low, t.c.relayed_at > since,
-                               t.c.relayed_at <= now)
-                        .order_by(t.c.created_at.desc()).limit(_LATENCY_ROWS)).all()
-                    seconds = max((now - since).total_seconds(), 1e-3)
-                    values["relayed_per_s"] = round(int(relayed) / seconds, 3)
-                    latencies = [(aware(r) - aware(c)).total_seconds() for c, r in recent]
-                    if latencies:
-                        values["latency_p50"] = round(statistics.median(latencies), 4)
-                        values["latency_max"] = round(max(latencies), 4)
+                self._relayed(conn, now, values)
         except Exception as exc:
             state.db_error = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
             log.warning("console: database sample failed: %s", state.db_error)
             return
         state.db_error = None
         state.status = status
-        state.oldest_pending_at = aware(oldest) if oldest is not None else None
+        self._oldest.append((now, aware(oldest) if oldest is not None else None))
         values.update(backlog=status.pending, oldest_pending_age=status.oldest_pending_age,
                       parked=status.parked)
+
+    def _relayed(self, conn: Connection, now: datetime, values: dict[str, Any]) -> None:
+        """Rows whose ``relayed_at`` falls in ``[last window end, now - RELAYED_DELAY)``.
+
+        A relay stamps ``relayed_at`` before its transaction commits, so the window
+        trails the clock by :data:`RELAYED_DELAY`: by then the rows stamped in it are
+        visible, and each is counted once. Only rows written since the oldest row
+        that was pending around the window's start can be in it (capped at an hour).
+        """
+        end = now - RELAYED_DELAY
+        start, self._window_end = self._window_end, end
+        if start is None or end <= start:
+            return
+        margin = timedelta(seconds=2 * self.every)
+        candidates = [o for at, o in self._oldest if o is not None and at >= start - margin]
+        low = max(min([*candidates, start]), now - _MAX_LOOKBACK)
+        window = and_(t.c.created_at >= low, t.c.relayed_at >= start, t.c.relayed_at < end)
+        relayed = conn.execute(select(func.count()).where(window)).scalar_one()
+        recent = conn.execute(select(t.c.created_at, t.c.relayed_at).where(window)
+                              .order_by(t.c.created_at.desc()).limit(_LATENCY_ROWS)).all()
+        values["relayed_per_s"] = round(int(relayed) / (end - start).total_seconds(), 3)
+        latencies = [(aware(r) - aware(c)).total_seconds() for c, r in recent]
+        if latencies:
+            values["latency_p50"] = round(statistics.median(latencies), 4)
+            values["latency_max"] = round(max(latencies), 4)
 
     def _sample_broker(self, now: datetime, values: dict[str, Any]) -> None:
         state = self.state

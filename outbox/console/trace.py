@@ -21,15 +21,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from broker_lite.client import Admin, ReceivedMessage
-from broker_lite.core.topics import (
-    DLQ_PREFIX,
-    HALF_TOPIC,
-    OP_TOPIC,
-    RETRY_PREFIX,
-    TRANS_CHECK_MAX_TIME_TOPIC,
-)
-from broker_lite.core.transactions import FROM_CHECK, TX_STATE
-from broker_lite.storage.properties import PGROUP, TRANSACTION_CHECK_TIMES
+from broker_lite.client.admin import names as n
 from outbox.console.rows import body_views, inbox_rows, one_row
 
 __all__ = ["Delivery", "Event", "Trace", "build_trace"]
@@ -103,27 +95,27 @@ def _record_event(msg: ReceivedMessage) -> tuple[Event, str]:
     topic = msg.delivered_topic
     props = msg.properties
     at = _ms(msg.store_timestamp)
-    if topic == HALF_TOPIC:
+    if topic == n.HALF_TOPIC:
         return Event(at, "broker", "half stored",
-                     f"producer group {props.get(PGROUP, '?')}, real topic {msg.topic}, "
+                     f"producer group {props.get(n.PGROUP, '?')}, real topic {msg.topic}, "
                      f"commit-log offset {msg.commit_log_offset}"), "half"
-    if topic == OP_TOPIC:
-        state = props.get(TX_STATE, "?")
+    if topic == n.OP_TOPIC:
+        state = props.get(n.TX_STATE, "?")
         if state == "CHECK":
             return Event(at, "broker", "check-back sent",
-                         f"check #{props.get(TRANSACTION_CHECK_TIMES, '?')} to the producer "
+                         f"check #{props.get(n.TRANSACTION_CHECK_TIMES, '?')} to the producer "
                          "group"), "check"
-        via = " (the producer's answer to a check-back)" if props.get(FROM_CHECK) else ""
+        via = " (the producer's answer to a check-back)" if props.get(n.FROM_CHECK) else ""
         return Event(at, "broker", f"resolved {state}", f"op record{via}"), "op"
-    if topic == TRANS_CHECK_MAX_TIME_TOPIC:
+    if topic == n.TRANS_CHECK_MAX_TIME_TOPIC:
         return Event(at, "broker", "discarded",
-                     f"after {props.get(TRANSACTION_CHECK_TIMES, '?')} check(s), to "
-                     f"{TRANS_CHECK_MAX_TIME_TOPIC}"), "discarded"
-    if topic.startswith(RETRY_PREFIX):
+                     f"after {props.get(n.TRANSACTION_CHECK_TIMES, '?')} check(s), to "
+                     f"{n.TRANS_CHECK_MAX_TIME_TOPIC}"), "discarded"
+    if topic.startswith(n.RETRY_PREFIX):
         return Event(at, "broker", "redelivery scheduled",
-                     f"for group {topic[len(RETRY_PREFIX):]} (delivery "
+                     f"for group {topic[len(n.RETRY_PREFIX):]} (delivery "
                      f"#{msg.reconsume_times + 1})"), "retry"
-    if topic.startswith(DLQ_PREFIX):
+    if topic.startswith(n.DLQ_PREFIX):
         return Event(at, "broker", "dead-lettered",
                      f"to {topic} after {msg.reconsume_times} deliveries"), "dlq"
     return Event(at, "broker", "committed (visible)",

@@ -36,7 +36,9 @@ def consumer_groups(broker: Broker) -> m.ConsumerGroupsResponse:
     queue of its topics, so its lag is the whole queue.
     """
     committed = broker.offsets.all()
-    clients = broker.clients.snapshot()
+    clients = [m.ClientInfo(client_id=cid, remote_address=address, producer_groups=groups,
+                            subscriptions=subs)
+               for cid, address, groups, subs in broker.clients.snapshot()]
     for client in clients:
         for sub in client.subscriptions:
             config = broker.topics.get(sub.topic)
