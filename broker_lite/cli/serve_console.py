@@ -67,7 +67,7 @@ def console_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]
         raise ValueError(f"--console-host {args.console_host!r} is not loopback: the console "
                          "needs credentials there (--console-token, or --console-access-key "
                          "and --console-secret-key)")
-    missing = [name for name in ("starlette", "jinja2", "uvicorn", "multipart")
+    missing = [name for name in ("starlette", "jinja2", "uvicorn", "python_multipart")
                if importlib.util.find_spec(name) is None]
     if missing:
         raise ValueError(f"--console-port needs the console extra (missing: "
