@@ -66,6 +66,8 @@ def _card(driver: Any, card_id: str) -> str:
 
 def _confirm(driver: Any) -> str:
     """Click the confirmation page's button; the flash line of the page it returns to."""
+    wait_until(lambda: driver.find_elements(_by("id"), "confirm-what"), timeout=15,
+               message="the confirmation page did not come")
     assert "You are about to" in _find(driver, "id", "confirm-what").text
     _find(driver, "id", "confirm-button").click()
     wait_until(lambda: driver.find_elements(_by("css"), ".flash"), timeout=15)
@@ -117,7 +119,16 @@ def test_every_page_renders_real_data_without_console_errors(stack: Stack,
     _open(browser, stack.url("/rows?state=parked"))
     parked = _text(browser)
     assert stack.parked in parked and stack.orders[0] not in parked
-    assert "TopicNotFound" in parked or "does not exist" in parked, parked
+    assert "does not exist" in parked, parked
+    _open(browser, stack.url("/rows?error=does+not+exist&topic=Refunds"))  # by error, topic
+    assert stack.parked in _text(browser)
+    _open(browser, stack.url("/rows?older_than_minutes=60"))  # by age: nothing is that old
+    assert "no rows match" in _text(browser)
+    _open(browser, stack.url(f"/trace/{stack.orders[0]}?body=text"))  # the body as text
+    assert _find(browser, "id", "trace-body").text == '{"order":0,"total":0}'
+    browser.get(stack.url("/rows?state=bogus"))  # a 400 page: the browser logs its status
+    assert "state must be one of" in _text(browser)
+    assert all("400 (Bad Request)" in e for e in console_errors(browser))
 
 
 def test_replaying_a_parked_row_from_the_page_relays_it_exactly_once(
