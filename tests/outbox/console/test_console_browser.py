@@ -97,6 +97,7 @@ def test_every_page_renders_real_data_without_console_errors(stack: Stack,
     for name, (shot, must_show) in PAGES.items():
         _open(browser, links[name])
         assert must_show in _text(browser), name
+        screenshot(browser, shot)
         if name == "Outbox rows":
             rows = _text(browser)
             assert all(tx in rows for tx in stack.orders) and stack.parked in rows
@@ -115,7 +116,6 @@ def test_every_page_renders_real_data_without_console_errors(stack: Stack,
             assert stack.discarded in discarded and stack.orphan not in discarded
         if name == "Audit":
             _find(browser, "link", stack.parked)  # each divergent tx links to its trace
-        screenshot(browser, shot)
     _open(browser, stack.url("/rows?state=parked"))
     parked = _text(browser)
     assert stack.parked in parked and stack.orders[0] not in parked
