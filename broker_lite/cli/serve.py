@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from broker_lite.cli import serve_console
 from broker_lite.core import BrokerConfig
 from broker_lite.core.acl import Acl, AclFileError
 from broker_lite.errors import BrokerError
@@ -168,6 +169,7 @@ def register(sub: Any) -> None:
                      help="largest native frame accepted or sent, header included "
                           "(default: 8M); a bigger frame is answered FRAME_TOO_LARGE and its "
                           "connection closed")
+    serve_console.add_arguments(p)
     p.add_argument("--log-level", default="info",
                    choices=("debug", "info", "warning", "error"),
                    help="log verbosity on stderr (default: info)")
@@ -218,6 +220,7 @@ def run(args: argparse.Namespace) -> int:
         check_bind_policy(args.host, acl=acl, insecure=args.insecure)
         broker_config, server_config = build_configs(args)
         grpc_config = build_grpc_config(args)
+        command = serve_console.console_command(args)
     except (AclFileError, BindRefused) as exc:
         return _fail(str(exc), 2)
     except (ValueError, BrokerError) as exc:
@@ -232,7 +235,10 @@ def run(args: argparse.Namespace) -> int:
         gc.freeze()
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
+        if console is not None:
+            console.start(line.split("native=", 1)[1].split()[0])
 
+    console = serve_console.ConsoleProcess(command) if command is not None else None
     try:
         asyncio.run(serve(broker_config, server_config, acl=acl, ready=ready,
                           grpc_config=grpc_config))
@@ -240,4 +246,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"cannot start: {exc}", 1)
     except BrokerError as exc:
         return _fail(f"cannot start: {exc}", 1)
+    finally:
+        if console is not None:
+            console.stop()
     return 0
