@@ -219,7 +219,7 @@ def render_status(status: OutboxStatus, console: Console) -> None:
         console.print(Text.assemble(
             ("broker unreachable since ", "bold red"),
             (f"{u.unreachable_since:%Y-%m-%d %H:%M:%S %Z}", "bold red"),
-            f" ({_age((status.generated_at - u.unreachable_since).total_seconds())} ago): "
+            f" ({format_age((status.generated_at - u.unreachable_since).total_seconds())} ago): "
             f"{u.broker}; the relay retries with backoff. Last error: {u.last_error or '-'}"))
     if status.parked_rows:
         _render_parked(status, console)
