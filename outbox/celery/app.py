@@ -242,7 +242,7 @@ def make_celery(outbox: Outbox, *, broker_url: str, backend_url: str | None = No
         "result_expires": 3600,
         "worker_hijack_root_logger": True,
     }
-    defaults.update(sqla.transport_settings(broker_url))
+    defaults.update(sqla.transport_settings(broker_url, defaults["broker_transport_options"]))
     defaults.update(redis_transport.transport_settings(broker_url))
     defaults.update(conf)
     app.conf.update(defaults)
