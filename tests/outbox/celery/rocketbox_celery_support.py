@@ -131,6 +131,12 @@ def pg_outbox_engine(server: PostgresServer) -> tuple[Engine, str]:
 
 
 
+def fixed_port_broker(tmp: Path) -> tuple[Path, list[str], str]:
+    """``(data_dir, serve args, address)`` of a broker to stop and start again on one port."""
+    port = free_port()
+    return tmp / "broker", [*FAST_BROKER, "--port", str(port)], f"127.0.0.1:{port}"
+
+
 def redis_url_of(server: RedisServer, db: int) -> str:
     """The URL of database ``db`` on the session's Redis (each test takes its own)."""
     return f"redis://{server.host}:{server.port}/{db}"

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 import redis
 from rocketbox_celery_support import (
-    FAST_BROKER,
     HERE,
     REPO,
     RestartableRedis,
@@ -27,13 +26,14 @@ from rocketbox_celery_support import (
     broker_records,
     celery_worker,
     commit_counts,
+    fixed_port_broker,
     module_entry,
     redis_url_of,
     relayed_ids,
 )
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
-from support import BrokerLiteServer, RedisServer, free_port, start_broker_lite, wait_until
+from support import BrokerLiteServer, RedisServer, start_broker_lite, wait_until
 
 from outbox import Outbox, RelaySettings, publish
 from outbox.celery import CelerySettings, celery_on_commit, make_celery
@@ -258,9 +258,7 @@ def test_relaying_resumes_as_soon_as_the_broker_is_back(
         pg_db: tuple[Engine, str], redis_server: RedisServer, tmp_path: Path) -> None:
     engine, url = pg_db
     redis_url = redis_url_of(redis_server, 10)
-    data_dir, port = tmp_path / "broker", free_port()
-    args = [*FAST_BROKER, "--port", str(port)]
-    address = f"127.0.0.1:{port}"
+    data_dir, args, address = fixed_port_broker(tmp_path)
     # sweeps every 60 s and task retries 30 s apart: only the reconnect can explain a
     # prompt recovery
     env = app_env(db=url, broker=address, celery_broker=redis_url, tmp=tmp_path,
