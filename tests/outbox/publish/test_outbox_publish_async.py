@@ -1,0 +1,137 @@
+"""``await publish(async_session, ...)``: the sync path's row, through asyncpg, psycopg async
+and aiosqlite, on real PostgreSQL and SQLite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, select, text
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from support import PostgresServer, wait_until
+
+from outbox import NoTransactionError, Outbox, migrate, publish
+from outbox.at_commit import queued
+from outbox.models import transaction_table as t
+
+DRIVERS = ["aiosqlite", pytest.param("asyncpg", marks=pytest.mark.postgres),
+           pytest.param("psycopg_async", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=DRIVERS)
+def urls(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """(sync URL, async URL) of a migrated database with an ``orders`` table."""
+    if request.param == "aiosqlite":
+        sync_url = f"sqlite:///{tmp_path / 'app.sqlite'}"
+        async_url = f"sqlite+aiosqlite:///{tmp_path / 'app.sqlite'}"
+    else:
+        server: PostgresServer = request.getfixturevalue("postgres_server")
+        sync_url = server.create_database(f"rbas_{uuid.uuid4().hex[:12]}").url
+        async_url = sync_url.replace("+psycopg:", f"+{request.param}:")
+    engine = create_engine(sync_url)
+    migrate.upgrade(engine)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE orders (id INTEGER PRIMARY KEY, ref TEXT)"))
+    engine.dispose()
+    yield sync_url, async_url
+
+
+def _rows(sync_url: str) -> list[Any]:
+    engine = create_engine(sync_url)
+    try:
+        with engine.connect() as conn:
+            return list(conn.execute(select(t).order_by(t.c.seq)))
+    finally:
+        engine.dispose()
+
+
+def _run(engine: AsyncEngine, work: Any) -> Any:
+    async def main() -> Any:
+        try:
+            return await work(engine)
+        finally:
+            await engine.dispose()
+    return asyncio.run(main())
+
+
+@pytest.mark.timeout(60)
+def test_commit_writes_the_rows_and_rollback_none(urls: tuple[str, str]) -> None:
+    sync_url, async_url = urls
+    seen: list[tuple[list[str], int]] = []
+    engine = create_async_engine(async_url)
+    outbox = Outbox(engine=create_engine(sync_url),
+                    on_commit=lambda ids: seen.append((list(ids), threading.get_ident())))
+
+    async def work(engine: AsyncEngine) -> tuple[list[str], int]:
+        sessions = async_sessionmaker(engine)
+        async with sessions() as session, session.begin():
+            await session.execute(text("INSERT INTO orders (id, ref) VALUES (1, 'a')"))
+            first = await publish(session, "Orders", {"ref": "a"}, outbox=outbox,
+                                  tag="OrderCreated", keys=["a", "k"], message_group="g")
+            second = await publish(session, "Orders", {"ref": "a", "n": 2}, outbox=outbox)
+        with pytest.raises(RuntimeError):
+            async with sessions() as session, session.begin():
+                await session.execute(text("INSERT INTO orders (id, ref) VALUES (2, 'b')"))
+                await publish(session, "Orders", {"ref": "b"}, outbox=outbox)
+                raise RuntimeError("boom")
+        async with engine.connect() as conn:  # an AsyncConnection, committed by hand
+            await conn.begin()
+            third = await publish(conn, "Audit", b"raw", outbox=outbox)
+            await conn.commit()
+        return [first, second, third], threading.get_ident()
+
+    ids, loop_thread = _run(engine, work)
+    rows = _rows(sync_url)
+    assert [r.tx_id for r in rows] == ids
+    assert [r.seq for r in rows] == sorted(r.seq for r in rows)
+    first = rows[0]
+    assert (first.topic, first.tag, first.keys, first.message_group, first.body) == \
+        ("Orders", "OrderCreated", "a k", "g", b'{"ref":"a"}')
+    assert rows[2].body == b"raw"
+    # the hook ran once, for the committed session, and not on the event loop's thread
+    wait_until(lambda: len(seen) == 1, timeout=10)
+    assert seen[0][0] == ids[:2] and seen[0][1] != loop_thread
+
+
+@pytest.mark.timeout(30)
+def test_publish_without_a_transaction_refuses(urls: tuple[str, str]) -> None:
+    sync_url, async_url = urls
+    outbox = Outbox(engine=create_engine(sync_url))
+
+    async def work(engine: AsyncEngine) -> None:
+        async with async_sessionmaker(engine, autobegin=False)() as session:
+            with pytest.raises(NoTransactionError, match="session has no transaction"):
+                await publish(session, "Orders", {}, outbox=outbox)
+        async with engine.connect() as conn:
+            with pytest.raises(NoTransactionError, match="connection has no transaction"):
+                await publish(conn, "Orders", {}, outbox=outbox)
+
+    _run(create_async_engine(async_url), work)
+    assert _rows(sync_url) == []
+
+
+@pytest.mark.timeout(60)
+def test_at_commit_rides_on_psycopg_async_and_is_written_at_once_elsewhere(
+        urls: tuple[str, str]) -> None:
+    sync_url, async_url = urls
+    outbox = Outbox(engine=create_engine(sync_url))
+    rides = "+psycopg_async:" in async_url
+
+    async def work(engine: AsyncEngine) -> tuple[int, int]:
+        async with async_sessionmaker(engine)() as session, session.begin():
+            await session.execute(text("INSERT INTO orders (id, ref) VALUES (7, 'r')"))
+            await publish(session, "Orders", {"ref": "r"}, outbox=outbox, at_commit=True)
+            held = await session.run_sync(lambda s: queued(s.connection()))
+            visible = (await session.execute(select(t.c.tx_id))).all()
+        return held, len(visible)
+
+    held, visible = _run(create_async_engine(async_url), work)
+    assert (held, visible) == ((1, 0) if rides else (0, 1))
+    [row] = _rows(sync_url)
+    assert row.body == b'{"ref":"r"}'
