@@ -171,7 +171,10 @@ class Rocketbox:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _app: Any) -> AsyncIterator[None]:
-        """``FastAPI(lifespan=rocketbox.lifespan)``: disposes the engines at shutdown."""
+        """``FastAPI(lifespan=rocketbox.lifespan)``: sets up the Celery side at startup (in
+        a thread: that is imports and I/O the first request would otherwise do on the
+        loop) and disposes the engines at shutdown."""
+        await asyncio.to_thread(self._build)
         try:
             yield
         finally:

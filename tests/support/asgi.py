@@ -11,7 +11,8 @@
   on the innermost frame outside the standard library: rocketbox's own code
   (``outbox/``, ``integrations/``, ``broker_lite/``), the app's or a test's,
   or an installed package's (aiosqlite, for one, starts a thread per new
-  connection and waits for it on the loop). A stall of ``slow_callback``
+  connection and waits for it on the loop); waiting in ``Thread.start`` for
+  a new thread to be scheduled is the OS's. A stall of ``slow_callback``
   seconds or more is *rocketbox's* when its samples put that much of it in
   rocketbox's code. (C code that holds the GIL cannot be sampled: the
   watchdog sees the stall's end only.)
@@ -99,7 +100,14 @@ class Stall:
 
 
 def _culprit(frames: traceback.StackSummary) -> str:
-    """Whose code holds the loop: the innermost frame outside the standard library."""
+    """Whose code holds the loop: the innermost frame outside the standard library.
+
+    A ``Thread.start()`` waiting for the new thread to run (the executor of
+    ``run_in_executor`` starts its threads on first use) is the OS
+    scheduler's, whoever called it.
+    """
+    if any(f.name == "start" and Path(f.filename).name == "threading.py" for f in frames):
+        return "thread start"
     for frame in reversed(frames):
         path = Path(frame.filename)
         if frame.filename.startswith("<") or (path.is_relative_to(STDLIB)

@@ -4,10 +4,12 @@ async: commit, raise, 4xx, several messages, concurrent requests on one debug-mo
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import threading
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,21 +18,23 @@ from typing import Any
 import pytest
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
-from integrations_support import Collector, http, relay_all, row_ids
-from sqlalchemy import Engine, create_engine, text
+from integrations_support import FAST_BROKER, Collector, http, relay_all, row_ids
+from sqlalchemy import Engine, text
 from sqlalchemy.ext.asyncio import AsyncSession
-from support import BrokerLiteServer, wait_until
-from support.asgi import AsgiServer, async_database, serve_asgi
+from support import BrokerLiteServer, start_broker_lite, wait_until
+from support.asgi import async_database, serve_asgi
 
 from integrations.fastapi import Rocketbox, publish
 from outbox import ConfigurationError, NoTransactionError
 
 TOPIC = "FastOrders"
+#: the tests that never relay need no broker
+NO_BROKER = "127.0.0.1:9"
 DRIVERS = ["aiosqlite", pytest.param("asyncpg", marks=pytest.mark.postgres),
            pytest.param("psycopg_async", marks=pytest.mark.postgres)]
 
 
-def make_app(rocketbox: Rocketbox, *, big_body: int = 0) -> FastAPI:
+def make_app(rocketbox: Rocketbox, *, big_body: int = 0, topic: str = TOPIC) -> FastAPI:
     app = FastAPI(lifespan=rocketbox.lifespan)
 
     def body(rv: dict[str, Any]) -> dict[str, Any]:
@@ -39,10 +43,11 @@ def make_app(rocketbox: Rocketbox, *, big_body: int = 0) -> FastAPI:
         return rv
 
     @app.post("/orders", status_code=201)
-    @rocketbox.transactional_message(topic=TOPIC, tag="OrderCreated", body=body,
+    @rocketbox.transactional_message(topic=topic, tag="OrderCreated", body=body,
                                      keys=lambda rv: str(rv["id"]))
     async def create_order(request: Request,
-                           session: AsyncSession = Depends(rocketbox.session)) -> Any:
+                           session: AsyncSession = Depends(rocketbox.session),  # noqa: B008
+                           ) -> Any:
         payload = await request.json()
         await session.execute(text("INSERT INTO orders (id, item) VALUES (:i, :n)"),
                               {"i": payload["id"], "n": payload["item"]})
@@ -55,7 +60,7 @@ def make_app(rocketbox: Rocketbox, *, big_body: int = 0) -> FastAPI:
         return {"id": payload["id"], "item": payload["item"]}
 
     @app.post("/batch")
-    @rocketbox.transactional_message(topic=TOPIC, tag="Line")
+    @rocketbox.transactional_message(topic=topic, tag="Line")
     async def batch(response: Response) -> dict[str, Any]:
         ids = [await publish(None, {"line": i}, keys=f"line-{i}") for i in range(3)]
         ids.append(await publish("FastAudit", {"lines": 3}, tag="Audit"))
@@ -81,14 +86,26 @@ def make_app(rocketbox: Rocketbox, *, big_body: int = 0) -> FastAPI:
     return app
 
 
+@pytest.fixture(scope="module")
+def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerLiteServer]:
+    """One broker for the module: each test sends to a topic of its own."""
+    with start_broker_lite(tmp_path_factory.mktemp("broker"), FAST_BROKER) as server:
+        yield server
+
+
+@pytest.fixture
+def topic() -> str:
+    return f"FastOrders{uuid.uuid4().hex[:8]}"
+
+
 @pytest.fixture(params=DRIVERS)
 def rocketbox(request: pytest.FixtureRequest, tmp_path: Path,
-              broker: BrokerLiteServer) -> Iterator[Rocketbox]:
+              shared_broker: BrokerLiteServer) -> Iterator[Rocketbox]:
     postgres = (request.getfixturevalue("postgres_server")
                 if request.param != "aiosqlite" else None)
     _sync, async_url = async_database(request.param, tmp_path, postgres)
     options = {"connect_args": {"timeout": 30}} if request.param == "aiosqlite" else {}
-    box = Rocketbox(async_url, broker=broker.native, celery_broker="",
+    box = Rocketbox(async_url, broker=shared_broker.native, celery_broker="",
                     engine_options=options)
     yield box
     box.base_outbox.engine.dispose()
@@ -100,11 +117,11 @@ def order_ids(engine: Engine) -> set[int]:
 
 
 @pytest.mark.timeout(90)
-def test_commit_sends_one_message_and_failures_none(rocketbox: Rocketbox,
-                                                     broker: BrokerLiteServer) -> None:
+def test_commit_sends_one_message_and_failures_none(
+        rocketbox: Rocketbox, shared_broker: BrokerLiteServer, topic: str) -> None:
     engine = rocketbox.base_outbox.engine
-    with serve_asgi(make_app(rocketbox)) as server, \
-            Collector(broker.native, TOPIC, "fastapi-it") as got:
+    with serve_asgi(make_app(rocketbox, topic=topic)) as server, \
+            Collector(shared_broker.native, topic, "fastapi-it") as got:
         address = server.address
         assert http(address, "POST", "/orders", {"id": 1, "item": "tea"}) == \
             (201, {"id": 1, "item": "tea"})
@@ -130,10 +147,10 @@ def test_commit_sends_one_message_and_failures_none(rocketbox: Rocketbox,
 
 @pytest.mark.timeout(90)
 def test_several_messages_in_one_request_and_concurrent_requests(
-        rocketbox: Rocketbox, broker: BrokerLiteServer) -> None:
+        rocketbox: Rocketbox, shared_broker: BrokerLiteServer, topic: str) -> None:
     engine = rocketbox.base_outbox.engine
-    with serve_asgi(make_app(rocketbox)) as server, \
-            Collector(broker.native, TOPIC, "fastapi-many") as got:
+    with serve_asgi(make_app(rocketbox, topic=topic)) as server, \
+            Collector(shared_broker.native, topic, "fastapi-many") as got:
         status, body = http(server.address, "POST", "/batch")
         assert status == 200 and len(body["tx_ids"]) == 4
         assert row_ids(engine) == set(body["tx_ids"])
@@ -153,15 +170,14 @@ def test_several_messages_in_one_request_and_concurrent_requests(
 
 
 @pytest.mark.timeout(60)
-def test_the_slow_callback_detector_sees_a_blocking_call_in_rocketbox(
-        tmp_path: Path, broker: BrokerLiteServer) -> None:
+def test_the_slow_callback_detector_sees_a_blocking_call_in_rocketbox(tmp_path: Path) -> None:
     """The check above can fail: a body that takes long to serialize holds the loop in
     rocketbox's ``to_body`` (the serializer is the standard library's pure-Python
     pickler, so the stall is rocketbox's, and the watchdog can sample it)."""
     _sync, async_url = async_database("aiosqlite", tmp_path)
     pickler = SimpleNamespace(content_type="application/x-python-pickle",
                               dumps=pickle._dumps)  # type: ignore[attr-defined]
-    box = Rocketbox(async_url, broker=broker.native, celery_broker="", serializer=pickler)
+    box = Rocketbox(async_url, broker=NO_BROKER, celery_broker="", serializer=pickler)
     try:
         with serve_asgi(make_app(box, big_body=300_000)) as server:
             assert http(server.address, "POST", "/orders", {"id": 1, "item": "tea"})[0] == 201
@@ -174,16 +190,18 @@ def test_the_slow_callback_detector_sees_a_blocking_call_in_rocketbox(
 
 
 @pytest.mark.timeout(60)
-def test_the_relay_task_is_enqueued_off_the_loop(tmp_path: Path,
-                                                 broker: BrokerLiteServer) -> None:
+def test_the_relay_task_is_enqueued_off_the_loop(tmp_path: Path) -> None:
     """``on_commit`` (the Celery enqueue) runs in an executor thread, after the commit."""
     _sync, async_url = async_database("aiosqlite", tmp_path)
-    box = Rocketbox(async_url, broker=broker.native, celery_broker="")
+    box = Rocketbox(async_url, broker=NO_BROKER, celery_broker="")
     seen: list[tuple[list[str], str]] = []
-    object.__setattr__(box, "_built", (  # an on_commit hook that blocks, as a slow broker would
-        _with_hook(box, lambda ids: (time.sleep(0.2),
-                                     seen.append((list(ids), threading.current_thread().name)))),
-        None, None))
+
+    def slow_hook(ids: Sequence[str]) -> None:  # blocks, as a slow Celery broker would
+        time.sleep(0.2)
+        seen.append((list(ids), threading.current_thread().name))
+
+    # the outbox the views publish to, as _build() makes it, with this hook for Celery's
+    box._built = (dataclasses.replace(box.base_outbox, on_commit=slow_hook), None, None)
     try:
         with serve_asgi(make_app(box)) as server:
             assert http(server.address, "POST", "/orders", {"id": 5, "item": "tea"})[0] == 201
@@ -192,12 +210,6 @@ def test_the_relay_task_is_enqueued_off_the_loop(tmp_path: Path,
             assert server.rocketbox_stalls() == [], server.report()
     finally:
         box.base_outbox.engine.dispose()
-
-
-def _with_hook(box: Rocketbox, hook: Any) -> Any:
-    import dataclasses
-
-    return dataclasses.replace(box.base_outbox, on_commit=hook)
 
 
 def test_sync_drivers_and_sync_views_are_refused(tmp_path: Path) -> None:
