@@ -190,12 +190,13 @@ class AsgiServer:
 
 
 @contextlib.contextmanager
-def serve_asgi(app: Any, *, slow_callback: float = 0.05) -> Iterator[AsgiServer]:
+def serve_asgi(app: Any, *, slow_callback: float = 0.05,
+               lifespan: str = "auto") -> Iterator[AsgiServer]:
     """Serve ``app`` with uvicorn on 127.0.0.1:<free port>, on a debug-mode loop."""
     import uvicorn
 
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
-                            loop="asyncio", lifespan="on", access_log=False)
+                            loop="asyncio", lifespan=lifespan, access_log=False)
     server = uvicorn.Server(config)
     loop = asyncio.new_event_loop()
     loop.set_debug(True)
