@@ -7,9 +7,12 @@ message is skipped and stock is never reserved twice.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import threading
 
-from sqlalchemy import Engine, Integer, String, insert, text
+from sqlalchemy import Engine, Integer, String, create_engine, insert, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from broker_lite.client import ReceivedMessage
@@ -53,3 +56,19 @@ def make_consumer(engine: Engine, broker: str, **options: object) -> InboxConsum
 def reserved(engine: Engine) -> int:
     with engine.connect() as conn:
         return int(conn.execute(text("SELECT count(*) FROM inventory_reservation")).scalar_one())
+
+
+def serve(url: str, broker: str) -> int:
+    """Run the consumer until SIGTERM (or ^C); prints ``inventory ready``, then its counts."""
+    engine = create_engine(url, connect_args={"timeout": 30} if url.startswith("sqlite") else {})
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    consumer = make_consumer(engine, broker)
+    with consumer:
+        print("inventory ready", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            stop.wait()
+    print(f"inventory processed={consumer.processed} duplicates={consumer.duplicates}",
+          flush=True)
+    engine.dispose()
+    return 0

@@ -119,20 +119,7 @@ def _checker() -> int:
 
 
 def _inventory() -> int:
-    engine = create_engine(inventory_db(), connect_args={"timeout": 30}
-                           if inventory_db().startswith("sqlite") else {})
-    broker = shop_config()["ROCKETBOX_BROKER"]
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    consumer = inventory.make_consumer(engine, broker)
-    with consumer:
-        print("inventory ready", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            stop.wait()
-    print(f"inventory processed={consumer.processed} duplicates={consumer.duplicates}",
-          flush=True)
-    engine.dispose()
-    return 0
+    return inventory.serve(inventory_db(), shop_config()["ROCKETBOX_BROKER"])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
