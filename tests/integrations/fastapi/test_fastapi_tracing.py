@@ -1,8 +1,8 @@
 """One request followed through FastAPI -> publish -> relay -> broker -> inbox consumer, with
 the OpenTelemetry SDK's in-memory exporter: one trace, parents and links where they belong.
 
-``ROCKETBOX_TRACE_JSON=path`` also writes the finished spans there (docs/draw_trace.py
-draws docs/tracing.svg from them).
+``ROCKETBOX_TRACE_SVG=path`` also draws the finished spans there (docs/tracing.svg is one
+such run, drawn by :mod:`support.trace_svg`).
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ import pytest
 from fastapi import FastAPI, Request
 from integrations_support import FAST_BROKER, http
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 from support import start_broker_lite, wait_until
 from support.asgi import async_database, serve_asgi
+from support.trace_svg import render
 
 from broker_lite.client import ReceivedMessage
 from integrations.fastapi import Rocketbox
@@ -56,17 +57,6 @@ def make_app(rocketbox: Rocketbox, topic: str) -> FastAPI:
         return {"ref": (await request.json())["ref"]}
 
     return app
-
-
-def _dump(finished: list[ReadableSpan], path: str) -> None:
-    def context(c: Any) -> dict[str, str]:
-        return {"trace_id": f"{c.trace_id:032x}", "span_id": f"{c.span_id:016x}"}
-
-    Path(path).write_text(json.dumps([{
-        "name": s.name, "kind": s.kind.name, **context(s.context),
-        "parent_id": f"{s.parent.span_id:016x}" if s.parent else None,
-        "start": s.start_time, "end": s.end_time,
-        "links": [context(link.context) for link in s.links]} for s in finished], indent=1))
 
 
 @pytest.mark.timeout(90)
@@ -103,8 +93,8 @@ def test_one_request_is_one_trace_from_the_view_to_the_consumer(
             wait_until(lambda: consumer.processed == 1, timeout=30)
         engine.dispose()
     finished = list(spans.get_finished_spans())
-    if os.environ.get("ROCKETBOX_TRACE_JSON"):
-        _dump(finished, os.environ["ROCKETBOX_TRACE_JSON"])
+    if os.environ.get("ROCKETBOX_TRACE_SVG"):
+        Path(os.environ["ROCKETBOX_TRACE_SVG"]).write_text(render(finished), encoding="utf-8")
     by_name = {s.name: s for s in finished}
     # FastAPI's own server span (its native OpenTelemetry support) and the endpoint's
     request, endpoint = by_name["POST /orders"], by_name["fastapi.endpoint"]
