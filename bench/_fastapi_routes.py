@@ -8,7 +8,9 @@ routes do what the Flask ones do, through an ``AsyncSession`` on
 the ``COMMIT``, as it does for Flask): ``bare``, ``row`` (the outbox row by
 hand, its own statement), ``ride`` (the row by hand in the ``COMMIT``'s
 query, the decorator's floor) and ``decorated``
-(``@rocketbox.transactional_message``).
+(``@rocketbox.transactional_message``). uvicorn keeps connections alive
+(for 600 s here: the client holds one per route across the batches of the
+other routes), where werkzeug closes each one.
 """
 
 from __future__ import annotations
@@ -20,16 +22,18 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+# at module level, not in make_app: FastAPI resolves the views' (string) annotations in
+# this module's globals
+from fastapi import Depends, FastAPI, Request
+from sqlalchemy import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from integrations.fastapi import Rocketbox
+
 __all__ = ["serve_fastapi"]
 
 
 def make_app(url: str, orders: Any, row_sql: str, ride_sql: str) -> Any:
-    from fastapi import Depends, FastAPI, Request
-    from sqlalchemy import insert
-    from sqlalchemy.ext.asyncio import AsyncSession
-
-    from integrations.fastapi import Rocketbox
-
     rocketbox = Rocketbox(url.replace("+psycopg:", "+psycopg_async:"), celery_broker="",
                           broker="127.0.0.1:1", engine_options={"pool_size": 12})
     app = FastAPI(lifespan=rocketbox.lifespan)
@@ -96,7 +100,8 @@ def serve_fastapi(url: str, orders: Any, row_sql: str, ride_sql: str
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(make_app(url, orders, row_sql, ride_sql),
                                            host="127.0.0.1", port=port, log_level="warning",
-                                           access_log=False, loop="asyncio"))
+                                           access_log=False, loop="asyncio",
+                                           timeout_keep_alive=600))
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), name="uvicorn",
                               daemon=True)
     thread.start()
