@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, select, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
-from support import PostgresServer, wait_until
+from support import wait_until
+from support.asgi import async_database
 
-from outbox import NoTransactionError, Outbox, migrate, publish
+from outbox import NoTransactionError, Outbox, publish
 from outbox.at_commit import queued
 from outbox.models import transaction_table as t
 
@@ -25,21 +25,11 @@ DRIVERS = ["aiosqlite", pytest.param("asyncpg", marks=pytest.mark.postgres),
 
 
 @pytest.fixture(params=DRIVERS)
-def urls(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+def urls(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     """(sync URL, async URL) of a migrated database with an ``orders`` table."""
-    if request.param == "aiosqlite":
-        sync_url = f"sqlite:///{tmp_path / 'app.sqlite'}"
-        async_url = f"sqlite+aiosqlite:///{tmp_path / 'app.sqlite'}"
-    else:
-        server: PostgresServer = request.getfixturevalue("postgres_server")
-        sync_url = server.create_database(f"rbas_{uuid.uuid4().hex[:12]}").url
-        async_url = sync_url.replace("+psycopg:", f"+{request.param}:")
-    engine = create_engine(sync_url)
-    migrate.upgrade(engine)
-    with engine.begin() as conn:
-        conn.execute(text("CREATE TABLE orders (id INTEGER PRIMARY KEY, ref TEXT)"))
-    engine.dispose()
-    yield sync_url, async_url
+    postgres = (request.getfixturevalue("postgres_server")
+                if request.param != "aiosqlite" else None)
+    return async_database(request.param, tmp_path, postgres)
 
 
 def _rows(sync_url: str) -> list[Any]:
@@ -71,13 +61,13 @@ def test_commit_writes_the_rows_and_rollback_none(urls: tuple[str, str]) -> None
     async def work(engine: AsyncEngine) -> tuple[list[str], int]:
         sessions = async_sessionmaker(engine)
         async with sessions() as session, session.begin():
-            await session.execute(text("INSERT INTO orders (id, ref) VALUES (1, 'a')"))
+            await session.execute(text("INSERT INTO orders (id, item) VALUES (1, 'a')"))
             first = await publish(session, "Orders", {"ref": "a"}, outbox=outbox,
                                   tag="OrderCreated", keys=["a", "k"], message_group="g")
             second = await publish(session, "Orders", {"ref": "a", "n": 2}, outbox=outbox)
         with pytest.raises(RuntimeError):
             async with sessions() as session, session.begin():
-                await session.execute(text("INSERT INTO orders (id, ref) VALUES (2, 'b')"))
+                await session.execute(text("INSERT INTO orders (id, item) VALUES (2, 'b')"))
                 await publish(session, "Orders", {"ref": "b"}, outbox=outbox)
                 raise RuntimeError("boom")
         async with engine.connect() as conn:  # an AsyncConnection, committed by hand
@@ -125,7 +115,7 @@ def test_at_commit_rides_on_psycopg_async_and_is_written_at_once_elsewhere(
 
     async def work(engine: AsyncEngine) -> tuple[int, int]:
         async with async_sessionmaker(engine)() as session, session.begin():
-            await session.execute(text("INSERT INTO orders (id, ref) VALUES (7, 'r')"))
+            await session.execute(text("INSERT INTO orders (id, item) VALUES (7, 'r')"))
             await publish(session, "Orders", {"ref": "r"}, outbox=outbox, at_commit=True)
             held = await session.run_sync(lambda s: queued(s.connection()))
             visible = (await session.execute(select(t.c.tx_id))).all()
@@ -135,3 +125,30 @@ def test_at_commit_rides_on_psycopg_async_and_is_written_at_once_elsewhere(
     assert (held, visible) == ((1, 0) if rides else (0, 1))
     [row] = _rows(sync_url)
     assert row.body == b'{"ref":"r"}'
+
+
+@pytest.mark.timeout(60)
+def test_a_ride_that_fails_at_commit_commits_nothing(urls: tuple[str, str]) -> None:
+    """psycopg async: the held row fails inside the COMMIT's query (a duplicate tx_id);
+    ``commit()`` raises, the business row is rolled back, the connection stays usable."""
+    sync_url, async_url = urls
+    if "+psycopg_async:" not in async_url:
+        pytest.skip("the ride is psycopg's")
+    outbox = Outbox(engine=create_engine(sync_url))
+
+    async def work(engine: AsyncEngine) -> int:
+        sessions = async_sessionmaker(engine)
+        async with sessions() as session, session.begin():
+            await publish(session, "Orders", {"n": 1}, outbox=outbox, tx_id="DUP")
+        async with sessions() as session:
+            await session.begin()
+            await session.execute(text("INSERT INTO orders (id, item) VALUES (9, 'lost')"))
+            await publish(session, "Orders", {"n": 2}, outbox=outbox, tx_id="DUP",
+                          at_commit=True)
+            with pytest.raises(DBAPIError, match="rocketbox_publish"):
+                await session.commit()
+        async with sessions() as session:  # the pool's connection is clean
+            return int((await session.execute(text("SELECT count(*) FROM orders"))).scalar())
+
+    assert _run(create_async_engine(async_url, pool_size=1), work) == 0
+    assert [r.tx_id for r in _rows(sync_url)] == ["DUP"]
