@@ -16,8 +16,6 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from sqlalchemy import create_engine
-
 from examples.fastapi_shop.settings import inventory_db, shop_settings
 from examples.flask_shop import inventory
 from outbox import migrate
@@ -30,12 +28,7 @@ def _migrate() -> int:
     Base.metadata.create_all(engine)
     migrate.upgrade(engine)
     engine.dispose()
-    inventory_engine = create_engine(inventory_db())
-    try:
-        inventory.create_tables(inventory_engine)
-        migrate.upgrade(inventory_engine)
-    finally:
-        inventory_engine.dispose()
+    inventory.migrate(inventory_db())
     print("migrated", flush=True)
     return 0
 

@@ -39,6 +39,18 @@ def create_tables(engine: Engine) -> None:
     Base.metadata.create_all(engine)
 
 
+def migrate(url: str) -> None:
+    """The inventory's tables and the outbox tables (its inbox) in the database at ``url``."""
+    from outbox import migrate as outbox_migrate
+
+    engine = create_engine(url)
+    try:
+        create_tables(engine)
+        outbox_migrate.upgrade(engine)
+    finally:
+        engine.dispose()
+
+
 def reserve(session: Session, message: ReceivedMessage) -> None:
     """The handler: one reservation per order (in the inbox's transaction)."""
     order = json.loads(message.body)

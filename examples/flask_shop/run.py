@@ -24,7 +24,6 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from sqlalchemy import create_engine
 from werkzeug.serving import make_server
 
 from examples.flask_shop import inventory
@@ -64,12 +63,7 @@ def _migrate() -> int:
     with app.app_context():
         db.create_all()
         migrate.upgrade(db.engine)
-    engine = create_engine(inventory_db())
-    try:
-        inventory.create_tables(engine)
-        migrate.upgrade(engine)
-    finally:
-        engine.dispose()
+    inventory.migrate(inventory_db())
     print("migrated", flush=True)
     return 0
 
