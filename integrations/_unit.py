@@ -1,9 +1,11 @@
 """One decorated view call, framework-neutral: the messages it adds to its DB transaction.
 
-Both integrations (:mod:`integrations.flask`, :mod:`integrations.django`)
-open the view's database transaction themselves and wrap the call in a
-:class:`UnitOfWork`; this module holds what happens inside, so the two
-behave the same (docs/integrations.md):
+The integrations (:mod:`integrations.flask`, :mod:`integrations.django`,
+:mod:`integrations.fastapi`) open the view's database transaction
+themselves and wrap the call in a :class:`UnitOfWork`; this module holds
+what happens inside, so they behave the same (docs/integrations.md;
+FastAPI runs it on the sync session under its ``AsyncSession``, see
+docs/async.md):
 
 * ``publish()`` inserts the status row at once, through the transaction's
   SQLAlchemy :class:`~sqlalchemy.Connection`, and returns its ``tx_id``;
