@@ -22,7 +22,6 @@ the loop's default executor, never on the loop. docs/async.md has the rest.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -36,18 +35,19 @@ from sqlalchemy.orm import Session, SessionTransaction
 
 from outbox.at_commit import hold
 from outbox.config import Outbox
+from outbox.core_commit import call_hooks
+from outbox.core_commit import remember as remember_on_connection
 from outbox.errors import NoTransactionError
 from outbox.models import transaction_table
 from outbox.serializers import to_body
 from outbox.tracing import with_trace_context
+from outbox.validation import check_message
 
 __all__ = ["new_tx_id", "publish"]
 
 log = logging.getLogger("rocketbox.outbox")
 _PENDING_KEY = "rocketbox.pending"
 _HOOKED_KEY = "rocketbox.hooked"
-#: set on the sync session under an AsyncSession: run ``on_commit`` off the event loop
-_OFFLOAD_KEY = "rocketbox.offload"
 _SEQ = text("nextval('rocketbox_transaction_seq')")
 _XID = text("pg_current_xact_id()::text::bigint")
 #: PostgreSQL drivers whose paramstyle is ``%(name)s`` and that take bytes,
@@ -130,9 +130,12 @@ def publish(
     With an ``AsyncSession`` or ``AsyncConnection`` it returns a coroutine:
     ``tx_id = await publish(session, ...)`` (see the module doc).
 
-    Raises :class:`NoTransactionError` when no transaction is open. After the
-    transaction commits, ``outbox.on_commit`` is told the new ids (a session
-    only; with a bare connection the sweeper picks the rows up).
+    Raises :class:`NoTransactionError` when no transaction is open, and
+    :class:`InvalidMessageError` (naming the field and the limit) for a message
+    the broker would refuse (:mod:`outbox.validation`). After the
+    transaction commits, ``outbox.on_commit`` is told the new ids (on a Core
+    connection, once the connection goes back to the pool or begins its next
+    transaction: :mod:`outbox.core_commit`).
 
     ``at_commit=True`` is for the last message before ``commit()``: where
     :mod:`outbox.at_commit` allows (PostgreSQL, psycopg 3, migrated to 0002,
@@ -159,10 +162,13 @@ def publish(
         headers=with_trace_context(headers), state=state,
         created_at=now, next_attempt_at=now,
     )
+    check_message(values, keys=keys, max_body_size=outbox.max_body_size)  # broker limits
     if not (at_commit and hold(conn, values)):  # held: it goes out with the COMMIT
         _insert(conn, values)
     if isinstance(session, Session):
         _remember(session, outbox, tx_id)
+    else:
+        remember_on_connection(conn, outbox.on_commit, tx_id)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("published %s to %s", tx_id, topic, extra={"tx_id": tx_id, "topic": topic})
     return tx_id
@@ -172,8 +178,6 @@ async def _publish_async(session: AsyncSession | AsyncConnection,
                          arguments: dict[str, Any]) -> str:
     """``publish()`` itself, run on the sync session or connection under ``session``."""
     _require_transaction(session)  # checked before run_sync, which would begin one
-    if isinstance(session, AsyncSession):
-        session.sync_session.info[_OFFLOAD_KEY] = True
 
     def run(sync: Session | Connection) -> str:
         return publish(sync, **arguments)
@@ -225,21 +229,8 @@ def _remember(session: Session, outbox: Outbox, tx_id: str) -> None:
 def _after_commit(session: Session) -> None:
     pending: dict[Callable[[Sequence[str]], None], list[str]] = \
         session.info.pop(_PENDING_KEY, None) or {}
-    if pending and session.info.get(_OFFLOAD_KEY):
-        # an AsyncSession's commit: this runs on the event loop's thread, and a hook
-        # may block (the Celery enqueue is network I/O), so it runs in the executor
-        asyncio.get_running_loop().run_in_executor(None, _run_hooks, pending)
-        return
-    _run_hooks(pending)
-
-
-def _run_hooks(pending: Mapping[Callable[[Sequence[str]], None], list[str]]) -> None:
-    for hook, ids in pending.items():
-        try:
-            hook(list(ids))
-        except Exception:  # the sweeper relays these rows later
-            log.exception("on_commit hook failed for %d message(s); the sweeper will "
-                          "relay them", len(ids))
+    if pending:
+        call_hooks(pending)  # off the loop after an AsyncSession's commit
 
 
 def _after_soft_rollback(session: Session, previous: SessionTransaction) -> None:

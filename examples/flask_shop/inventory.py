@@ -70,12 +70,15 @@ def reserved(engine: Engine) -> int:
         return int(conn.execute(text("SELECT count(*) FROM inventory_reservation")).scalar_one())
 
 
-def serve(url: str, broker: str) -> int:
-    """Run the consumer until SIGTERM (or ^C); prints ``inventory ready``, then its counts."""
+def serve(url: str, broker: str, **options: object) -> int:
+    """Run the consumer until SIGTERM (or ^C); prints ``inventory ready``, then its counts.
+
+    ``options`` go to :func:`make_consumer` (``access_key``, ``secret_key`` ...).
+    """
     engine = create_engine(url, connect_args={"timeout": 30} if url.startswith("sqlite") else {})
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    consumer = make_consumer(engine, broker)
+    consumer = make_consumer(engine, broker, **options)
     with consumer:
         print("inventory ready", flush=True)
         with contextlib.suppress(KeyboardInterrupt):

@@ -84,9 +84,11 @@ def test_commit_writes_the_rows_and_rollback_none(urls: tuple[str, str]) -> None
     assert (first.topic, first.tag, first.keys, first.message_group, first.body) == \
         ("Orders", "OrderCreated", "a k", "g", b'{"ref":"a"}')
     assert rows[2].body == b"raw"
-    # the hook ran once, for the committed session, and not on the event loop's thread
-    wait_until(lambda: len(seen) == 1, timeout=10)
-    assert seen[0][0] == ids[:2] and seen[0][1] != loop_thread
+    # the hook ran for the committed session and the committed connection (never for the
+    # rolled-back one), and not on the event loop's thread
+    wait_until(lambda: len(seen) == 2, timeout=10, message=lambda: str(seen))
+    assert sorted(ids for ids, _thread in seen) == sorted([ids[:2], ids[2:]])
+    assert all(thread != loop_thread for _ids, thread in seen)
 
 
 @pytest.mark.timeout(30)
