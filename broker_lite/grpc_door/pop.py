@@ -345,16 +345,13 @@ class PopService:
                            attempts=record.attempts, token=record.token,
                            invisible_ms=record.invisible_ms)
             state.entries[entry.offset] = entry
-            due = record.deadline_ms / 1000 - wall
-            if record.deadline_ms and due > 0 and (
-                    entry.group is None or entry.group not in state.busy_groups):
-                entry.deadline = now + due
-                entry.held_since = now
-                if entry.group is not None:
-                    state.busy_groups[entry.group] = entry.offset
-                heapq.heappush(state.timers, (entry.deadline, entry.offset, entry.token))
-            else:
-                bisect.insort(state.pending, entry.offset)
+            # hidden until its deadline; one already due expires at the next round, which
+            # makes it visible or, after its last delivery, dead-letters it
+            due = max(0.0, record.deadline_ms / 1000 - wall) if record.deadline_ms else 0.0
+            entry.deadline, entry.held_since = now + due, now
+            if entry.group is not None:
+                state.busy_groups.setdefault(entry.group, entry.offset)
+            heapq.heappush(state.timers, (entry.deadline, entry.offset, entry.token))
             restored += 1
         return restored
 

@@ -277,3 +277,16 @@ def test_restore_drops_what_was_settled_or_is_gone(broker: Broker, clock: Clock)
     stale = [records[0], replace(records[1], msg_id="NOT-THERE"),
              replace(records[1], topic="Nope"), replace(records[1], queue_id=7)]
     assert _pop(broker, clock).restore(stale) == 0
+
+
+def test_a_restart_that_outlasted_the_deadline_dead_letters_at_the_next_round(
+        broker: Broker, clock: Clock) -> None:
+    _send(broker, "poison")
+    before = _pop(broker, clock, max_delivery_attempts=1)
+    before.receive(_spec(max_attempts=1, invisible_ms=5000))
+    records = before.snapshot()
+    clock.now += 60.0  # the broker was down longer than the invisible duration
+    after = _pop(broker, clock, max_delivery_attempts=1)
+    assert after.restore(records) == 1
+    assert after.revive() == (1, set())  # nobody polls
+    assert _dlq_bodies(broker) == [b"poison"]
