@@ -51,10 +51,11 @@ system-deps:
 test: venv system-deps lint
 	$(VENV_PY) -m pytest $(PYTEST_ARGS)
 
-## lint: ruff over code and tests, mypy --strict over the packages
+## lint: ruff over code and tests, mypy --strict over the packages, the layer contracts
 lint: venv
-	$(VENV)/bin/ruff check broker_lite outbox integrations spark migrations examples bench tests
-	$(VENV)/bin/mypy --strict broker_lite outbox spark
+	$(VENV)/bin/ruff check broker_lite outbox integrations spark migrations examples bench tests docs
+	$(VENV)/bin/mypy --strict broker_lite outbox spark integrations
+	$(VENV)/bin/lint-imports --no-cache
 
 ## demo: the end-to-end demo on embedded defaults
 demo: venv

@@ -26,7 +26,8 @@ from broker_lite.core.acl import Acl, AclFileError
 from broker_lite.errors import BrokerError
 from broker_lite.grpc_door.config import GrpcDoorConfig
 from broker_lite.protocol import DEFAULT_MAX_FRAME_SIZE
-from broker_lite.server import BindRefused, ServerConfig, check_bind_policy, serve
+from broker_lite.runtime import BindRefused, check_bind_policy, serve
+from broker_lite.serving import ServerConfig
 from broker_lite.storage import StoreConfig
 from broker_lite.storage.store import read_layout
 
