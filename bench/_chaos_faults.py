@@ -127,19 +127,15 @@ def _link_fault(c: Cluster, kind: str, on: bool) -> None:
 
 def _fill(directory: Path) -> int:
     """Write ``directory/filler`` until the disk is full; returns the bytes written."""
-    chunk = b"\0" * (1 << 20)
     written = 0
-    with open(directory / "filler", "wb") as fh:
-        try:
-            while True:
-                written += fh.write(chunk)
-                fh.flush()
-        except OSError:
-            pass
-        with contextlib.suppress(OSError):  # the last bytes, in smaller pieces
-            for _ in range(1024):
-                written += fh.write(b"\0" * 1024)
-                fh.flush()
+    fd = os.open(directory / "filler", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for size in (1 << 20, 4096, 1):  # big pieces, then the last bytes
+            with contextlib.suppress(OSError):
+                while True:
+                    written += os.write(fd, b"\0" * size)
+    finally:
+        os.close(fd)
     return written
 
 
