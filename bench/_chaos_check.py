@@ -8,7 +8,8 @@ exactly one committed message in the broker, and a rolled-back one none.
 * **commit log**: ``broker-lite inspect``, commit records per transaction id:
   *lost* = a committed tx_id with none although the relay is done with its row
   (a row still unrelayed when the drain timed out is *pending*, counted apart),
-  *duplicate* = with more than one, *phantom* = a commit record whose tx_id the database does not have;
+  *duplicate* = with more than one, *phantom* = a commit record whose tx_id
+  the database does not have;
 * **consumer group**: the units it saw; *lost* / *phantom* as above, and its
   redeliveries (at least once: not a duplicate commit).
 
