@@ -35,6 +35,8 @@ from _common import TMP_DIR, load_average, utc_now
 __all__ = ["run_vacuum"]
 
 BEFORE, AFTER, SAMPLE, PROBE_OUTAGE = 60.0, 120.0, 5.0, 10.0
+#: the capacity probe watches the drain at most this long (rows relayed / time watched)
+PROBE_DRAIN = 30.0
 
 
 def _stats(c: Cluster) -> dict[str, int]:
@@ -52,7 +54,7 @@ def _capacity(c: Cluster, consumer: Consumer) -> dict[str, float]:
     backlog = unrelayed(c)
     seen0, t0 = len(consumer.seen()), time.monotonic()
     c.relay.start()
-    while unrelayed(c) > max(50, backlog // 20) and time.monotonic() - t0 < 120:
+    while unrelayed(c) > max(50, backlog // 20) and time.monotonic() - t0 < PROBE_DRAIN:
         time.sleep(0.5)
     seconds = time.monotonic() - t0
     relayed = len(consumer.seen()) - seen0
@@ -109,7 +111,7 @@ def _run(args: argparse.Namespace, work: Path, phases: dict[str, tuple[float, fl
         steady = [s for s in inside if s["t"] < probe_at[name] - 1]
         rate = ((steady[-1]["seen"] - steady[0]["seen"]) / (steady[-1]["t"] - steady[0]["t"])
                 if len(steady) > 1 else None)
-        summary[name] = {"visible_per_s": round(rate, 1) if rate else None,
+        summary[name] = {"visible_per_s": round(rate, 1) if rate is not None else None,
                          "capacity_rows_per_s": probes.get(name, {}).get("rows_per_s"),
                          "max_dead": max((s["dead"] for s in inside), default=None),
                          "max_bytes": max((s["bytes"] for s in inside), default=None),
