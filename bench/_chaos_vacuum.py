@@ -14,7 +14,8 @@ Relay throughput is measured twice per phase:
   whenever the relay keeps up;
 * *capacity*: near the end of each phase the relay is killed for 10 s (a
   backlog of ``10 * rate`` rows builds up), started again, and the rows it
-  relayed per second until the backlog is gone are its capacity at that point.
+  relayed per second until the backlog is gone (watched at most 30 s) are its
+  capacity at that point.
 """
 
 from __future__ import annotations
