@@ -127,15 +127,19 @@ def timings(faults: list[Fault], produced: list[tuple[str, str, float]],
     }
 
 
-def audit(c: Cluster, out: Path) -> dict[str, Any]:
+def audit(c: Cluster, out: Path, timeout: float) -> dict[str, Any]:
     """``rocketbox audit`` over the status table and the broker's commit log."""
     started = time.monotonic()
     argv = [sys.executable, "-m", "outbox", "audit", "--jdbc-url",
             f"jdbc:postgresql://127.0.0.1:{c.pg.port}/postgres", "--user", "postgres",
             "--commitlog", str(c.broker_dir), "--json", str(out), "--quiet",
             "--slo", str(AUDIT_SLO_S)]
-    done = subprocess.run(argv, capture_output=True, text=True, env=python_env(),
-                          cwd=REPO_ROOT, timeout=900, check=False)
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, env=python_env(),
+                              cwd=REPO_ROOT, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return {"exit": None, "seconds": round(time.monotonic() - started, 1),
+                "timed_out": True, "clean": None}
     result: dict[str, Any] = {"exit": done.returncode,
                               "seconds": round(time.monotonic() - started, 1)}
     if out.exists():

@@ -24,12 +24,14 @@ def _row(label: str, run: dict[str, Any], sweep: float) -> str:
     worst = max((f["visible_after_clear_s"] for f in t["faults"]), default=0.0)
     during = sum(f["commits_during"] for f in t["faults"])
     audit = run.get("audit")
-    audit_text = "skipped" if audit is None else "clean" if audit["clean"] else \
-        f"exit {audit['exit']}"
+    audit_text = ("skipped" if audit is None else "timed out" if audit.get("timed_out")
+                  else "clean" if audit["clean"] else f"exit {audit['exit']}")
     stopped = "stopped" if run["relay_exit"] is not None else "ran"
+    pending = f" (pending {inv['pending']})" if inv.get("pending") else ""
     return (f"| {label} | {run['seed']} | {_faults(run)} | {run['rate']:.0f} | "
             f"{inv['units_committed']} / {inv['units_rolled_back']} / {inv['units_failed']} | "
-            f"{during} | {inv['lost']} / {inv['phantom']} / {inv['duplicate']} | "
+            f"{during} | {inv['lost']} / {inv['phantom']} / {inv['duplicate']}"
+            f"{pending} | "
             f"{inv['consumer_lost']} / {inv['consumer_redeliveries']} | "
             f"{worst:.1f} (bound {sweep + BOUND_SLACK_S:.0f}) | "
             f"{t['drain_after_last_fault_s']} | {lat['p50']} / {lat['p99']} | "

@@ -101,6 +101,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--audit-every", type=int, default=1, metavar="N",
                    help="with --schedules: audit the first schedule and every Nth after it "
                         "(default 1: all)")
+    p.add_argument("--audit-timeout", type=float, default=1800.0, metavar="S",
+                   help="give up on the audit after S seconds (recorded; default 1800)")
     p.add_argument("--keep", action="store_true",
                    help="keep the run's directory (server logs) under bench/results/tmp")
     p.set_defaults(audit=None)
@@ -204,7 +206,7 @@ def run_one(args: argparse.Namespace, seed: int, faults: list[Fault], name: str,
                 "consumer_errors": consumer.errors,
             }
             if audit_it:
-                result["audit"] = audit(c, work / "audit.json")
+                result["audit"] = audit(c, work / "audit.json", args.audit_timeout)
             result["load_average_end"] = load_average()
             return result
     finally:
@@ -215,16 +217,19 @@ def run_one(args: argparse.Namespace, seed: int, faults: list[Fault], name: str,
 
 
 def ok(result: dict[str, Any]) -> bool:
+    if "error" in result:
+        return False
     inv = result["invariant"]
-    return all(inv[k] == 0 for k in BAD_KEYS) and result.get("audit", {}).get("clean", True)
+    audit_clean = result.get("audit", {}).get("clean", True)
+    return all(inv[k] == 0 for k in BAD_KEYS) and audit_clean is not False
 
 
 def summary_line(r: dict[str, Any]) -> str:
     inv, t = r["invariant"], r["timings"]
     lat = t["visible_ms_outside_faults"]
     kinds = ",".join(f["kind"] for f in r["faults"]) or "none"
-    audit_text = ("skipped" if "audit" not in r else
-                  "clean" if r["audit"]["clean"] else f"exit {r['audit']['exit']}")
+    audit_text = ("skipped" if "audit" not in r else "timed out" if r["audit"].get("timed_out")
+                  else "clean" if r["audit"]["clean"] else f"exit {r['audit']['exit']}")
     worst = max((f["visible_after_clear_s"] for f in t["faults"]), default=0.0)
     return (f"chaos {'OK' if ok(r) else 'FAIL'} seed={r['seed']} faults={kinds} "
             f"committed={inv['units_committed']} rolled_back={inv['units_rolled_back']} "
@@ -279,7 +284,15 @@ def main(argv: list[str] | None = None) -> int:
         good = True
         for i, (seed, faults, name) in enumerate(plan(args)):
             audit_it = args.audit and i % max(1, args.audit_every) == 0
-            result = run_one(args, seed, faults, name, audit_it=audit_it)
+            try:
+                result = run_one(args, seed, faults, name, audit_it=audit_it)
+            except Exception as exc:  # recorded; the next schedule still runs
+                document.setdefault("errors", []).append(
+                    {"seed": seed, "name": name, "error": f"{type(exc).__name__}: {exc}"[:2000]})
+                print(f"chaos ERROR seed={seed} {type(exc).__name__}: {str(exc)[:500]}",
+                      flush=True)
+                good = False
+                continue
             document["runs"].append(result)
             good = good and ok(result)
             print(summary_line(result), flush=True)
