@@ -95,7 +95,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--drain-timeout", type=float, default=120.0,
                    help="seconds to wait for the backlog after the load (default 120)")
     p.add_argument("--no-audit", dest="audit", action="store_false",
-                   help="skip rocketbox audit (Spark; 30-90 s a run)")
+                   help="skip rocketbox audit (Spark: minutes a run, far more on a busy machine)")
     p.add_argument("--audit", dest="audit", action="store_true",
                    help="run the audit after --quick too")
     p.add_argument("--audit-every", type=int, default=1, metavar="N",
