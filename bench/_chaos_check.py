@@ -103,7 +103,8 @@ def timings(faults: list[Fault], produced: list[tuple[str, str, float]],
         during = sum(1 for _, at in committed if f.applied_at <= at <= f.cleared_at)
         pending = [seen[u] for u, at in committed if at <= f.cleared_at and u in seen
                    and seen[u] > f.cleared_at]
-        per_fault.append({"kind": f.kind, "commits_during": during,
+        unseen = sum(1 for u, at in committed if at <= f.cleared_at and u not in seen)
+        per_fault.append({"kind": f.kind, "commits_during": during, "never_seen": unseen,
                           "outage_s": round(f.cleared_at - f.applied_at, 2),
                           "visible_after_clear_s": round(max(pending) - f.cleared_at, 2)
                           if pending else 0.0,

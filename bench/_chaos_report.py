@@ -28,13 +28,16 @@ def _row(label: str, run: dict[str, Any], sweep: float) -> str:
                   else "clean" if audit["clean"] else f"exit {audit['exit']}")
     stopped = "stopped" if run["relay_exit"] is not None else "ran"
     pending = f" (pending {inv['pending']})" if inv.get("pending") else ""
+    # rows never relayed (the drain timed out) have no "visible" time: say so
+    worst_text = "never" if pending else f"{worst:.1f}"
+    drain = "never" if pending else t["drain_after_last_fault_s"]
     return (f"| {label} | {run['seed']} | {_faults(run)} | {run['rate']:.0f} | "
             f"{inv['units_committed']} / {inv['units_rolled_back']} / {inv['units_failed']} | "
             f"{during} | {inv['lost']} / {inv['phantom']} / {inv['duplicate']}"
             f"{pending} | "
             f"{inv['consumer_lost']} / {inv['consumer_redeliveries']} | "
-            f"{worst:.1f} (bound {sweep + BOUND_SLACK_S:.0f}) | "
-            f"{t['drain_after_last_fault_s']} | {lat['p50']} / {lat['p99']} | "
+            f"{worst_text} (bound {sweep + BOUND_SLACK_S:.0f}) | "
+            f"{drain} | {lat['p50']} / {lat['p99']} | "
             f"{stopped}, {run['relay_unrecoverable']} | {audit_text} |")
 
 
