@@ -55,8 +55,11 @@ READY_TIMEOUT = 60.0
 
 
 def python_env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "tests")]),
-            "PYTHONUNBUFFERED": "1"}
+    """The children's environment: this repository (and tests/) on the path, after whatever
+    ``PYTHONPATH`` already names (a copy of another commit's ``outbox``, say)."""
+    first = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    path = os.pathsep.join([*first, str(REPO_ROOT), str(REPO_ROOT / "tests")])
+    return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
 
 
 @dataclass
