@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from broker_lite.cli import serve_console
 from broker_lite.core import BrokerConfig
 from broker_lite.core.acl import Acl, AclFileError
 from broker_lite.errors import BrokerError
@@ -132,10 +133,14 @@ def register(sub: Any) -> None:
                     help=argparse.SUPPRESS)
 
     topics = p.add_argument_group("topics and consumers")
+    topics.add_argument("--auto-create-topics", dest="auto_create_topics",
+                        action="store_true", default=False,
+                        help="a send to an unknown topic creates it, as in a demo or a test "
+                             "(default: off: such a send fails with TOPIC_NOT_EXIST, so a typo "
+                             "in a topic name is an error, not a new topic; create topics "
+                             "with `broker-lite topic create`)")
     topics.add_argument("--no-auto-create-topics", dest="auto_create_topics",
-                        action="store_false",
-                        help="a send to an unknown topic fails with TOPIC_NOT_EXIST instead of "
-                             "creating it")
+                        action="store_false", help="the default: unknown topics are refused")
     topics.add_argument("--default-queues", type=int, default=4, metavar="N",
                         help="queues of an auto-created topic (default: 4)")
     topics.add_argument("--client-expiry", type=_positive_float, default=120.0, metavar="S",
@@ -164,6 +169,7 @@ def register(sub: Any) -> None:
                      help="largest native frame accepted or sent, header included "
                           "(default: 8M); a bigger frame is answered FRAME_TOO_LARGE and its "
                           "connection closed")
+    serve_console.add_arguments(p)
     p.add_argument("--log-level", default="info",
                    choices=("debug", "info", "warning", "error"),
                    help="log verbosity on stderr (default: info)")
@@ -214,6 +220,7 @@ def run(args: argparse.Namespace) -> int:
         check_bind_policy(args.host, acl=acl, insecure=args.insecure)
         broker_config, server_config = build_configs(args)
         grpc_config = build_grpc_config(args)
+        command = serve_console.console_command(args)
     except (AclFileError, BindRefused) as exc:
         return _fail(str(exc), 2)
     except (ValueError, BrokerError) as exc:
@@ -228,7 +235,10 @@ def run(args: argparse.Namespace) -> int:
         gc.freeze()
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
+        if console is not None:
+            console.start(line.split("native=", 1)[1].split()[0])
 
+    console = serve_console.ConsoleProcess(command) if command is not None else None
     try:
         asyncio.run(serve(broker_config, server_config, acl=acl, ready=ready,
                           grpc_config=grpc_config))
@@ -236,4 +246,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"cannot start: {exc}", 1)
     except BrokerError as exc:
         return _fail(f"cannot start: {exc}", 1)
+    finally:
+        if console is not None:
+            console.stop()
     return 0

@@ -35,8 +35,10 @@ from broker_lite.errors import (
     ProtocolError,
     ResponseCode,
 )
-from broker_lite.protocol import RequestCode, encode
+from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
+from broker_lite.server.fit import fit
+from broker_lite.server.ops_handlers import OPS_HANDLERS
 from broker_lite.serving.context import MAX_LONG_POLL_MS, ServerContext, Session
 from broker_lite.serving.durability import wait_flushed
 from broker_lite.serving.longpoll import NO_NEW_MESSAGE, long_poll_pull
@@ -52,8 +54,6 @@ Handler = Callable[[ServerContext, Session, Any], Awaitable[Any]]
 #: ``(response, end offset to make durable first, or -1)``, or ``None``: "await the handler"
 InlineHandler = Callable[[ServerContext, Session, Any], "tuple[Any, int] | None"]
 
-# Room for the frame header and the fields around the messages of a response.
-_RESPONSE_OVERHEAD = 1024
 
 
 # -- helpers -----------------------------------------------------------------------
@@ -84,16 +84,6 @@ def _check_client(session: Session, client_id: str, what: str) -> None:
 
 def _error_body(exc: BrokerError) -> m.ErrorBody:
     return m.ErrorBody(message=str(exc), retriable=exc.retriable)
-
-
-def _fit(messages: list[m.DeliveredMessage], limit: int) -> int:
-    """How many of ``messages``, from the first, fit in a frame of ``limit`` bytes."""
-    used = _RESPONSE_OVERHEAD
-    for i, message in enumerate(messages):
-        used += len(encode(message))
-        if used > limit:
-            return i
-    return len(messages)
 
 
 # -- connection ----------------------------------------------------------------------
@@ -217,7 +207,7 @@ async def end_transaction_batch(ctx: ServerContext, session: Session,
 
 def _fitted(ctx: ServerContext, req: m.PullRequest, response: m.PullResponse) -> m.PullResponse:
     """``response`` cut to what fits in one frame; the next pull fetches the rest."""
-    keep = _fit(response.messages, ctx.config.max_frame_size)
+    keep = fit(response.messages, ctx.config.max_frame_size)
     if keep == len(response.messages):
         return response
     if keep == 0:
@@ -314,7 +304,7 @@ async def query_by_key(ctx: ServerContext, session: Session,
     account = session.account
     if account is not None and not account.admin:
         messages = [msg for msg in messages if _may_read(session, msg.topic)]
-    keep = _fit(messages, ctx.config.max_frame_size)
+    keep = fit(messages, ctx.config.max_frame_size)
     if keep == len(response.messages):
         return response
     return m.QueryByKeyResponse(messages=messages[:keep])
@@ -357,3 +347,5 @@ INLINE: dict[int, tuple[Handler, InlineHandler]] = {
     RequestCode.PULL_MESSAGE: (pull, pull_now),
     RequestCode.ACK_MESSAGE: (ack, ack_now),
 }
+
+HANDLERS.update(OPS_HANDLERS)  # the operations requests (the console's)

@@ -10,7 +10,9 @@ they both need lives here:
 - :mod:`~broker_lite.serving.durability` and
   :mod:`~broker_lite.serving.flushgate`: sync-flush acknowledgements;
 - :mod:`~broker_lite.serving.longpoll`: waiting for new messages
-  (:class:`ArrivalHub`).
+  (:class:`ArrivalHub`);
+- :mod:`~broker_lite.serving.operations`: the operators' requests (consumer
+  groups, stats, pending halves, browse, resend), as protocol structs.
 
 :mod:`broker_lite.runtime` starts both doors over one of these contexts.
 """
