@@ -25,15 +25,16 @@ leaves the connection to it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Engine, event
 
-__all__ = ["OPT_OUT", "remember"]
+__all__ = ["OPT_OUT", "call_hooks", "remember"]
 
 log = logging.getLogger("rocketbox.outbox")
 
@@ -95,7 +96,30 @@ def _call_hooks(info: dict[Any, Any]) -> None:
     outside SQLAlchemy's sight are dropped (they were never seen committing)."""
     info.pop(_PENDING, None)
     committed: dict[Hook, list[str]] | None = info.pop(_COMMITTED, None)
-    for hook, ids in (committed or {}).items():
+    if committed:
+        call_hooks(committed)
+
+
+def call_hooks(pending: Mapping[Hook, Sequence[str]]) -> None:
+    """Call each hook with its ids; a failure is logged, never raised.
+
+    On the thread of a running event loop (an ``AsyncSession`` or
+    ``AsyncConnection`` committed: SQLAlchemy runs its events there), the
+    hooks run in the loop's default executor instead, since a hook may block
+    (the Celery enqueue is network I/O).
+    """
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    if loop is not None:
+        loop.run_in_executor(None, _run, dict(pending))
+    else:
+        _run(pending)
+
+
+def _run(pending: Mapping[Hook, Sequence[str]]) -> None:
+    for hook, ids in pending.items():
         try:
             hook(list(ids))
         except Exception:  # the sweeper relays these rows later

@@ -36,6 +36,7 @@ import os
 import random
 import socket
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -64,6 +65,7 @@ from outbox.errors import RelayError
 from outbox.models import aware
 from outbox.models import transaction_table as t
 from outbox.publisher import HalfSent, OutgoingMessage, Publisher
+from outbox.tracing import record_relay_span, relay_span
 
 __all__ = ["Relay", "RelayReport", "backoff_seconds", "worker_id"]
 
@@ -300,20 +302,25 @@ class Relay:
                  older_than: float | None = None) -> RelayReport:
         """Claim, relay and record one batch; returns what happened."""
         report = RelayReport()
+        started = time.time_ns()
         rows = self.claim(only=only, older_than=older_than)
         report.claimed = len(rows)
         if not rows:
             return report
+        headers = [row.headers for row in rows]  # the trace contexts (outbox.tracing)
         halves: dict[str, HalfSent] = {}
-        try:
-            self._send(rows, halves, report)
-        except RelayError as exc:
-            # The broker could not be reached at all: nothing is wrong with these rows,
-            # so no attempt is counted (an outage never parks a row). Release the claims
-            # for the next pass, and let the caller retry the pass.
-            self._release(rows, halves, exc)
-            broker_health.pass_failed(self.outbox, exc)  # `rocketbox status` shows it
-            raise
+        with relay_span("", headers, start_time=started,
+                        attributes={"messaging.batch.message_count": len(rows)}):
+            record_relay_span("claim", headers, start_time=started)
+            try:
+                self._send(rows, halves, report)
+            except RelayError as exc:
+                # The broker could not be reached at all: nothing is wrong with these rows,
+                # so no attempt is counted (an outage never parks a row). Release the
+                # claims for the next pass, and let the caller retry the pass.
+                self._release(rows, halves, exc)
+                broker_health.pass_failed(self.outbox, exc)  # `rocketbox status` shows it
+                raise
         broker_health.pass_went_through(self.outbox)
         return report
 
@@ -322,8 +329,9 @@ class Relay:
         failed_groups: set[str] = set()
         need_half = [r for r in rows if r.half_offset is None]
         outcomes: dict[str, Exception | None] = {}
-        for row, result in zip(need_half, self.publisher.send_halves(
-                [self._outgoing(r) for r in need_half]), strict=True):
+        with relay_span("half", [r.headers for r in need_half]):
+            sent = self.publisher.send_halves([self._outgoing(r) for r in need_half])
+        for row, result in zip(need_half, sent, strict=True):
             if isinstance(result, Exception):
                 outcomes[row.tx_id] = result
             else:
@@ -340,10 +348,13 @@ class Relay:
                          half.queue_offset if half else -1))
         commit_offsets: dict[str, int] = {}
         group_of = {row.tx_id: row.message_group for row in rows}
+        headers_of = {row.tx_id: row.headers for row in rows}
         for wave in _waves(ends, group_of):
             # a group whose end failed in an earlier wave sends nothing more this pass
             wave = [e for e in wave if group_of[e[0]] not in failed_groups]
-            for (tx_id, *_rest), ended in zip(wave, self.publisher.end(wave), strict=True):
+            with relay_span("end", [headers_of[e[0]] for e in wave]):
+                results = self.publisher.end(wave)
+            for (tx_id, *_rest), ended in zip(wave, results, strict=True):
                 if isinstance(ended, Exception):
                     outcomes[tx_id] = ended
                     group = group_of[tx_id]

@@ -24,7 +24,6 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from sqlalchemy import create_engine
 from werkzeug.serving import make_server
 
 from examples.flask_shop import inventory
@@ -64,12 +63,7 @@ def _migrate() -> int:
     with app.app_context():
         db.create_all()
         migrate.upgrade(db.engine)
-    engine = create_engine(inventory_db())
-    try:
-        inventory.create_tables(engine)
-        migrate.upgrade(engine)
-    finally:
-        engine.dispose()
+    inventory.migrate(inventory_db())
     print("migrated", flush=True)
     return 0
 
@@ -119,21 +113,8 @@ def _checker() -> int:
 
 
 def _inventory(access_key: str | None, secret_key: str | None) -> int:
-    engine = create_engine(inventory_db(), connect_args={"timeout": 30}
-                           if inventory_db().startswith("sqlite") else {})
-    broker = shop_config()["ROCKETBOX_BROKER"]
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    consumer = inventory.make_consumer(engine, broker, access_key=access_key,
-                                       secret_key=secret_key)
-    with consumer:
-        print("inventory ready", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            stop.wait()
-    print(f"inventory processed={consumer.processed} duplicates={consumer.duplicates}",
-          flush=True)
-    engine.dispose()
-    return 0
+    return inventory.serve(inventory_db(), shop_config()["ROCKETBOX_BROKER"],
+                           access_key=access_key, secret_key=secret_key)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
