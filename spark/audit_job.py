@@ -4,8 +4,10 @@ Reads the outbox status table over JDBC and the broker's commit-log segments,
 classifies every tx_id (:mod:`spark.classify`), and writes the divergent rows
 (Parquet), a JSON summary, an offline HTML report and a console table.
 
-Exit codes: 0 clean; 1 any divergence or corrupt commit log; 2 bad usage or
-an input that cannot be read (one line on stderr; ``--debug`` for the traceback).
+Exit codes: 0 clean; 1 any divergence (parked and undelivered rows included:
+they need someone to act) or a corrupt commit log; 2 bad usage or an input that
+cannot be read (one line on stderr; ``--debug`` for the traceback). Arguments
+are checked before Spark starts.
 """
 
 from __future__ import annotations
@@ -53,6 +55,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from exc
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise AuditInputError(f"{self.prog}: {message}")
@@ -68,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--user")
     src.add_argument("--password", default=os.environ.get("ROCKETBOX_AUDIT_PASSWORD"),
                      help="(default: $ROCKETBOX_AUDIT_PASSWORD; keep it off the command line)")
-    src.add_argument("--partitions", type=int, default=4,
+    src.add_argument("--partitions", type=_positive, default=4,
                      help="parallel JDBC reads on seq (PostgreSQL)")
     src.add_argument("--commitlog", required=True, metavar="DIR",
                      help="broker data dir or its commitlog/ (any Hadoop URI)")
@@ -94,9 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--master", help="Spark master when not under spark-submit "
                                       "(default local[*])")
     run.add_argument("--jars", help="comma-separated JDBC jars (default: the Debian ones)")
-    run.add_argument("--shuffle-partitions", type=int, metavar="N",
+    run.add_argument("--shuffle-partitions", type=_positive, metavar="N",
                      help="spark.sql.shuffle.partitions (default: 2 x cores in local mode)")
     run.add_argument("--progress", action="store_true", help="show Spark's progress bars")
+    run.add_argument("--spark-ui", action="store_true",
+                     help="start Spark's web UI (off by default; in local mode it listens "
+                          "on 127.0.0.1 only, like the rest of the driver)")
     run.add_argument("--debug", action="store_true", help="tracebacks on errors")
     return p
 
@@ -109,6 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             build_parser().print_help()
             return 0
         args = build_parser().parse_args(argv)
+        from spark.validate import check_args
+
+        check_args(args)  # before the JVM starts: a wrong argument fails at once
         warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
         from spark.run import run_audit
 
