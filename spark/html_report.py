@@ -121,7 +121,7 @@ def _latency(summary: Summary) -> str:
                      f'y="{_H - _BOTTOM + 17}" font-size="10" text-anchor="middle">'
                      f"{_esc(_duration(10.0 ** decade))}</text>")
     if buckets[0].from_ms is None:
-        parts.append(f'<text class="tick" x="{_LEFT + width / 2:.1f}" y="{_H - _BOTTOM + 17}" '
+        parts.append(f'<text class="tick" x="{_LEFT + width / 2:.1f}" y="{_H - _BOTTOM + 29}" '
                      f'font-size="10" text-anchor="middle">&lt;1 ms</text>')
     if summary.window is not None and summary.window.slo_ms >= 1:
         x = x_of(summary.window.slo_ms)
@@ -192,11 +192,11 @@ def _timeline(summary: Summary) -> str:
     parts.append(_x_title("time (UTC) of the DB commit, else of the first broker record"))
     legend = []
     for i, cat in enumerate(CATEGORIES):
-        x, y = 10 + (i % 6) * 118, _H + 14 + (i // 6) * 16
+        x, y = 10 + (i % 5) * 140, _H + 14 + (i // 5) * 16
         legend.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" '
                       f'fill="{_COLORS[cat]}"/><text x="{x + 14}" y="{y}" '
                       f'font-size="11">{cat}</text>')
-    return _svg(_H + 40, parts + legend, "categories over time")
+    return _svg(_H + 56, parts + legend, "categories over time")
 
 
 def _rules(summary: Summary) -> str:

@@ -57,17 +57,18 @@ def write_json(summary: Summary, path: Path) -> None:
 
 
 def print_summary(summary: Summary, file: IO[str] | None = None) -> None:
-    """A rich table of the counts with what to do, then one line per corrupt stretch."""
+    """A rich table of the counts, what to do about each divergence, the corrupt stretches."""
     console = Console(file=file, highlight=False)
     table = Table(title="rocketbox audit", title_justify="left")
     table.add_column("category")
     table.add_column("tx_ids", justify="right")
-    table.add_column("what to do")
     for cat in CATEGORIES:
         n = summary.counts.get(cat, 0)
-        bad = cat in DIVERGENT and n
-        table.add_row(cat, str(n), ACTIONS[cat] if bad else "", style="bold red" if bad else "")
+        table.add_row(cat, str(n), style="bold red" if cat in DIVERGENT and n else "")
     console.print(table)
+    for cat in DIVERGENT:
+        if summary.counts.get(cat):
+            console.print(f"[bold]{cat}[/bold]: {ACTIONS[cat]}")
     if summary.latency_p50_ms is not None:
         console.print(f"commit-to-visible latency: p50 {summary.latency_p50_ms:.0f} ms, "
                       f"p99 {summary.latency_p99_ms:.0f} ms")
