@@ -57,8 +57,9 @@ def java_cause(exc: BaseException) -> str:
         origin = exc.java_exception
     if origin is not None:
         chain = _chain(origin)
-        for throwable in chain:
-            if _is_a(throwable, _CAUSES) and _message(throwable):
+        for throwable in chain:  # Spark's own wrappers may be SQLExceptions too: skip them
+            spark_own = str(throwable.getClass().getName()).startswith("org.apache.spark.")
+            if not spark_own and _is_a(throwable, _CAUSES) and _message(throwable):
                 return _message(throwable)
         for throwable in reversed(chain):
             if _message(throwable):
