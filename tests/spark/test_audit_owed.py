@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine, select, update
+from sqlalchemy import Engine, create_engine, select, text, update
 from sqlalchemy.orm import Session
 from support import BrokerLiteServer, PostgresServer, free_port
 
@@ -68,6 +68,8 @@ def test_audit_reports_owed_rows_as_parked_or_undelivered_and_relayed_ones_as_lo
     db = postgres_server.create_database(f"owed_{uuid.uuid4().hex[:10]}")
     engine = create_engine(db.url)
     metadata.create_all(engine)
+    with engine.begin() as conn:  # what the migration adds beside the tables
+        conn.execute(text("CREATE SEQUENCE IF NOT EXISTS rocketbox_transaction_seq"))
     outbox = Outbox(engine=engine, broker=broker_lite_server.native,
                     relay=RelaySettings(broker_timeout=10.0))
     ok = _publish(outbox, 20, "ok")
