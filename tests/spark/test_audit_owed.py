@@ -61,7 +61,7 @@ def _audit(spark_session: Any, url: str, user: str, commitlog: Path, tmp: Path,
     return code, json.loads((tmp / "s.json").read_text()), rows
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)  # starts Spark when first; two audits; minutes on a loaded machine
 def test_audit_reports_owed_rows_as_parked_or_undelivered_and_relayed_ones_as_lost(
         spark_session: Any, postgres_server: PostgresServer,
         broker_lite_server: BrokerLiteServer, tmp_path: Path) -> None:
