@@ -17,9 +17,10 @@ import os
 import sys
 import traceback
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):  # spark-submit spark/audit_job.py: make ``spark`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -45,29 +46,26 @@ def parse_time(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from exc
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
-    return value
+def _number(cast: Callable[[str], float], what: str, minimum: float) -> Callable[[str], Any]:
+    """An argparse type: ``cast`` the text, refuse it below ``minimum``."""
+    def parse(text: str) -> Any:
+        try:
+            value = cast(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from exc
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} must be >= {minimum:g}")
+        return value
+    return parse
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from exc
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
-    return value
+_seconds = _number(float, "a number of seconds", 0)
+_positive = _number(int, "a whole number", 1)
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise AuditInputError(f"{self.prog}: {message}")
+        raise AuditInputError(message)  # main prefixes "rocketbox audit: "
 
 
 def build_parser() -> argparse.ArgumentParser:
