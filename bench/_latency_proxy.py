@@ -61,13 +61,17 @@ def _close(sock: socket.socket) -> None:
     sock.close()
 
 
-def _serve(pipe: Pipe, upstream: tuple[str, int], delay_us: int) -> None:
-    listener = socket.create_server(("127.0.0.1", 0))
+def _serve(pipe: Pipe, upstream: tuple[str, int], delay_us: int, port: int) -> None:
+    listener = socket.create_server(("127.0.0.1", port))
     pipe.send(listener.getsockname()[1])
     delay = delay_us / 1e6
     while True:
         client, _ = listener.accept()
-        server = socket.create_connection(upstream)
+        try:
+            server = socket.create_connection(upstream)
+        except OSError:  # upstream down: the client sees its connection closed
+            _close(client)
+            continue
         for sock in (client, server):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         threading.Thread(target=_pump, args=(client, server, delay), daemon=True).start()
@@ -75,17 +79,21 @@ def _serve(pipe: Pipe, upstream: tuple[str, int], delay_us: int) -> None:
 
 
 class LatencyProxy:
-    """``with LatencyProxy(("127.0.0.1", pg_port), 250) as port:`` connect to ``port`` instead."""
+    """``with LatencyProxy(("127.0.0.1", pg_port), 250) as port:`` connect to ``port`` instead.
 
-    def __init__(self, upstream: tuple[str, int], delay_us: int) -> None:
-        self.upstream, self.delay_us = upstream, delay_us
+    ``port`` fixes the listening port (0: any free one), so a proxy stopped
+    (every connection through it cut) can be started again where clients expect it.
+    """
+
+    def __init__(self, upstream: tuple[str, int], delay_us: int, port: int = 0) -> None:
+        self.upstream, self.delay_us, self.port = upstream, delay_us, port
         self._process: mp.process.BaseProcess | None = None
 
     def __enter__(self) -> int:
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
-        self._process = ctx.Process(target=_serve, args=(child, self.upstream, self.delay_us),
-                                    daemon=True)
+        self._process = ctx.Process(
+            target=_serve, args=(child, self.upstream, self.delay_us, self.port), daemon=True)
         self._process.start()
         if not parent.poll(30):
             raise RuntimeError("the latency proxy did not start")

@@ -44,6 +44,7 @@ from broker_lite.client.config import ClientConfig
 from broker_lite.errors import BrokerError
 from outbox.checkback import PG_XID_PROPERTY, CheckAnswer, check_state
 from outbox.config import Outbox
+from outbox.publisher import broker_client_config
 
 __all__ = ["CheckbackResponder", "StatusTableListener", "answer_check", "run_checker"]
 
@@ -127,9 +128,7 @@ class CheckbackResponder:
                  client_config: ClientConfig | None = None) -> None:
         self.outbox = outbox
         self.listener = StatusTableListener(outbox)
-        config = client_config or ClientConfig(server=outbox.broker,
-                                               reconnect_max_delay=1.0,
-                                               request_timeout=outbox.relay.broker_timeout)
+        config = client_config or broker_client_config(outbox)
         self.producer = TransactionProducer(
             outbox.producer_group, self.listener, outbox.broker,
             check_threads=(1, max(1, threads)), access_key=outbox.access_key,
@@ -185,8 +184,8 @@ def run_checker(outbox: Outbox, *, stop: threading.Event | None = None,
                 retry_interval: float = 1.0) -> int:
     """Run a :class:`CheckbackResponder` until ``stop`` is set or SIGTERM/SIGINT; returns 0.
 
-    While the broker is unreachable at start it tries again every
-    ``retry_interval`` seconds (up to 30). ``on_ready`` is called once
+    While the broker is unreachable at start it tries again after
+    ``retry_interval`` seconds, doubling up to 2 s. ``on_ready`` is called once
     connected (the CLI prints a ready line there).
     """
     stop = stop or threading.Event()
@@ -202,7 +201,7 @@ def run_checker(outbox: Outbox, *, stop: threading.Event | None = None,
                             exc, delay)
                 responder = CheckbackResponder(outbox, threads=threads)
                 stop.wait(delay)
-                delay = min(30.0, delay * 2)
+                delay = min(max(2.0, retry_interval), delay * 2)
         if stop.is_set():
             responder.shutdown()
             return 0

@@ -4,6 +4,14 @@ A publisher sends halves for many rows in one request, and ends many
 transactions in one request; each item succeeds or fails on its own.
 broker_lite makes both idempotent per transaction id, so a relay that sends
 the same row twice never makes a second message.
+
+A request the broker refuses as a whole (an ACL refusal for one row's topic,
+a frame over the size limit) says nothing about which row is at fault, so
+:class:`BrokerLitePublisher` splits it in two and sends each half again,
+until every row has an outcome of its own: the rows that can go go, and only
+the row at fault gets the error (and counts an attempt). A request that did
+not get through at all (the broker unreachable) is not split: no row is at
+fault, and :class:`~outbox.errors.BrokerUnreachableError` is raised.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from broker_lite.client import AsyncProducer
+from broker_lite.client.config import ClientConfig
 from broker_lite.client.loop_thread import LoopThread
 from broker_lite.errors import BrokerError, ResponseCode, UnavailableError, error_for_code
 from broker_lite.protocol import RequestCode
@@ -23,10 +32,30 @@ from broker_lite.protocol import messages as m
 from outbox.config import Outbox
 from outbox.errors import BrokerUnreachableError
 
+log = logging.getLogger("rocketbox.relay")
 T = TypeVar("T")
+ItemT = TypeVar("ItemT")
+ResultT = TypeVar("ResultT")
 
-__all__ = ["BrokerLitePublisher", "HalfSent", "OutgoingMessage", "ProcessPublishers", "Publisher",
-           "TxEnded"]
+__all__ = ["RECONNECT_MAX_DELAY", "RECONNECT_WAIT", "BrokerLitePublisher", "HalfSent",
+           "OutgoingMessage", "ProcessPublishers", "Publisher", "TxEnded", "broker_client_config"]
+
+#: the relay's (and the responder's) broker clients try to reconnect at least this often
+#: (seconds) while the broker is down: they are back at most this long after it answers
+RECONNECT_MAX_DELAY = 0.5
+#: a request made while the connection is down waits this long (seconds) for the
+#: reconnect in progress, then fails (at most ``broker_timeout``): a relay pass during an
+#: outage ends at once instead of holding its rows and its worker thread
+RECONNECT_WAIT = 1.0
+
+
+def broker_client_config(outbox: Outbox) -> ClientConfig:
+    """The broker_lite client settings of the relay and the check-back responder."""
+    timeout = outbox.relay.broker_timeout
+    return ClientConfig(server=outbox.broker, access_key=outbox.access_key,
+                        secret_key=outbox.secret_key, request_timeout=timeout,
+                        connect_timeout=min(3.0, timeout),
+                        reconnect_max_delay=RECONNECT_MAX_DELAY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,17 +98,33 @@ class BrokerLitePublisher:
     It connects under its own producer group (``<group>-relay``), so the
     broker never routes check-backs to it; the halves and their ends carry the
     outbox's producer group, whose check-backs ``rocketbox checker`` answers.
+
+    A lost connection is retried in the background at least every
+    :data:`RECONNECT_MAX_DELAY` seconds. A request takes at most
+    ``broker_timeout``; made while the connection is down, it waits at most
+    :data:`RECONNECT_WAIT` for it and then fails as a whole
+    (:class:`~outbox.errors.BrokerUnreachableError`).
+    :meth:`on_reconnect` callbacks run when the connection is back.
     """
 
     def __init__(self, outbox: Outbox, *, client_id: str | None = None) -> None:
         self._group = outbox.producer_group
         self._timeout = outbox.relay.broker_timeout
-        self._producer = AsyncProducer(outbox.producer_group + "-relay", outbox.broker,
-                                       access_key=outbox.access_key,
-                                       secret_key=outbox.secret_key,
-                                       timeout=outbox.relay.broker_timeout, client_id=client_id)
+        self._producer = AsyncProducer(outbox.producer_group + "-relay",
+                                       config=broker_client_config(outbox), client_id=client_id)
         self._loop: LoopThread | None = None
         self._lock = threading.Lock()
+        self._on_reconnect: list[Callable[[], None]] = []
+        self._producer.session.on_connect(self._reconnected)
+
+    def on_reconnect(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` each time the lost connection is back (on the client's loop
+        thread: it must return at once)."""
+        self._on_reconnect.append(callback)
+
+    def _reconnected(self) -> None:
+        for callback in list(self._on_reconnect):
+            callback()
 
     def _request(self, code: RequestCode, body: Any, kind: type[T]) -> T:
         with self._lock:
@@ -92,26 +137,27 @@ class BrokerLitePublisher:
                     raise BrokerUnreachableError(f"broker unreachable: {exc}") from exc
                 self._loop = loop
             loop = self._loop
+        session = self._producer.session
+        timeout = self._timeout if session.connected else min(self._timeout, RECONNECT_WAIT)
         try:
-            result: T = loop.run(self._producer.session.request(code, body, kind),
-                                 self._timeout * 2)
+            result: T = loop.run(session.request(code, body, kind, timeout=timeout),
+                                 timeout + 1.0)
         except (UnavailableError, TimeoutError) as exc:
             # the request as a whole did not get through: no row is at fault
             raise BrokerUnreachableError(f"broker unreachable: {exc}") from exc
         return result
 
     def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfSent | Exception]:
-        if not messages:
-            return []
+        return _one_outcome_each(list(messages), self._send_halves)
+
+    def _send_halves(self, messages: list[OutgoingMessage]) -> list[HalfSent | Exception]:
+        """One request; raises :class:`BrokerError` when the broker refuses it whole."""
         wires = [m.WireMessage(topic=msg.topic, body=msg.body, tags=msg.tag, keys=list(msg.keys),
                                properties=msg.properties, msg_id=msg.tx_id,
                                sharding_key=msg.message_group, transactional=True)
                  for msg in messages]
-        try:
-            response = self._request(RequestCode.SEND_BATCH, m.SendBatchRequest(
-                producer_group=self._group, messages=wires), m.SendBatchResponse)
-        except BrokerError as exc:
-            return [exc for _ in messages]
+        response = self._request(RequestCode.SEND_BATCH, m.SendBatchRequest(
+            producer_group=self._group, messages=wires), m.SendBatchResponse)
         out: list[HalfSent | Exception] = []
         for msg, item in zip(messages, response.results, strict=True):
             if item.code == ResponseCode.SUCCESS and item.result is not None:
@@ -123,19 +169,18 @@ class BrokerLitePublisher:
         return out
 
     def end(self, ends: Sequence[tuple[str, str, int, int]]) -> list[TxEnded | Exception]:
-        if not ends:
-            return []
+        return _one_outcome_each(list(ends), self._end)
+
+    def _end(self, ends: list[tuple[str, str, int, int]]) -> list[TxEnded | Exception]:
+        """One request; raises :class:`BrokerError` when the broker refuses it whole."""
         items = [m.EndTransactionRequest(producer_group=self._group, transaction_id=tx_id,
                                          state=_STATES.get(state, m.TxState.UNKNOWN),
                                          commit_log_offset=half_offset,
                                          queue_offset=queue_offset, msg_id=tx_id)
                  for tx_id, state, half_offset, queue_offset in ends]
-        try:
-            response = self._request(RequestCode.END_TRANSACTION_BATCH,
-                                     m.EndTransactionBatchRequest(items=items),
-                                     m.EndTransactionBatchResponse)
-        except BrokerError as exc:
-            return [exc for _ in ends]
+        response = self._request(RequestCode.END_TRANSACTION_BATCH,
+                                 m.EndTransactionBatchRequest(items=items),
+                                 m.EndTransactionBatchResponse)
         out: list[TxEnded | Exception] = []
         for (tx_id, *_rest), code, result, error in zip(
                 ends, response.codes, response.results, response.errors, strict=True):
@@ -157,6 +202,28 @@ class BrokerLitePublisher:
 
 
 _STATES = {"COMMIT": m.TxState.COMMIT, "ROLLBACK": m.TxState.ROLLBACK}
+
+
+def _one_outcome_each(items: list[ItemT],
+                      send: Callable[[list[ItemT]], list[ResultT | Exception]]
+                      ) -> list[ResultT | Exception]:
+    """``send(items)``, split in halves while the broker refuses a request whole.
+
+    Each row ends with its own outcome: a refusal that stays with a single row
+    is that row's error. With one bad row in ``n``, this costs about
+    ``2 * log2(n)`` extra requests, and only when something is wrong.
+    """
+    if not items:
+        return []
+    try:
+        return send(items)
+    except BrokerError as exc:
+        if len(items) == 1:
+            return [exc]
+        log.info("the broker refused a request of %d rows whole (%s); splitting it",
+                 len(items), exc)
+    middle = len(items) // 2
+    return _one_outcome_each(items[:middle], send) + _one_outcome_each(items[middle:], send)
 
 
 class ProcessPublishers:

@@ -28,6 +28,9 @@ class GrpcDoorConfig:
     auto_renew_max_seconds: float = 3 * 3600.0
     #: a message held for a client that went away becomes visible after this long
     invisible_when_client_gone_seconds: float = 1.0
+    #: how often the broker expires in-flight messages, moves those that used their last
+    #: delivery to the DLQ and saves what is in flight (``pop.json``), polled or not
+    revive_interval_seconds: float = 1.0
     #: the largest invisible duration a receive or ChangeInvisibleDuration may ask for
     max_invisible_seconds: float = 12 * 3600.0
     #: long polling of a receive is capped here; push consumers are told this value
@@ -51,8 +54,9 @@ class GrpcDoorConfig:
             raise ValueError(
                 f"max_delivery_attempts must be at least 1, got {self.max_delivery_attempts}")
         if min(self.auto_renew_invisible_seconds, self.max_invisible_seconds,
-               self.max_long_polling_seconds, self.max_delay_seconds) <= 0:
-            raise ValueError("invisible, long-polling and delay limits must be positive")
+               self.max_long_polling_seconds, self.max_delay_seconds,
+               self.revive_interval_seconds) <= 0:
+            raise ValueError("invisible, long-polling, delay and revive intervals must be positive")
         if self.invisible_when_client_gone_seconds < 0 or self.auto_renew_max_seconds < 0:
             raise ValueError("invisible_when_client_gone_seconds and auto_renew_max_seconds "
                              "must not be negative")

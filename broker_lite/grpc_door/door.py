@@ -6,6 +6,11 @@ flush waits). :class:`Waker` lets a long-polling receive sleep until
 something it could receive may have appeared: a message arriving on its topic
 (the broker's arrival listener, from any thread), an ack that frees a FIFO
 message group, a changed invisible duration.
+
+The door runs two rounds of its own on the event loop: the housekeeping of
+clients (every 5 s) and the revive (every ``revive_interval_seconds``), which
+expires in-flight messages, dead-letters those that used their last delivery
+and saves what is in flight to ``pop.json`` (:mod:`~broker_lite.grpc_door.pop`).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 from broker_lite.grpc_door.auth import Authenticator, Caller, metadata_dict
 from broker_lite.grpc_door.config import GrpcDoorConfig
 from broker_lite.grpc_door.pop import PopService
+from broker_lite.grpc_door.pop_state import FILE_NAME, PopRecord, load_records, save_records
 from broker_lite.grpc_door.settings import ClientInfo, ClientRegistry
 from broker_lite.serving.context import ServerContext
 
@@ -85,6 +91,9 @@ class GrpcDoor:
         self.address: tuple[str, int] = ("127.0.0.1", 0)
         self.channels: set[Any] = set()
         self._housekeeping: asyncio.Task[None] | None = None
+        self._revival: asyncio.Task[None] | None = None
+        self._pop_path = self.broker.config.store.data_dir / FILE_NAME
+        self._saved: list[PopRecord] = []
 
     @property
     def store_host(self) -> str:
@@ -95,18 +104,48 @@ class GrpcDoor:
         return self.auth.caller(metadata_dict(context.invocation_metadata()), context.peer())
 
     def start(self) -> None:
+        """Take back the in-flight messages of the last run, start the door's rounds."""
+        self._saved = load_records(self._pop_path)
+        restored = self.pop.restore(self._saved)
+        if restored:
+            log.info("%d in-flight message(s) restored from %s", restored, self._pop_path)
         self._housekeeping = self.ctx.loop.create_task(self._expire_clients(),
                                                        name="grpc-door-housekeeping")
+        self._revival = self.ctx.loop.create_task(self._revive(), name="grpc-door-revive")
 
     async def close(self) -> None:
-        """End every Telemetry stream (so the server's shutdown need not wait for them)."""
-        if self._housekeeping is not None:
-            self._housekeeping.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._housekeeping
-            self._housekeeping = None
+        """End every Telemetry stream (so the server's shutdown need not wait for them),
+        and save what is in flight."""
+        for task in (self._housekeeping, self._revival):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._housekeeping = self._revival = None
+        await self._save()
         for channel in list(self.channels):
             channel.close()
+
+    # -- the revive ------------------------------------------------------------------------
+
+    async def _revive(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.revive_interval_seconds)
+            try:
+                moved, woken = self.pop.revive()
+                if moved:
+                    log.info("%d message(s) used their last delivery: moved to the DLQ", moved)
+                for topic in woken:
+                    self.waker.notify(topic)
+                await self._save()
+            except Exception:  # one bad round must not end the revive for good
+                log.exception("revive round failed")
+
+    async def _save(self) -> None:
+        records = self.pop.snapshot()
+        if records != self._saved and await asyncio.to_thread(save_records, self._pop_path,
+                                                              records):
+            self._saved = records
 
     # -- clients -------------------------------------------------------------------------
 

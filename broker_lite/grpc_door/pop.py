@@ -17,18 +17,20 @@ offsets, not pops, so this module keeps, per ``(group, topic, queue)``:
 An ack goes to ``Broker.ack``, so the group's committed offset advances past
 every acked message (out-of-order acks are held by the core until the gap
 below closes). A message delivered ``max_attempts`` times and not acked goes
-to ``%DLQ%group`` through ``Broker.send_back(delay_level=-1)`` when it would
-be delivered again, as RocketMQ's proxy does (``PopMessageResultFilterImpl``).
+to ``%DLQ%group`` through ``Broker.send_back(delay_level=-1)`` once its last
+invisible duration passes: :meth:`PopService.revive`, which the door runs every
+``revive_interval_seconds`` whether or not the group still polls (RocketMQ's
+broker revives expired pops the same way, in its ``PopReviveService``).
 
 **FIFO.** A message with a message group is delivered only when no other
 message of its group in the same queue is in flight: a group has at most one
 message invisible at a time, so its messages are consumed in send order by
 any client type, without a per-group "orderly" setting.
 
-**Restart.** This state is in memory. After a broker restart every unacked
-message is delivered again from the group's committed offset, with its
-delivery attempt starting over at 1: delivery is at least once, and the
-message id is the dedupe key.
+**Restart.** :meth:`PopService.snapshot` (saved to ``pop.json`` with each
+revive round and at shutdown) and :meth:`PopService.restore` (at start) keep
+what is in flight across a restart, even a ``kill -9``: its delivery count,
+handle and deadline; docs/grpc.md says what the last second before a crash loses.
 
 Everything here runs on the event loop's thread; nothing blocks.
 """
@@ -47,6 +49,7 @@ from dataclasses import dataclass, field
 from broker_lite.core import Broker
 from broker_lite.errors import BrokerError
 from broker_lite.grpc_door.config import GrpcDoorConfig
+from broker_lite.grpc_door.pop_state import PopRecord, stored_message
 from broker_lite.grpc_door.status import Code, GrpcDoorError
 from broker_lite.protocol import messages as m
 from broker_lite.storage.properties import SHARDING_KEY
@@ -109,11 +112,13 @@ class PopService:
 
     def __init__(self, broker: Broker, config: GrpcDoorConfig, *,
                  client_alive: Callable[[str], bool],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
         self._broker = broker
         self._config = config
         self._alive = client_alive
         self._clock = clock
+        self._wall = wall
         self._states: dict[tuple[str, str], dict[int, _QueueState]] = {}
         self._prefix = os.urandom(4).hex()
         self._tokens = itertools.count(1)
@@ -170,6 +175,8 @@ class PopService:
             if fresh is None:
                 break
             for entry in fresh:
+                if entry.offset in state.entries:  # restored after a restart, in flight
+                    continue
                 state.entries[entry.offset] = entry
                 if len(found) >= spec.batch or not self._offer(spec, queue_id, state, entry,
                                                                seen, found, now, committed):
@@ -279,6 +286,74 @@ class PopService:
 
     def _new_token(self) -> str:
         return f"{self._prefix}{next(self._tokens):x}"
+
+    # -- the broker's own rounds: revive, save, restore ---------------------------------
+
+    def revive(self) -> tuple[int, set[str]]:
+        """Expire what is due; dead-letter what used its last delivery. No poll needed.
+
+        Returns the number of messages moved to a DLQ and the topics that have
+        messages visible again (their long-polling receives should wake).
+        """
+        now = self._clock()
+        limit = self._config.max_delivery_attempts
+        moved = 0
+        woken: set[str] = set()
+        for (group, topic), per_queue in self._states.items():
+            for queue_id, state in per_queue.items():
+                if not state.timers or state.timers[0][0] > now:
+                    continue
+                self._expire(state, now)
+                for offset in list(state.pending):
+                    entry = state.entries.get(offset)
+                    if entry is not None and entry.attempts >= limit:
+                        self._dead_letter(group, topic, queue_id, state, entry)
+                        moved += 1
+                if state.pending:
+                    woken.add(topic)
+        return moved, woken
+
+    def snapshot(self) -> list[PopRecord]:
+        """Every message delivered at least once and not settled, for ``pop.json``."""
+        now, wall = self._clock(), self._wall()
+        return [PopRecord(group, topic, queue_id, entry.offset, entry.message.msg_id,
+                          entry.attempts, entry.token, entry.invisible_ms,
+                          int((wall + entry.deadline - now) * 1000) if entry.deadline else 0)
+                for (group, topic), per_queue in self._states.items()
+                for queue_id, state in per_queue.items()
+                for entry in state.entries.values() if entry.attempts]
+
+    def restore(self, records: list[PopRecord]) -> int:
+        """Take back a snapshot after a restart; returns how many messages are in flight again.
+
+        A record whose message was acked meanwhile (below the committed offset)
+        or is gone from the store is dropped.
+        """
+        now, wall = self._clock(), self._wall()
+        restored = 0
+        for record in sorted(records, key=lambda r: (r.group, r.topic, r.queue_id, r.offset)):
+            topic = self._broker.topics.get(record.topic)
+            if topic is None or not 0 <= record.queue_id < topic.queues:
+                continue
+            state = self._state(record.group, record.topic, record.queue_id)
+            if record.offset < state.next_offset or record.offset in state.entries:
+                continue
+            message = stored_message(self._broker, record)
+            if message is None:
+                continue
+            entry = _Entry(record.offset, message, message.properties.get(SHARDING_KEY) or None,
+                           attempts=record.attempts, token=record.token,
+                           invisible_ms=record.invisible_ms)
+            state.entries[entry.offset] = entry
+            # hidden until its deadline; one already due expires at the next round, which
+            # makes it visible or, after its last delivery, dead-letters it
+            due = max(0.0, record.deadline_ms / 1000 - wall) if record.deadline_ms else 0.0
+            entry.deadline, entry.held_since = now + due, now
+            if entry.group is not None:
+                state.busy_groups.setdefault(entry.group, entry.offset)
+            heapq.heappush(state.timers, (entry.deadline, entry.offset, entry.token))
+            restored += 1
+        return restored
 
     # -- settling ----------------------------------------------------------------------
 

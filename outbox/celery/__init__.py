@@ -7,10 +7,10 @@
     outbox = dataclasses.replace(outbox, on_commit=celery_on_commit(app))
 
 ``publish()`` then enqueues ``rocketbox.relay`` after each commit, and a
-worker started with beat (``rocketbox relay``, i.e. :func:`run_worker`, or
-``celery -A module worker -B``) relays the rows; ``rocketbox.sweep`` runs
-every ``CelerySettings.sweep_interval`` seconds and relays whatever a lost
-task left behind.
+worker (``rocketbox relay``, i.e. :func:`run_worker`, or ``celery -A module
+worker``) relays the rows; its sweeper lane (:mod:`outbox.celery.sweeper`, a
+thread of the worker, no beat) relays every ``CelerySettings.sweep_interval``
+seconds whatever a lost task left behind.
 """
 
 from __future__ import annotations

@@ -2,9 +2,16 @@
 
 The app is dedicated to rocketbox: its tasks go to the ``rocketbox`` queue
 (``CelerySettings.queue``), they are acked late (a worker killed mid-task
-leaves the task to be redelivered), a worker prefetches one task at a time,
-and beat runs ``rocketbox.sweep`` every ``sweep_interval`` seconds with an
-in-memory schedule (no ``celerybeat-schedule`` file).
+leaves the task to be redelivered: with Redis after ``visibility_timeout``,
+see :func:`redis_visibility_timeout`), and a worker prefetches one task at a
+time. Every worker runs the sweeper lane (:mod:`outbox.celery.sweeper`): a
+thread that relays what the tasks missed every ``sweep_interval`` seconds,
+straight from the database, so no queue backlog and no Redis outage can
+delay it. There is no beat schedule. The consumer reconnects to a lost Celery
+broker within a second (:mod:`outbox.celery.consumer`), forever. Remote
+control stays on although rocketbox does not use it: its channel is what
+notices a lost Redis when every prefetch slot is taken by a task whose ack
+failed (the task channel does not poll then).
 
 Two broker setups are tested:
 
@@ -18,10 +25,11 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
+import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from celery import Celery
@@ -32,14 +40,14 @@ from celery.signals import (
     worker_shutdown,
 )
 
-from outbox.celery.sqla import transport_settings
+from outbox.celery import redis_transport, sqla
 from outbox.config import Outbox
 from outbox.errors import ConfigurationError
 from outbox.publisher import BrokerLitePublisher, ProcessPublishers, Publisher
 from outbox.relay import Relay, backoff_seconds, worker_id
 
 __all__ = ["CelerySettings", "PublisherFactory", "RocketboxState", "make_celery",
-           "rocketbox_state"]
+           "redis_visibility_timeout", "rocketbox_state"]
 
 log = logging.getLogger("rocketbox.celery")
 
@@ -52,10 +60,15 @@ _STATE_ATTRIBUTE = "rocketbox_state"
 class CelerySettings:
     """How the Celery side behaves (the relay's own settings are ``Outbox.relay``)."""
 
-    #: beat runs ``rocketbox.sweep`` this often (seconds); 0 schedules nothing
+    #: the worker's sweeper lane relays due rows this often (seconds); 0: no sweeper
     sweep_interval: float = 5.0
-    #: at most this many relay passes per sweep
+    #: at most this many relay passes per sweep (a sweep that relayed rows is
+    #: followed at once by another, so a backlog never waits for the next tick)
     sweep_passes: int = 50
+    #: the sweeper takes rows committed at least this long ago (seconds): younger
+    #: rows are their tasks' (a row whose task was lost waits at most
+    #: ``sweep_interval + sweep_min_age`` once the relay can reach the broker)
+    sweep_min_age: float = 1.0
     #: a task's retry n waits ``min(retry_max, retry_base * 2**n)`` +-20 %
     retry_base: float = 1.0
     retry_max: float = 60.0
@@ -75,6 +88,9 @@ class CelerySettings:
         if self.sweep_interval < 0 or self.retry_base <= 0 or self.retry_max <= 0:
             raise ConfigurationError("celery settings: sweep_interval >= 0, retry_base > 0 "
                                      "and retry_max > 0")
+        if self.sweep_min_age < 0:
+            raise ConfigurationError(f"celery settings: sweep_min_age must be >= 0, got "
+                                     f"{self.sweep_min_age}")
         if self.max_retries < 0 or self.sweep_passes < 1:
             raise ConfigurationError("celery settings: max_retries >= 0, sweep_passes >= 1")
         if self.polling_interval <= 0:
@@ -92,6 +108,10 @@ class RocketboxState:
     settings: CelerySettings
     publisher_factory: PublisherFactory
     _publishers: ProcessPublishers = field(init=False)
+    #: the running worker (``celery.worker.WorkController``), once it started
+    worker: Any = field(default=None, init=False)
+    #: why the worker must stop with a failure (a lane or the responder died)
+    fatal_error: str | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self._publishers = ProcessPublishers(lambda: self.publisher_factory(self.outbox))
@@ -113,6 +133,26 @@ class RocketboxState:
         """Close this process's publisher (worker shutdown)."""
         self._publishers.close()
 
+    def report_fatal(self, reason: str) -> None:
+        """A part of the worker died that the worker cannot run without: stop, and fail.
+
+        Logs ``reason``, remembers it (:meth:`exit_code` is then 1) and asks the
+        worker for a warm shutdown with SIGTERM, as a supervisor would.
+        """
+        log.critical("%s: stopping the worker", reason)
+        if self.fatal_error is None:
+            self.fatal_error = reason
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    def exit_code(self, celery_code: int) -> int:
+        """The worker's exit status: 1 after a fatal error, else the worker's own."""
+        if self.fatal_error is not None:
+            return 1
+        worker_code = getattr(self.worker, "exitcode", None)
+        if isinstance(worker_code, int) and worker_code != 0:
+            return worker_code
+        return celery_code
+
 
 def rocketbox_state(app: Celery) -> RocketboxState:
     """The :class:`RocketboxState` :func:`make_celery` attached to ``app``."""
@@ -122,16 +162,34 @@ def rocketbox_state(app: Celery) -> RocketboxState:
     return state
 
 
-def _transport_defaults(broker_url: str, settings: CelerySettings) -> dict[str, Any]:
+def redis_visibility_timeout(outbox: Outbox, settings: CelerySettings) -> float:
+    """Seconds before Redis delivers an unacknowledged task again (kombu's ``visibility_timeout``).
+
+    A task is unacknowledged from delivery until it returns (``acks_late``),
+    and a retried task waits for its countdown unacknowledged too. So the
+    timeout covers the longest retry countdown (``retry_max``), the longest
+    task (two relay passes, each bounded by ``broker_timeout``) and a lease's
+    worth of margin: ``retry_max + 2 * broker_timeout + lease_seconds``, 110 s
+    with the defaults (kombu's own default is one hour). A shorter timeout
+    would deliver running tasks twice (harmless, relaying is idempotent, but
+    wasted); a task lost with its worker is delivered again after it, and its
+    rows are relayed by the sweeper lane long before that anyway.
+    """
+    return settings.retry_max + 2 * outbox.relay.broker_timeout + outbox.relay.lease_seconds
+
+
+def _transport_defaults(broker_url: str, outbox: Outbox,
+                        settings: CelerySettings) -> dict[str, Any]:
     if broker_url.startswith("sqla+"):
         return {"polling_interval": settings.polling_interval}
     if broker_url.startswith(("redis://", "rediss://")):
         # The on_commit hook must not hold up a commit while Redis is down: publishing
         # gives up after one quick retry (kombu's default retries for seconds); the
         # sweeper relays what could not be enqueued. The worker's own consuming
-        # connection follows broker_connection_max_retries, not this.
+        # connection reconnects by itself (outbox.celery.consumer), not with these.
         return {"socket_connect_timeout": 1.0, "max_retries": 1, "interval_start": 0,
-                "interval_step": 0.2, "interval_max": 0.5}
+                "interval_step": 0.2, "interval_max": 0.5,
+                "visibility_timeout": redis_visibility_timeout(outbox, settings)}
     return {}
 
 
@@ -155,15 +213,16 @@ worker_process_init.connect(_freeze_startup_objects, weak=False,
 def make_celery(outbox: Outbox, *, broker_url: str, backend_url: str | None = None,
                 settings: CelerySettings | None = None,
                 publisher_factory: PublisherFactory | None = None, **conf: Any) -> Celery:
-    """A Celery app with rocketbox's tasks, beat schedule and (optionally) the checker step.
+    """A Celery app with rocketbox's tasks, the sweeper lane and (optionally) the checker step.
 
     ``conf`` entries override the defaults (any Celery setting, lower-case).
     ``publisher_factory`` replaces :class:`~outbox.publisher.BrokerLitePublisher`
     (a seam for tests and other brokers).
     """
     # imported here: tasks and bootstep import this module
-    from outbox.celery.bootstep import CheckbackStep
-    from outbox.celery.tasks import SWEEP_TASK, register_tasks
+    from outbox.celery.bootstep import CheckbackStep, SuperviseStep
+    from outbox.celery.sweeper import SweeperStep
+    from outbox.celery.tasks import register_tasks
 
     settings = settings or CelerySettings()
     app = Celery("rocketbox", broker=broker_url, backend=backend_url, set_as_current=False)
@@ -176,27 +235,24 @@ def make_celery(outbox: Outbox, *, broker_url: str, backend_url: str | None = No
         "result_serializer": "json",
         "accept_content": ["json"],
         "broker_connection_retry_on_startup": True,
-        "broker_transport_options": _transport_defaults(broker_url, settings),
-        "beat_scheduler": "celery.beat:Scheduler",
+        # a relay never gives up on its Celery broker: the sweeper relays meanwhile
+        "broker_connection_max_retries": None,
+        "broker_transport_options": _transport_defaults(broker_url, outbox, settings),
+        "worker_consumer": "outbox.celery.consumer:Consumer",
         "result_expires": 3600,
         "worker_hijack_root_logger": True,
     }
-    if settings.sweep_interval > 0:
-        defaults["beat_schedule"] = {
-            "rocketbox-sweep": {
-                "task": SWEEP_TASK,
-                "schedule": timedelta(seconds=settings.sweep_interval),
-                # sweeps queued up during an outage are dropped, not run in a burst
-                "options": {"expires": max(1.0, settings.sweep_interval * 2)},
-            },
-        }
-    defaults.update(transport_settings(broker_url))
+    defaults.update(sqla.transport_settings(broker_url, defaults["broker_transport_options"]))
+    defaults.update(redis_transport.transport_settings(broker_url))
     defaults.update(conf)
     app.conf.update(defaults)
     state = RocketboxState(outbox=outbox, settings=settings,
                            publisher_factory=publisher_factory or BrokerLitePublisher)
     setattr(app, _STATE_ATTRIBUTE, state)
     register_tasks(app)
+    app.steps["worker"].add(SuperviseStep)
+    if settings.sweep_interval > 0:
+        app.steps["worker"].add(SweeperStep)
     if settings.checker:
         app.steps["worker"].add(CheckbackStep)
 

@@ -9,10 +9,10 @@
     a row the broker refused is rescheduled on the row itself (backoff,
     parking) and left to the sweeper.
 ``rocketbox.sweep()``
-    Beat's periodic task: relay passes until nothing is due
-    (``RelaySettings.drain_lanes`` of them at once). It relays rows
-    whose task was lost (Redis down at commit, a killed worker, a task that
-    ran out of retries). Never retried: the next beat tick is the retry.
+    Relay passes until nothing is due (``RelaySettings.drain_lanes`` of them
+    at once), on demand (nothing schedules it: every worker's sweeper lane,
+    :mod:`outbox.celery.sweeper`, does the same on its own thread every
+    ``sweep_interval``). Never retried.
 ``rocketbox.end_transaction(tx_id, state, half_offset, queue_offset)``
     Half-first mode: end a transaction after the local commit, retried with
     backoff while the broker is unreachable; then mark the row relayed.
@@ -34,7 +34,8 @@ from outbox.errors import RelayError
 from outbox.half_first import mark_relayed
 from outbox.relay import RelayReport
 
-__all__ = ["END_TRANSACTION_TASK", "RELAY_TASK", "SWEEP_TASK", "register_tasks"]
+__all__ = ["END_TRANSACTION_TASK", "RELAY_TASK", "SWEEP_TASK", "TRANSIENT_ERRORS",
+           "register_tasks"]
 
 log = logging.getLogger("rocketbox.celery")
 
@@ -42,8 +43,8 @@ RELAY_TASK = "rocketbox.relay"
 SWEEP_TASK = "rocketbox.sweep"
 END_TRANSACTION_TASK = "rocketbox.end_transaction"
 
-#: a pass that failed as a whole: try the task again later
-_TRANSIENT = (RelayError, OperationalError)
+#: a pass that failed as a whole (broker or database unreachable): try again later
+TRANSIENT_ERRORS = (RelayError, OperationalError)
 
 
 def _summary(report: RelayReport) -> dict[str, int]:
@@ -62,7 +63,7 @@ def relay(task: Any, tx_ids: list[str] | None = None) -> dict[str, int]:
             # while these were in flight (order per group); take them now rather than
             # at the next sweep. (Ungrouped rows hold nothing back: no second claim.)
             report.add(relay.run_once())
-    except _TRANSIENT as exc:
+    except TRANSIENT_ERRORS as exc:
         delay = state.retry_delay(task.request.retries)
         log.warning("relay pass failed (%s); retry %d in %.1fs", exc, task.request.retries + 1,
                     delay)
@@ -74,12 +75,12 @@ def relay(task: Any, tx_ids: list[str] | None = None) -> dict[str, int]:
 
 
 def sweep(task: Any) -> dict[str, int]:
-    """``rocketbox.sweep``: relay until nothing is due; a failure waits for the next tick."""
+    """``rocketbox.sweep``: relay until nothing is due; a failure is logged, not retried."""
     state: RocketboxState = rocketbox_state(task.app)
     try:
         report = state.relay(task.request.id).drain(max_passes=state.settings.sweep_passes)
-    except _TRANSIENT as exc:
-        log.warning("sweep failed, the next one tries again: %s", exc)
+    except TRANSIENT_ERRORS as exc:
+        log.warning("sweep failed, the sweeper lane tries again: %s", exc)
         return {"claimed": 0, "relayed": 0, "failed": 0, "parked": 0, "held_back": 0}
     if report.relayed or report.failed:
         log.info("sweep relayed %d, failed %d, parked %d", report.relayed, report.failed,

@@ -54,12 +54,13 @@ def test_unacked_messages_are_delivered_again_after_a_restart(
                                   await_duration=1)
         with running(consumer):
             (first,) = receive(consumer, 1, ack=True)
-            (second,) = receive(consumer, 1, ack=False, invisible=300)
+            (second,) = receive(consumer, 1, ack=False, invisible=3)
         assert [first.message_id, second.message_id] == sent[:2]
     with start_grpc_broker(data_dir=data) as broker:
         consumer = SimpleConsumer(config(broker.grpc), "restarters",
                                   {"Durable": FilterExpression()}, await_duration=1)
         with running(consumer):
             again = receive(consumer, 2)
-    assert [m.message_id for m in again] == sent[1:]
-    assert [m.delivery_attempt for m in again] == [1, 1]
+    assert [m.message_id for m in again] == sent[1:]  # the group's order holds
+    # the in-flight one kept its delivery count (pop.json, saved at shutdown)
+    assert [m.delivery_attempt for m in again] == [2, 1]

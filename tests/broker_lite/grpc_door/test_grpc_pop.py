@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,7 @@ def _pop(broker: Broker, clock: Clock, alive: set[str] | None = None,
          **config: object) -> PopService:
     live = alive if alive is not None else set()
     return PopService(broker, GrpcDoorConfig(**config),  # type: ignore[arg-type]
-                      client_alive=live.__contains__, clock=clock)
+                      client_alive=live.__contains__, clock=clock, wall=lambda: clock.now)
 
 
 def _send(broker: Broker, *bodies: str, group: str | None = None, tag: str | None = None
@@ -142,13 +143,13 @@ def test_messages_filtered_out_are_consumed(broker: Broker, clock: Clock) -> Non
     assert _committed(broker) == 6
 
 
-def test_after_a_restart_unacked_messages_come_again_from_the_committed_offset(
+def test_without_a_saved_state_unacked_messages_come_again_from_the_committed_offset(
         broker: Broker, clock: Clock) -> None:
     _send(broker, "a", "b", "c")
     before = _pop(broker, clock)
     found = before.receive(_spec(invisible_ms=60_000))
     before.ack("g", "T", found[0].receipt_handle)
-    after = _pop(broker, clock)  # the in-memory state is gone
+    after = _pop(broker, clock)  # the in-memory state is gone, nothing restored
     again = after.receive(_spec())
     assert [(d.message.body, d.attempt) for d in again] == [(b"b", 1), (b"c", 1)]
     with pytest.raises(GrpcDoorError):
@@ -195,3 +196,97 @@ def test_receipt_handles_that_were_never_issued(broker: Broker, clock: Clock,
     with pytest.raises(GrpcDoorError) as info:
         pop.ack("g", "T", handle)
     assert info.value.code == Code.INVALID_RECEIPT_HANDLE
+
+
+def _dlq_bodies(broker: Broker) -> list[bytes]:
+    if broker.topics.get("%DLQ%g") is None:
+        return []
+    dlq = broker.pull(m.PullRequest(group="x", topic="%DLQ%g", queue_id=0, offset=0))
+    return [msg.body for msg in dlq.messages]
+
+
+def test_the_revive_dead_letters_without_a_poll(broker: Broker, clock: Clock) -> None:
+    pop = _pop(broker, clock, max_delivery_attempts=2)
+    _send(broker, "poison")
+    pop.receive(_spec(max_attempts=2))
+    clock.now += 1.0
+    pop.receive(_spec(max_attempts=2))  # the second and last delivery, never acked
+    clock.now += 0.5
+    assert pop.revive() == (0, set())  # still invisible
+    assert _dlq_bodies(broker) == []
+    clock.now += 0.5
+    assert pop.revive() == (1, set())
+    assert _dlq_bodies(broker) == [b"poison"]
+    assert _committed(broker) == 1 and pop.in_flight("g", "T") == 0
+
+
+def test_the_revive_makes_expired_messages_visible_and_names_their_topic(
+        broker: Broker, clock: Clock) -> None:
+    pop = _pop(broker, clock)
+    _send(broker, "job")
+    pop.receive(_spec())
+    clock.now += 1.0
+    assert pop.revive() == (0, {"T"})
+    assert [d.attempt for d in pop.receive(_spec())] == [2]
+
+
+def test_a_restart_restores_attempts_deadlines_and_receipt_handles(
+        broker: Broker, clock: Clock) -> None:
+    _send(broker, "a", "b", "c")
+    before = _pop(broker, clock)
+    first = before.receive(_spec(invisible_ms=1000))
+    clock.now += 1.0
+    assert len(first) == 3
+    second = before.receive(_spec(batch=2, invisible_ms=30_000))  # a, b again: attempt 2
+    records = before.snapshot()  # c is visible, delivered once
+    assert sorted((r.offset, r.attempts, bool(r.deadline_ms)) for r in records) == [
+        (0, 2, True), (1, 2, True), (2, 1, False)]
+
+    clock.now += 10.0  # the broker was down for 10 s
+    after = _pop(broker, clock)
+    assert after.restore(records) == 3
+    (c,) = after.receive(_spec(invisible_ms=60_000))  # a and b: still invisible for 20 s
+    assert (c.message.body, c.attempt) == (b"c", 2)
+    after.ack("g", "T", second[0].receipt_handle)  # the old handle still acks
+    clock.now += 20.0
+    (again,) = after.receive(_spec())
+    assert (again.message.body, again.attempt) == (b"b", 3)
+    assert after.restore(records) == 0  # a is acked, b and c are in flight: nothing twice
+
+
+def test_a_restart_after_the_last_delivery_dead_letters_at_the_deadline(
+        broker: Broker, clock: Clock) -> None:
+    _send(broker, "poison")
+    before = _pop(broker, clock, max_delivery_attempts=1)
+    before.receive(_spec(max_attempts=1, invisible_ms=5000))
+    records = before.snapshot()
+    after = _pop(broker, clock, max_delivery_attempts=1)
+    after.restore(records)
+    assert after.revive() == (0, set())
+    clock.now += 5.0
+    assert after.revive() == (1, set())
+    assert _dlq_bodies(broker) == [b"poison"]
+
+
+def test_restore_drops_what_was_settled_or_is_gone(broker: Broker, clock: Clock) -> None:
+    _send(broker, "a", "b")
+    before = _pop(broker, clock)
+    found = before.receive(_spec())
+    records = before.snapshot()
+    before.ack("g", "T", found[0].receipt_handle)
+    stale = [records[0], replace(records[1], msg_id="NOT-THERE"),
+             replace(records[1], topic="Nope"), replace(records[1], queue_id=7)]
+    assert _pop(broker, clock).restore(stale) == 0
+
+
+def test_a_restart_that_outlasted_the_deadline_dead_letters_at_the_next_round(
+        broker: Broker, clock: Clock) -> None:
+    _send(broker, "poison")
+    before = _pop(broker, clock, max_delivery_attempts=1)
+    before.receive(_spec(max_attempts=1, invisible_ms=5000))
+    records = before.snapshot()
+    clock.now += 60.0  # the broker was down longer than the invisible duration
+    after = _pop(broker, clock, max_delivery_attempts=1)
+    assert after.restore(records) == 1
+    assert after.revive() == (1, set())  # nobody polls
+    assert _dlq_bodies(broker) == [b"poison"]

@@ -8,9 +8,13 @@ module, an edge; the library itself never reads the environment):
 ``RB_TEST_CELERY_BROKER``    Celery broker URL (redis://... or sqla+sqlite:///...)
 ``RB_TEST_CELERY_BACKEND``   result backend URL (optional)
 ``RB_TEST_READY_FILE``       written when the worker (or checker) is ready
-``RB_TEST_SWEEP``            beat's sweep interval in seconds (0: no schedule)
+``RB_TEST_SWEEP``            the sweeper lane's interval in seconds (0: no sweeper)
 ``RB_TEST_LEASE``            the relay's lease in seconds
 ``RB_TEST_CHECKER``          "1": run the check-back responder as a worker bootstep
+``RB_TEST_SWEEP_MIN_AGE``    the sweeper's ``sweep_min_age`` (default 0.2)
+``RB_TEST_RETRY``            a failed task's first retry waits this long (seconds; default 0.2)
+``RB_TEST_BROKEN_CONSUMER``  "1": a consumer bootstep fails at start (Celery's
+                             ``Unrecoverable error``)
 ``RB_TEST_KILL_AFTER_HALVES``  a marker path: the first relay pass that sent halves
                              creates it and SIGKILLs this process before the ends
 
@@ -26,8 +30,10 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from celery.signals import worker_ready
+from celery import bootsteps
+from celery.signals import celeryd_init, worker_ready
 from sqlalchemy import create_engine
 
 from outbox import BrokerLitePublisher, Outbox, RelaySettings
@@ -72,12 +78,28 @@ outbox = Outbox(engine=engine, broker=env["RB_TEST_BROKER"], local_tx_timeout=60
                 relay=RelaySettings(lease_seconds=float(env.get("RB_TEST_LEASE", "5")),
                                     batch_size=50, max_attempts=50, backoff_base=0.05,
                                     backoff_max=0.5, broker_timeout=1.0))
+retry = float(env.get("RB_TEST_RETRY", "0.2"))
 settings = CelerySettings(sweep_interval=float(env.get("RB_TEST_SWEEP", "0.5")),
-                          retry_base=0.2, retry_max=1.0, max_retries=50,
+                          sweep_min_age=float(env.get("RB_TEST_SWEEP_MIN_AGE", "0.2")),
+                          retry_base=retry, retry_max=max(1.0, retry), max_retries=50,
                           checker=env.get("RB_TEST_CHECKER") == "1", polling_interval=0.05)
 app = make_celery(outbox, broker_url=env["RB_TEST_CELERY_BROKER"],
                   backend_url=env.get("RB_TEST_CELERY_BACKEND") or None, settings=settings,
                   publisher_factory=_publisher)
+
+
+class BrokenConsumerStep(bootsteps.StartStopStep):  # type: ignore[misc]
+    """A consumer step whose start fails: the worker stops with ``Unrecoverable error``."""
+
+    def start(self, consumer: object) -> None:
+        raise RuntimeError("a broken consumer step (RB_TEST_BROKEN_CONSUMER)")
+
+
+@celeryd_init.connect
+def _break_the_consumer(instance: Any, **_kwargs: object) -> None:
+    """Any worker this process starts (run_worker makes its own app) gets the broken step."""
+    if env.get("RB_TEST_BROKEN_CONSUMER") == "1":
+        instance.app.steps["consumer"].add(BrokenConsumerStep)
 
 
 def _write_ready() -> None:

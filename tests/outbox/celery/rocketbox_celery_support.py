@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,8 +19,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import redis
 from sqlalchemy import Engine, create_engine, select, text
-from support import PostgresServer, wait_until
+from support import PostgresServer, RedisServer, free_port, wait_until
 from support.commitlog import broker_records as broker_records  # re-exported
 from support.commitlog import commit_counts as commit_counts  # re-exported
 
@@ -53,7 +55,7 @@ class Proc:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout)
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)  # stragglers (beat's child)
+            os.killpg(self.process.pid, signal.SIGKILL)  # stragglers
         return self.process.wait(timeout)
 
 
@@ -97,12 +99,13 @@ def running(name: str, argv: list[str], env: Mapping[str, str], tmp: Path, *,
 
 def celery_worker(name: str, env: Mapping[str, str], tmp: Path, *, concurrency: int = 2,
                   beat: bool = True) -> contextlib.AbstractContextManager[Proc]:
-    """``celery -A rocketbox_celery_app worker --pool=threads`` (beat embedded)."""
+    """``celery -A rocketbox_celery_app worker --pool=threads``, with its sweeper lane unless
+    ``beat`` is False (the name is from when the sweeper ran in beat)."""
     argv = [str(CELERY), "-A", "rocketbox_celery_app", "worker", "--pool=threads",
             f"--concurrency={concurrency}", "--loglevel=INFO", "--without-mingle",
             "--without-gossip", "--without-heartbeat", "-n", f"{name}@%h"]
-    if beat:
-        argv.append("--beat")
+    if not beat:
+        env = {**env, "RB_TEST_SWEEP": "0"}
     return running(name, argv, env, tmp)
 
 
@@ -128,6 +131,65 @@ def pg_outbox_engine(server: PostgresServer) -> tuple[Engine, str]:
 
 
 
+def fixed_port_broker(tmp: Path) -> tuple[Path, list[str], str]:
+    """``(data_dir, serve args, address)`` of a broker to stop and start again on one port."""
+    port = free_port()
+    return tmp / "broker", [*FAST_BROKER, "--port", str(port)], f"127.0.0.1:{port}"
+
+
+def redis_url_of(server: RedisServer, db: int) -> str:
+    """The URL of database ``db`` on the session's Redis (each test takes its own)."""
+    return f"redis://{server.host}:{server.port}/{db}"
+
+
 def relayed_ids(engine: Engine) -> set[str]:
     with engine.connect() as conn:
         return set(conn.execute(select(t.c.tx_id).where(t.c.relayed_at.is_not(None))).scalars())
+
+
+# -- a Redis that can be killed and started again on the same port --------------------
+
+
+class RestartableRedis:
+    """``redis-server`` without persistence on a fixed loopback port: ``kill()`` is kill -9,
+    ``start()`` brings a new, empty one up on the same port and waits for PING."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.port = free_port()
+        self.dir = tmp
+        self.process: subprocess.Popen[bytes] | None = None
+        self.restarts = 0
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        argv = [shutil.which("redis-server") or "redis-server", "--port", str(self.port),
+                "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--dir", str(self.dir)]
+        with (self.dir / "redis.log").open("ab") as out:
+            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+        wait_until(self._answers, timeout=20, interval=0.02,
+                   message=lambda: f"redis did not come back on {self.port}")
+
+    def _answers(self) -> bool:
+        try:
+            with redis.Redis(port=self.port, socket_timeout=1) as client:
+                return bool(client.ping())
+        except redis.exceptions.ConnectionError:
+            return False
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(10)
+            self.process = None
+
+    def __enter__(self) -> RestartableRedis:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()

@@ -1,7 +1,7 @@
 """The embedded setup: SQLite, Celery on kombu's SQLAlchemy transport, a real worker.
 
 The worker is started through ``run_worker`` (what ``rocketbox relay`` runs),
-with beat; the web side enqueues through the same SQLite-backed queue.
+with its sweeper lane; the web side enqueues through the same SQLite-backed queue.
 """
 
 from __future__ import annotations

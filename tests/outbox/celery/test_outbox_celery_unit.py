@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from rocketbox_celery_support import broker_records, commit_counts, relayed_ids
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
 from support import BrokerLiteServer, free_port, wait_until
 from support.sqlite import sqlite_outbox_engine
@@ -34,7 +38,9 @@ from outbox.celery import (
     rocketbox_state,
 )
 from outbox.celery.hooks import CoalescingHook
+from outbox.celery.sweeper import release_dead_claims
 from outbox.celery.worker import worker_argv
+from outbox.models import transaction_table as tx_table
 from outbox.publisher import OutgoingMessage
 
 
@@ -47,7 +53,7 @@ def sqlite_engine(tmp_path: Path) -> Iterator[Engine]:
 
 
 @pytest.mark.timeout(30)
-def test_make_celery_names_tasks_acks_late_and_schedules_the_sweep(
+def test_make_celery_names_tasks_acks_late_and_adds_the_sweeper_lane(
         sqlite_engine: Engine, tmp_path: Path) -> None:
     outbox = Outbox(engine=sqlite_engine)
     app = make_celery(outbox, broker_url=f"sqla+sqlite:///{tmp_path / 'q.sqlite'}",
@@ -56,18 +62,21 @@ def test_make_celery_names_tasks_acks_late_and_schedules_the_sweep(
     for name in (RELAY_TASK, SWEEP_TASK, END_TRANSACTION_TASK):
         task = app.tasks[name]
         assert task.acks_late and task.reject_on_worker_lost
-    entry = app.conf.beat_schedule["rocketbox-sweep"]
-    assert entry["task"] == SWEEP_TASK and entry["schedule"] == timedelta(seconds=2.5)
+    steps = {s.__name__ for s in app.steps["worker"]}
+    assert {"SweeperStep", "SuperviseStep"} <= steps
+    assert not app.conf.beat_schedule  # the sweeper is a lane of the worker, not beat's
     assert app.conf.task_default_queue == "rocketbox"
-    assert app.conf.broker_transport_options == {"polling_interval": 0.05}
+    # the engine is made from the URL as given (kombu gets it without the driver part)
+    assert app.conf.broker_transport_options == {
+        "polling_interval": 0.05, "rocketbox_db_url": f"sqlite:///{tmp_path / 'q.sqlite'}"}
     assert app.conf.worker_concurrency == 3  # **conf passes through
     assert rocketbox_state(app).outbox is outbox
     assert "CheckbackStep" not in {s.__name__ for s in app.steps["worker"]}
     checking = make_celery(outbox, broker_url="memory://",
                            settings=CelerySettings(checker=True, sweep_interval=0))
     assert "CheckbackStep" in {s.__name__ for s in checking.steps["worker"]}
-    assert "beat_schedule" not in checking.conf or not checking.conf.beat_schedule
-    assert worker_argv(concurrency=2, beat=True, loglevel="info")[-1] == "--beat"
+    assert "SweeperStep" not in {s.__name__ for s in checking.steps["worker"]}
+    assert "--beat" not in worker_argv(concurrency=2, loglevel="info")
 
 
 @pytest.mark.timeout(30)
@@ -80,7 +89,7 @@ def test_settings_and_foreign_apps_are_refused(sqlite_engine: Engine) -> None:
     with pytest.raises(ConfigurationError):
         rocketbox_state(Celery("other", set_as_current=False))
     with pytest.raises(ConfigurationError):
-        worker_argv(concurrency=0, beat=False, loglevel="info")
+        worker_argv(concurrency=0, loglevel="info")
 
 
 @pytest.mark.timeout(30)
@@ -248,3 +257,27 @@ def test_eager_relay_retries_while_the_broker_is_unreachable(sqlite_engine: Engi
     with Session(sqlite_engine) as session:  # no attempt counted, claim released
         row = session.get_one(TransactionRow, tx_id)
         assert row.attempts == 0 and row.claimed_by is None and not row.parked
+
+
+@pytest.mark.timeout(30)
+def test_claims_of_dead_relays_of_this_host_are_released_others_are_left_to_their_lease(
+        sqlite_engine: Engine) -> None:
+    outbox = Outbox(engine=sqlite_engine)
+    with Session(sqlite_engine) as session, session.begin():
+        ids = [publish(session, "Claims", {"n": n}, outbox=outbox) for n in range(4)]
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    dead_pid = child.pid  # exited and reaped: no process has it (barring reuse, unlikely)
+    host = socket.gethostname()
+    owners = [f"{host}:{dead_pid}:task", f"{host}:{os.getpid()}:sweeper",
+              f"elsewhere:{dead_pid}:task", None]
+    until = datetime.now(UTC) + timedelta(seconds=300)
+    with sqlite_engine.begin() as conn:
+        for tx_id, owner in zip(ids, owners, strict=True):
+            conn.execute(update(tx_table).where(tx_table.c.tx_id == tx_id).values(
+                claimed_by=owner, claimed_until=until if owner else None))
+    assert release_dead_claims(sqlite_engine) == 1
+    with sqlite_engine.connect() as conn:
+        left = dict(conn.execute(select(tx_table.c.tx_id, tx_table.c.claimed_by)).tuples().all())
+    assert [left[tx] for tx in ids] == [None, owners[1], owners[2], None]
+

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 from rocketbox_celery_support import (
-    FAST_BROKER,
     app_env,
     broker_records,
     celery_worker,
     commit_counts,
+    fixed_port_broker,
     module_entry,
+    redis_url_of,
     relayed_ids,
 )
 from sqlalchemy import Engine, select
@@ -24,10 +25,6 @@ from outbox import BrokerLitePublisher, Outbox, RelaySettings, publish
 from outbox.celery import CelerySettings, celery_on_commit, make_celery
 from outbox.models import transaction_table as t
 from outbox.publisher import OutgoingMessage
-
-
-def redis_url_of(server: RedisServer, db: int) -> str:
-    return f"redis://{server.host}:{server.port}/{db}"
 
 
 def app_outbox(engine: Engine, broker: str, celery_broker: str) -> Outbox:
@@ -172,9 +169,7 @@ def test_broker_lite_down_for_a_while_rows_wait_then_flow(
         pg_db: tuple[Engine, str], redis_server: RedisServer, tmp_path: Path) -> None:
     engine, url = pg_db
     redis_url = redis_url_of(redis_server, 5)
-    data_dir, port = tmp_path / "broker", free_port()
-    args = [*FAST_BROKER, "--port", str(port)]
-    address = f"127.0.0.1:{port}"
+    data_dir, args, address = fixed_port_broker(tmp_path)
     env = app_env(db=url, broker=address, celery_broker=redis_url, tmp=tmp_path,
                   RB_TEST_SWEEP="0.3")
     outbox = app_outbox(engine, address, redis_url)

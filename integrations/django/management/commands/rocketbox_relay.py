@@ -1,4 +1,4 @@
-"""``manage.py rocketbox_relay``: the Celery relay worker (beat for the sweeper)."""
+"""``manage.py rocketbox_relay``: the Celery relay worker (with its sweeper lane)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from outbox.errors import ConfigurationError
 
 
 class Command(BaseCommand):
-    help = "Run the Celery relay worker with beat (and the check-back responder)."
+    help = "Run the Celery relay worker with its sweeper lane (and the check-back responder)."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--concurrency", type=int, default=1)
@@ -22,6 +22,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         from outbox.celery import run_worker
+        from outbox.cli_commands import preflight
 
         if options["concurrency"] < 1:
             raise CommandError(f"--concurrency must be >= 1, got {options['concurrency']}")
@@ -32,6 +33,10 @@ class Command(BaseCommand):
         if not current.celery_broker:
             raise CommandError("ROCKETBOX['CELERY_BROKER'] is '': the relay worker needs a "
                                "Celery broker")
+        try:
+            preflight("relay", current.base_outbox)
+        except ConfigurationError as exc:
+            raise CommandError(str(exc), returncode=2) from None
         code = run_worker(current.base_outbox, celery_broker=current.celery_broker,
                           celery_backend=current.options["CELERY_BACKEND"],
                           concurrency=options["concurrency"], beat=options["beat"],

@@ -1,0 +1,268 @@
+"""The servers a chaos run breaks: PostgreSQL, Redis, broker_lite, the relay and the checker.
+
+Each is started with the test helpers of ``tests/support/servers.py`` (their
+process groups, readiness polls and clean-up), then killed and started again
+on the same port and data as the fault schedule says:
+
+* PostgreSQL: ``start_postgres`` (``synchronous_commit`` on, as in
+  production: an acknowledged commit survives a crash of the server), restarted
+  with ``pg_ctl restart -m immediate``; stopped with ``pg_ctl stop`` at the end.
+* Redis: ``redis-server`` with an append-only file (``appendfsync everysec``);
+  a restart *with* persistence keeps the file, one *without* deletes it first.
+* broker_lite: ``start_broker_lite`` on a data dir on its own tmpfs (when the
+  run may fill its disk), restarted on the ports it first announced.
+* ``rocketbox relay --no-checker`` and ``rocketbox checker``, each in its own
+  process group; they reach the broker through a :class:`LatencyProxy`, and the
+  producer reaches PostgreSQL through another, so delays and cuts hit one link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+import redis
+from _common import REPO_ROOT
+from _latency_proxy import LatencyProxy
+from support.servers import (
+    LOOPBACK,
+    BrokerLiteServer,
+    PostgresServer,
+    _postgres_account,
+    _spawn,
+    _stop_group,
+    free_port,
+    start_broker_lite,
+    start_postgres,
+)
+from support.waiting import wait_until
+
+__all__ = ["BROKER_DISK_MB", "Cluster", "Proxy", "Service", "cluster"]
+
+#: the broker's tmpfs; a disk-full fault fills what is left of it
+BROKER_DISK_MB = 256
+BROKER_FLAGS = ("--tx-timeout", "3", "--tx-check-interval", "2", "--segment-size", "4m")
+UNIT_TABLE = "chaos_unit"
+READY_TIMEOUT = 60.0
+
+
+def python_env() -> dict[str, str]:
+    """The children's environment: this repository (and tests/) on the path, after whatever
+    ``PYTHONPATH`` already names (a copy of another commit's ``outbox``, say)."""
+    first = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    path = os.pathsep.join([*first, str(REPO_ROOT), str(REPO_ROOT / "tests")])
+    return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+
+
+@dataclass
+class Service:
+    """A command in its own process group, killed with SIGKILL and started again the same way."""
+
+    name: str
+    argv: list[str]
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out,
+                                            stderr=subprocess.STDOUT, cwd=REPO_ROOT,
+                                            env=python_env(), start_new_session=True)
+        self.starts += 1
+
+    def kill(self) -> None:
+        if self.process is not None:
+            _stop_group(self.process, sig=signal.SIGKILL, timeout=10)
+
+    def stop(self) -> int | None:
+        if self.process is None:
+            return None
+        return _stop_group(self.process, sig=signal.SIGTERM, timeout=20)
+
+    def exited(self) -> int | None:
+        """The exit status if the process ended on its own (or was killed), else None."""
+        return None if self.process is None else self.process.poll()
+
+
+class Proxy:
+    """A :class:`LatencyProxy` on a fixed port: set a delay, or cut every connection."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.port = free_port()
+        self._proxy: LatencyProxy | None = None
+
+    def up(self, delay_ms: float = 0.0) -> None:
+        self.down()
+        proxy = LatencyProxy(self.upstream, int(delay_ms * 1000), port=self.port)
+        proxy.__enter__()
+        self._proxy = proxy
+
+    def down(self) -> None:
+        if self._proxy is not None:
+            self._proxy.__exit__(None, None, None)
+            self._proxy = None
+
+
+@dataclass
+class Cluster:
+    work: Path
+    pg: PostgresServer
+    redis_argv: list[str]
+    redis_port: int
+    redis_dir: Path
+    broker_dir: Path
+    broker: BrokerLiteServer
+    broker_ports: tuple[str, str]
+    relay_proxy: Proxy
+    pg_proxy: Proxy
+    relay: Service
+    checker: Service
+    redis_proc: subprocess.Popen[bytes] | None = None
+    stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    tmpfs: bool = False
+
+    # -- addresses ------------------------------------------------------------------------
+
+    @property
+    def db_url(self) -> str:
+        return self.pg.url
+
+    @property
+    def app_db_url(self) -> str:
+        """The producer's URL: through the app-to-PostgreSQL proxy."""
+        return f"postgresql+psycopg://postgres@{LOOPBACK}:{self.pg_proxy.port}/postgres"
+
+    @property
+    def redis_url(self) -> str:
+        return f"redis://{LOOPBACK}:{self.redis_port}/0"
+
+    @property
+    def broker_native(self) -> str:
+        return self.broker.native
+
+    # -- Redis ----------------------------------------------------------------------------
+
+    def start_redis(self) -> None:
+        self.redis_proc = _spawn(self.redis_argv, log=self.work / "redis.log", cwd=self.redis_dir)
+
+        def answers() -> bool:
+            with redis.Redis(port=self.redis_port, socket_timeout=2) as client:
+                return bool(client.ping())
+
+        wait_until(answers, timeout=READY_TIMEOUT, interval=0.05,
+                   ignore=(redis.exceptions.ConnectionError, redis.exceptions.BusyLoadingError))
+
+    def kill_redis(self, *, keep_data: bool) -> None:
+        if self.redis_proc is not None:
+            _stop_group(self.redis_proc, sig=signal.SIGKILL, timeout=10)
+        if not keep_data:
+            for path in self.redis_dir.iterdir():
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+
+    # -- broker ---------------------------------------------------------------------------
+
+    def start_broker(self) -> None:
+        native, grpc = self.broker_ports
+        extra = [*BROKER_FLAGS, "--port", native.rsplit(":", 1)[1],
+                 "--grpc-port", grpc.rsplit(":", 1)[1]]
+        self.broker = self.stack.enter_context(start_broker_lite(self.broker_dir, extra))
+
+    def kill_broker(self) -> None:
+        self.broker.kill()
+
+    # -- PostgreSQL -----------------------------------------------------------------------
+
+    def pg_ctl(self, *args: str) -> None:
+        _account, prefix = _postgres_account()
+        subprocess.run([*prefix, str(self.pg.bin_dir / "pg_ctl"), *args, "-D",
+                        str(self.pg.data_dir), "-w", "-t", "120", "-l",
+                        str(self.pg.base_dir / "pg_ctl.log")],
+                       check=True, capture_output=True, timeout=180)
+
+    def restart_postgres(self) -> None:
+        """``pg_ctl restart -m immediate``: a crash of the server, then its recovery."""
+        self.pg_ctl("restart", "-m", "immediate")
+
+    def sql(self, query: str, *params: object) -> list[tuple[object, ...]]:
+        with psycopg.connect(self.pg.libpq_url, autocommit=True, connect_timeout=10) as conn:
+            cur = conn.execute(query, params or None)
+            return list(cur.fetchall()) if cur.description else []
+
+
+def _mount_tmpfs(path: Path, megabytes: int) -> bool:
+    if os.geteuid() != 0:
+        return False
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs",
+                           str(path)], capture_output=True, check=False)
+    return done.returncode == 0
+
+
+@contextlib.contextmanager
+def cluster(work: Path, *, concurrency: int = 2) -> Iterator[Cluster]:
+    """Every server up, the outbox migrated, the unit table made; all torn down on exit."""
+    stack = contextlib.ExitStack()
+    with stack:
+        pg = stack.enter_context(start_postgres(settings={"synchronous_commit": "on"}))
+        subprocess.run([sys.executable, "-m", "outbox", "migrate", "--db", pg.url],
+                       check=True, capture_output=True, env=python_env(), cwd=REPO_ROOT)
+        with psycopg.connect(pg.libpq_url, autocommit=True) as conn:
+            conn.execute(f"CREATE TABLE {UNIT_TABLE} (unit_id text PRIMARY KEY, "
+                         "created_at timestamptz NOT NULL DEFAULT now())")
+        redis_dir = work / "redis"
+        redis_dir.mkdir()
+        redis_port = free_port()
+        binary = shutil.which("redis-server") or "redis-server"
+        redis_argv = [binary, "--port", str(redis_port), "--bind", LOOPBACK, "--dir",
+                      str(redis_dir), "--save", "", "--appendonly", "yes",
+                      "--appendfsync", "everysec", "--daemonize", "no"]
+        broker_dir = work / "broker"
+        broker_dir.mkdir()
+        tmpfs = _mount_tmpfs(broker_dir, BROKER_DISK_MB)
+        if tmpfs:
+            stack.callback(subprocess.run, ["umount", "-l", str(broker_dir)], check=False)
+        broker = stack.enter_context(start_broker_lite(broker_dir, BROKER_FLAGS))
+        host = broker.native.rsplit(":", 1)[0]
+        relay_proxy = Proxy((host, int(broker.native.rsplit(":", 1)[1])))
+        pg_proxy = Proxy((LOOPBACK, pg.port))
+        via_proxy = f"{LOOPBACK}:{relay_proxy.port}"
+        outbox = [sys.executable, "-m", "outbox"]
+        relay = Service("relay", [*outbox, "relay", "--db", pg.url, "--broker", via_proxy,
+                                  "--celery-broker", f"redis://{LOOPBACK}:{redis_port}/0",
+                                  "--concurrency", str(concurrency), "--no-checker",
+                                  "--log-level", "WARNING"], work / "relay.log")
+        checker = Service("checker", [*outbox, "checker", "--db", pg.url, "--broker",
+                                      via_proxy, "--log-level", "WARNING"], work / "checker.log")
+        c = Cluster(work, pg, redis_argv, redis_port, redis_dir, broker_dir, broker,
+                    (broker.native, broker.grpc), relay_proxy, pg_proxy, relay, checker,
+                    stack=stack, tmpfs=tmpfs)
+        stack.callback(_stop_all, c)
+        c.start_redis()
+        relay_proxy.up()
+        pg_proxy.up()
+        relay.start()
+        checker.start()
+        yield c
+
+
+def _stop_all(c: Cluster) -> None:
+    for service in (c.relay, c.checker):
+        service.stop()
+    for proxy in (c.relay_proxy, c.pg_proxy):
+        proxy.down()
+    if c.redis_proc is not None:
+        _stop_group(c.redis_proc, sig=signal.SIGTERM, timeout=10)
+    with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):
+        c.pg_ctl("stop", "-m", "fast")  # the postmaster pg_ctl restarted is not start_postgres's
