@@ -87,8 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="broker data dir or its commitlog/ (any Hadoop URI)")
     rules = p.add_argument_group("rules")
     rules.add_argument("--grace", type=_seconds, default=60.0, metavar="S",
-                       help="younger in-flight transactions are pending, not lost "
-                            "(default: 60)")
+                       help="younger in-flight transactions are pending, not "
+                            "undelivered or lost (default: 60)")
     rules.add_argument("--slo", type=_seconds, default=5.0, metavar="S",
                        help="commit-to-visible time over this is late (default: 5)")
     rules.add_argument("--stuck-after", type=_seconds, default=600.0, metavar="S",
