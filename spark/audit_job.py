@@ -4,8 +4,10 @@ Reads the outbox status table over JDBC and the broker's commit-log segments,
 classifies every tx_id (:mod:`spark.classify`), and writes the divergent rows
 (Parquet), a JSON summary, an offline HTML report and a console table.
 
-Exit codes: 0 clean; 1 any divergence or corrupt commit log; 2 bad usage or
-an input that cannot be read (one line on stderr; ``--debug`` for the traceback).
+Exit codes: 0 clean; 1 any divergence (parked and undelivered rows included:
+they need someone to act) or a corrupt commit log; 2 bad usage or an input that
+cannot be read (one line on stderr; ``--debug`` for the traceback). Arguments
+are checked before Spark starts.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ import os
 import sys
 import traceback
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):  # spark-submit spark/audit_job.py: make ``spark`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -43,19 +46,26 @@ def parse_time(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from exc
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
-    return value
+def _number(cast: Callable[[str], float], what: str, minimum: float) -> Callable[[str], Any]:
+    """An argparse type: ``cast`` the text, refuse it below ``minimum``."""
+    def parse(text: str) -> Any:
+        try:
+            value = cast(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from exc
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} must be >= {minimum:g}")
+        return value
+    return parse
+
+
+_seconds = _number(float, "a number of seconds", 0)
+_positive = _number(int, "a whole number", 1)
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise AuditInputError(f"{self.prog}: {message}")
+        raise AuditInputError(message)  # main prefixes "rocketbox audit: "
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,14 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--password", default=os.environ.get("ROCKETBOX_AUDIT_PASSWORD"),
                      help="database password (default: $ROCKETBOX_AUDIT_PASSWORD; keep it off "
                           "the command line)")
-    src.add_argument("--partitions", type=int, default=4, metavar="N",
+    src.add_argument("--partitions", type=_positive, default=4, metavar="N",
                      help="parallel JDBC reads on seq (PostgreSQL; default: 4)")
     src.add_argument("--commitlog", required=True, metavar="DIR",
                      help="broker data dir or its commitlog/ (any Hadoop URI)")
     rules = p.add_argument_group("rules")
     rules.add_argument("--grace", type=_seconds, default=60.0, metavar="S",
-                       help="younger in-flight transactions are pending, not lost "
-                            "(default: 60)")
+                       help="younger in-flight transactions are pending, not "
+                            "undelivered or lost (default: 60)")
     rules.add_argument("--slo", type=_seconds, default=5.0, metavar="S",
                        help="commit-to-visible time over this is late (default: 5)")
     rules.add_argument("--stuck-after", type=_seconds, default=600.0, metavar="S",
@@ -104,9 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="Spark master when not under spark-submit (default: local[*])")
     run.add_argument("--jars", metavar="JARS",
                      help="comma-separated JDBC jars (default: the Debian ones)")
-    run.add_argument("--shuffle-partitions", type=int, metavar="N",
+    run.add_argument("--shuffle-partitions", type=_positive, metavar="N",
                      help="spark.sql.shuffle.partitions (default: 2 x cores in local mode)")
     run.add_argument("--progress", action="store_true", help="show Spark's progress bars")
+    run.add_argument("--spark-ui", action="store_true",
+                     help="start Spark's web UI (off by default; in local mode it listens "
+                          "on 127.0.0.1 only, like the rest of the driver)")
     run.add_argument("--debug", action="store_true", help="tracebacks on errors")
     return p
 
@@ -119,6 +132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             build_parser().print_help()
             return 0
         args = build_parser().parse_args(argv)
+        from spark.validate import check_args
+
+        check_args(args)  # before the JVM starts: a wrong argument fails at once
         warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
         from spark.run import run_audit
 

@@ -7,7 +7,10 @@ the order they are decided (the first that applies wins):
 ``phantom``          a visible commit while the DB row is ROLLBACK or missing
 ``discarded``        the half went to TRANS_CHECK_MAX_TIME_TOPIC, no commit
 ``stuck_half``       a half with no commit, rollback or discard past ``stuck``
-``lost``             DB says COMMIT, no commit record after ``grace``
+``parked``           DB says COMMIT, no commit record, the relay parked the row
+``undelivered``      DB says COMMIT, no commit record after ``grace``, not relayed yet
+``lost``             DB says COMMIT, no commit record after ``grace``, and the relay
+                     recorded it as relayed (or the status rows carry no bookkeeping)
 ``pending``          in flight: younger than ``grace`` (or than ``stuck`` for a half)
 ``payload_mismatch`` sha256 of the DB body differs from the committed body's
 ``late``             commit record's store time minus DB ``created_at`` over ``slo``
@@ -21,14 +24,11 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from spark.categories import CATEGORIES, DIVERGENT
 from spark.segments import KIND_COMMIT, KIND_DISCARD, KIND_HALF, KIND_OP
+from spark.status_source import BOOKKEEPING
 
 __all__ = ["CATEGORIES", "DIVERGENT", "AuditWindow", "broker_facts", "classify", "divergent"]
-
-CATEGORIES = ("ok", "lost", "phantom", "duplicate", "stuck_half", "discarded",
-              "payload_mismatch", "late", "pending")
-#: categories that make the audit exit 1
-DIVERGENT = tuple(c for c in CATEGORIES if c not in ("ok", "pending"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,13 +91,17 @@ def _category(w: AuditWindow) -> Column:
     commit_young = F.col("commit_ts") > F.lit(w.now_ms - w.grace_ms)
     half_old = F.col("half_ts") <= F.lit(w.now_ms - w.stuck_ms)
     missing = state.isNull()
+    owed = (state == "COMMIT") & ~has_commit
+    parked = F.col("parked")  # null: no bookkeeping known
     return (
         F.when(F.col("n_commits") > 1, "duplicate")
         .when(has_commit & missing & commit_young, "pending")
         .when(has_commit & (missing | (state == "ROLLBACK")), "phantom")
         .when(discarded & ~has_commit, "discarded")
         .when(has_half & ~resolved & half_old, "stuck_half")
-        .when((state == "COMMIT") & ~has_commit & ~db_young, "lost")
+        .when(owed & parked, "parked")
+        .when(owed & ~db_young & ~parked & F.col("relayed_ms").isNull(), "undelivered")
+        .when(owed & ~db_young, "lost")
         .when(~has_commit & ((state == "COMMIT") | (has_half & ~resolved)), "pending")
         .when(~has_commit & (state == "UNKNOWN") & db_young, "pending")
         .when(has_commit & (F.col("db_body_sha256") != F.col("broker_body_sha256")),
@@ -105,6 +109,12 @@ def _category(w: AuditWindow) -> Column:
         .when(has_commit & (F.col("latency_ms") > F.lit(w.slo_ms)), "late")
         .otherwise("ok")
     )
+
+
+def _utc(column: str) -> Column:
+    """Epoch ms as ``YYYY-MM-DD HH:MM:SS UTC`` (the session's time zone is UTC)."""
+    return F.concat(F.date_format(F.timestamp_millis(F.col(column)), "yyyy-MM-dd HH:mm:ss"),
+                    F.lit(" UTC"))
 
 
 def _detail() -> Column:
@@ -124,10 +134,24 @@ def _detail() -> Column:
             F.lit(" unresolved for "), ((F.col("audit_ms") - F.col("half_ts")) / 1000)
             .cast("long").cast("string"), F.lit(" s")))
         .when(cat == "lost", F.concat(
-            F.lit("DB COMMIT, no commit record; half "),
+            F.lit("DB COMMIT"),
+            F.when(F.col("relayed_ms").isNotNull(), F.concat(
+                F.lit(", relayed at "), _utc("relayed_ms"))).otherwise(F.lit("")),
+            F.lit(", no commit record; half "),
             F.when(F.col("half_offset").isNull(), F.lit("missing"))
             .when(F.col("rolled_back"), F.lit("rolled back"))
             .otherwise(F.lit("unresolved"))))
+        .when(cat == "parked", F.concat(
+            F.lit("parked after "), F.col("attempts").cast("string"),
+            F.lit(" attempt(s): "), F.coalesce(F.col("last_error"), F.lit("no error recorded"))))
+        .when(cat == "undelivered", F.concat(
+            F.lit("not relayed "), ((F.col("audit_ms") - F.col("created_ms")) / 1000)
+            .cast("long").cast("string"), F.lit(" s after the DB commit; "),
+            F.when(F.col("attempts") > 0, F.concat(
+                F.col("attempts").cast("string"), F.lit(" failed attempt(s), next at "),
+                _utc("next_attempt_ms"))).otherwise(F.lit("no attempt counted")),
+            F.when(F.col("last_error").isNotNull(), F.concat(
+                F.lit("; last error: "), F.col("last_error"))).otherwise(F.lit(""))))
         .when(cat == "payload_mismatch", F.lit("sha256 of the DB body != the committed body's"))
         .when(cat == "late", F.concat(F.lit("commit visible "),
                                       F.col("latency_ms").cast("string"),
@@ -140,12 +164,17 @@ def classify(status: DataFrame, facts: DataFrame, window: AuditWindow,
              also: DataFrame | None = None) -> DataFrame:
     """Every tx_id of either side, with its ``category``, evidence and ``detail``.
 
-    ``status``: ``tx_id, state, db_topic, created_ms, db_body_sha256``
-    (:func:`spark.status_source.read_status`); ``facts``: :func:`broker_facts`.
+    ``status``: ``tx_id, state, db_topic, created_ms, db_body_sha256`` and the relay's
+    bookkeeping (:func:`spark.status_source.read_status`; missing bookkeeping columns
+    are taken as null, which makes an owed row ``lost``, not ``parked`` or
+    ``undelivered``); ``facts``: :func:`broker_facts`.
     Rows outside ``since``/``until`` (by DB ``created_at``, else the first
     broker time) are left out, unless their tx_id is in ``also`` (a one-column
     ``tx_id`` DataFrame: the incremental mode's pending and newly touched ids).
     """
+    for name, kind in BOOKKEEPING.items():  # e.g. a Parquet export of only the core columns
+        if name not in status.columns:
+            status = status.withColumn(name, F.lit(None).cast(kind))
     joined = status.withColumnRenamed("state", "db_state").join(facts, "tx_id", "full_outer")
     joined = joined.withColumns({
         "topic": F.coalesce("db_topic", "commit_topic", "half_topic"),
@@ -169,7 +198,7 @@ def classify(status: DataFrame, facts: DataFrame, window: AuditWindow,
         "tx_id", "category", "detail", "topic", "db_state", "created_ms", "event_ms",
         "half_offset", "half_ts", "n_commits", "commit_offsets", "commit_ts", "latency_ms",
         "db_body_sha256", "broker_body_sha256", "rolled_back", "discarded", "discard_offset",
-        "checks",
+        "checks", *BOOKKEEPING,
     )
 
 

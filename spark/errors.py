@@ -1,8 +1,18 @@
-"""The audit's one error: bad usage or an input that is not there (exit code 2)."""
+"""The audit's one error, and the cause of a Java exception in one line.
+
+``AuditInputError``: bad usage or an input that is not there (exit code 2).
+"""
 
 from __future__ import annotations
 
-__all__ = ["AuditInputError"]
+from typing import Any
+
+from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+
+__all__ = ["AuditInputError", "java_cause"]
+
+#: Java exceptions whose message names the cause (the drivers', the sockets')
+_CAUSES = ("java.sql.SQLException", "java.io.IOException")
 
 
 class AuditInputError(Exception):
@@ -10,3 +20,55 @@ class AuditInputError(Exception):
 
     The message is one line naming what is wrong; ``main`` prints it and exits 2.
     """
+
+
+def _chain(throwable: Any) -> list[Any]:
+    found: list[Any] = []
+    while throwable is not None and len(found) < 32 and throwable not in found:
+        found.append(throwable)
+        throwable = throwable.getCause()
+    return found
+
+
+def _is_a(throwable: Any, names: tuple[str, ...]) -> bool:
+    cls = throwable.getClass()
+    while cls is not None:
+        if cls.getName() in names:
+            return True
+        cls = cls.getSuperclass()
+    return False
+
+
+def _message(throwable: Any) -> str:
+    text = str(throwable.getMessage() or "").strip()
+    return text.splitlines()[0] if text else ""
+
+
+def java_cause(exc: BaseException) -> str:
+    """The cause of a failed Spark call, one line.
+
+    Spark wraps a JDBC driver's error in its own (``[FAILED_JDBC...] ... SQLSTATE:
+    HV000``); this walks the Java cause chain and returns the first SQL or I/O
+    exception's message (PostgreSQL's ``FATAL: database "x" does not exist``),
+    else the deepest message, else the Python text's first line.
+    """
+    origin = getattr(exc, "_origin", None)  # pyspark's CapturedException
+    if origin is None and isinstance(exc, Py4JJavaError):
+        origin = exc.java_exception
+    if origin is not None:
+        chain = _chain(origin)
+        for throwable in chain:  # Spark's own wrappers may be SQLExceptions too: skip them
+            spark_own = str(throwable.getClass().getName()).startswith("org.apache.spark.")
+            if not spark_own and _is_a(throwable, _CAUSES) and _message(throwable):
+                return _message(throwable)
+        for throwable in reversed(chain):
+            if _message(throwable):
+                return _message(throwable)
+    text = str(exc).strip() or type(exc).__name__
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith(("java.", "org.", "py4j.")) and ": " in line:
+            return line.split(": ", 1)[1]
+        if line:
+            return line
+    return text

@@ -9,10 +9,18 @@ from typing import IO, Any
 from rich.console import Console
 from rich.table import Table
 
-from spark.classify import CATEGORIES, DIVERGENT
-from spark.summary import Summary
+from spark.categories import ACTIONS, CATEGORIES, DIVERGENT, INVARIANT
+from spark.summary import LATENCY_PER_DECADE, Summary
 
 __all__ = ["print_summary", "summary_dict", "write_json"]
+
+
+def _window(summary: Summary) -> dict[str, Any]:
+    w = summary.window
+    if w is None:
+        return {}
+    return {"since_ms": w.since_ms, "until_ms": w.until_ms, "as_of_ms": w.now_ms,
+            "grace_ms": w.grace_ms, "slo_ms": w.slo_ms, "stuck_after_ms": w.stuck_ms}
 
 
 def summary_dict(summary: Summary) -> dict[str, Any]:
@@ -20,15 +28,25 @@ def summary_dict(summary: Summary) -> dict[str, Any]:
     return {
         "counts": {c: summary.counts.get(c, 0) for c in CATEGORIES},
         "divergent": summary.divergent,
+        "invariant_violations": sum(summary.counts.get(c, 0) for c in INVARIANT),
+        "needs_action": [{"category": c, "count": summary.counts[c], "action": ACTIONS[c]}
+                         for c in DIVERGENT if summary.counts.get(c)],
+        "divergent_ids": [{"tx_id": tx, "category": c, "topic": t, "detail": d}
+                          for tx, c, t, d in summary.divergent_ids],
+        "out": summary.out,
         "segments": summary.segments,
         "corrupt": [{"segment": s, "offset": o, "reason": r} for s, o, r in summary.problems],
         "latency_ms": {"p50": summary.latency_p50_ms, "p99": summary.latency_p99_ms,
-                       "histogram": [{"le": b if b >= 0 else None, "count": n}
-                                     for b, n in summary.latency]},
+                       "max": summary.latency_max_ms,
+                       "histogram": {"scale": "log10", "buckets_per_decade": LATENCY_PER_DECADE,
+                                     "buckets": [{"from_ms": b.from_ms, "to_ms": b.to_ms,
+                                                  "count": b.count}
+                                                 for b in summary.latency]}},
         "top_topics": [{"topic": t, "divergent": n} for t, n in summary.top_topics],
         "timeline": {"bucket_ms": summary.bucket_ms,
                      "points": [{"start_ms": s, "category": c, "count": n}
                                 for s, c, n in summary.timeline]},
+        "window": _window(summary),
         **summary.extra,
     }
 
@@ -39,22 +57,25 @@ def write_json(summary: Summary, path: Path) -> None:
 
 
 def print_summary(summary: Summary, file: IO[str] | None = None) -> None:
-    """A rich table of the counts, then one line per corrupt stretch."""
+    """A rich table of the counts, what to do about each divergence, the corrupt stretches."""
     console = Console(file=file, highlight=False)
     table = Table(title="rocketbox audit", title_justify="left")
     table.add_column("category")
     table.add_column("tx_ids", justify="right")
     for cat in CATEGORIES:
         n = summary.counts.get(cat, 0)
-        style = "bold red" if cat in DIVERGENT and n else ""
-        table.add_row(cat, str(n), style=style)
+        table.add_row(cat, str(n), style="bold red" if cat in DIVERGENT and n else "")
     console.print(table)
+    for cat in DIVERGENT:
+        if summary.counts.get(cat):
+            console.print(f"[bold]{cat}[/bold]: {ACTIONS[cat]}")
     if summary.latency_p50_ms is not None:
         console.print(f"commit-to-visible latency: p50 {summary.latency_p50_ms:.0f} ms, "
                       f"p99 {summary.latency_p99_ms:.0f} ms")
     for segment, offset, reason in summary.problems:
         console.print(f"[red]corrupt commit log[/red] segment {segment} offset {offset}: "
                       f"{reason}")
+    broken = sum(summary.counts.get(c, 0) for c in INVARIANT)
     verdict = "[bold red]DIVERGENT[/]" if summary.divergent else "[green]clean[/]"
-    console.print(f"{verdict}: {summary.divergent} divergent tx_id(s) over "
-                  f"{summary.segments} segment(s)")
+    console.print(f"{verdict}: {summary.divergent} divergent tx_id(s) ({broken} against the "
+                  f"invariant) over {summary.segments} segment(s)")

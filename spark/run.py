@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from spark.categories import RECHECK
 from spark.classify import AuditWindow, broker_facts, classify, divergent
 from spark.commitlog_source import SegmentFile, decode_files, list_segments, split_problems
 from spark.errors import AuditInputError
@@ -39,7 +41,7 @@ def run_audit(args: argparse.Namespace) -> int:
     window = _window(args, state)
     jars = [j for j in args.jars.split(",") if j] if args.jars else None
     spark = build_session(master=args.master, jars=jars, progress=args.progress,
-                          shuffle_partitions=args.shuffle_partitions)
+                          shuffle_partitions=args.shuffle_partitions, ui=args.spark_ui)
     source = JdbcSource(url=args.jdbc_url, table=args.table, user=args.user,
                         password=args.password, num_partitions=max(1, args.partitions))
     status = read_status(spark, source)
@@ -67,10 +69,9 @@ def run_audit(args: argparse.Namespace) -> int:
     classified = classify(status, broker_facts(records), window, also).cache()
     if args.out is not None:
         divergent(classified).write.mode("overwrite").parquet(str(args.out))
-    summary = summarize(classified, problems, len(files))
+    summary = summarize(classified, problems, len(files), window)
+    summary = dataclasses.replace(summary, out=None if args.out is None else str(args.out))
     summary.extra["decoded_segments"] = len(to_decode)
-    summary.extra["window"] = {"since_ms": window.since_ms, "until_ms": window.until_ms,
-                               "as_of_ms": window.now_ms}
     if args.json is not None:
         write_json(summary, args.json)
     if args.html is not None:
@@ -78,7 +79,7 @@ def run_audit(args: argparse.Namespace) -> int:
     if not args.quiet:
         print_summary(summary)
     if state is not None:
-        pending_ids = classified.where(F.col("category") == "pending").select("tx_id")
+        pending_ids = classified.where(F.col("category").isin(*RECHECK)).select("tx_id")
         until = args.until if args.until is not None else window.now_ms
         save_state(state, records, pending_ids, files, until)
     classified.unpersist()

@@ -5,13 +5,15 @@ Layout of the state directory (a local path)::
     state.json           {"generation": G, "segments": {name: size}, "until_ms": T,
                           "max_offset": O}
     records-G/           Parquet: the audited records of every segment read so far
-    pending-G/           Parquet: tx_id of every transaction pending at the last run
+    pending-G/           Parquet: tx_id of every transaction the last run left pending,
+                         parked or undelivered (``spark.categories.RECHECK``)
 
 A run decodes only segments that are new, whose size changed, or that were
 the last (active) segment at the previous run: broker_lite appends only to its
 last segment, and segment files are preallocated, so their size says nothing
 about how much is written. It keeps the stored records of the other segments,
-and audits the window since the last run's end, plus the ids left pending and
+and audits the window since the last run's end, plus the ids left pending (or
+parked, or undelivered: the outbox still owes them) and
 every id a record past the previous run's last offset touches (a late
 duplicate or phantom commit of an old transaction).
 

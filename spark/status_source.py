@@ -12,18 +12,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from py4j.protocol import Py4JError, Py4JJavaError  # type: ignore[import-untyped]
+from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark.errors import AuditInputError
+from spark.errors import AuditInputError, java_cause
 
-__all__ = ["DRIVERS", "JdbcSource", "read_status"]
+__all__ = ["BOOKKEEPING", "DRIVERS", "JdbcSource", "check_table", "read_status"]
 
 #: JDBC URL prefix -> driver class (Debian: libpostgresql-jdbc-java, libxerial-sqlite-jdbc-java)
 DRIVERS = {"jdbc:postgresql:": "org.postgresql.Driver", "jdbc:sqlite:": "org.sqlite.JDBC"}
-_COLUMNS = "tx_id, seq, topic, state, body, created_at"
+_COLUMNS = ("tx_id, seq, topic, state, body, created_at, attempts, "
+            "CASE WHEN parked THEN 1 ELSE 0 END AS parked, relayed_at, next_attempt_at, "
+            "SUBSTR(last_error, 1, 500) AS last_error")
+#: SQLite's declared types say little (DATETIME is text, an expression has none)
+_SQLITE_TYPES = ("seq LONG, created_at STRING, attempts INT, parked INT, relayed_at STRING, "
+                 "next_attempt_at STRING, last_error STRING")
+#: the relay's bookkeeping, as :func:`read_status` returns it (``classify`` fills in
+#: nulls when a status DataFrame from elsewhere lacks them)
+BOOKKEEPING = {"attempts": "int", "parked": "boolean", "relayed_ms": "long",
+               "next_attempt_ms": "long", "last_error": "string"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,23 +58,10 @@ class JdbcSource:
         return self.url.startswith("jdbc:sqlite:")
 
 
-def _first_line(exc: BaseException) -> str:
-    """The Java exception's own message (its causes' when it has none), one line."""
-    if isinstance(exc, Py4JJavaError):
-        cause = exc.java_exception
-        while cause is not None:
-            message = cause.getMessage()
-            if message:
-                return str(message).strip().splitlines()[0]
-            cause = cause.getCause()
-    text = str(exc).strip() or type(exc).__name__
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith(("java.", "org.", "py4j.")) and ": " in line:
-            return line.split(": ", 1)[1]
-        if line:
-            return line
-    return text
+def check_table(name: str) -> None:
+    """``--table`` must be a plain (optionally schema-qualified) name: it goes into SQL."""
+    if not name.replace("_", "").replace(".", "").isalnum():
+        raise AuditInputError(f"--table: {name!r} is not a plain table name")
 
 
 def _options(source: JdbcSource) -> dict[str, str]:
@@ -87,19 +83,21 @@ def _bounds(spark: SparkSession, source: JdbcSource) -> tuple[int, int] | None:
 
 
 def read_status(spark: SparkSession, source: JdbcSource) -> DataFrame:
-    """``tx_id, state, db_topic, created_ms, db_body_sha256, db_body_crc`` of every row.
+    """``tx_id, state, db_topic, created_ms, db_body_sha256, db_body_crc`` and the
+    relay's :data:`BOOKKEEPING` of every row.
 
     Raises :class:`AuditInputError` (one line) for a wrong URL, a database
     that does not answer, or a missing table.
     """
-    if not source.table.replace("_", "").replace(".", "").isalnum():
-        raise AuditInputError(f"--table: {source.table!r} is not a plain table name")
+    check_table(source.table)
     try:
         if source.is_sqlite:
             raw = spark.read.format("jdbc").options(**_options(source)) \
                 .option("query", f"SELECT {_COLUMNS} FROM {source.table}") \
-                .option("customSchema", "created_at STRING, seq LONG").load()
-            created = F.to_timestamp(F.col("created_at"))
+                .option("customSchema", _SQLITE_TYPES).load()
+
+            def stamp(name: str) -> Column:
+                return F.to_timestamp(F.col(name))
         else:
             bounds = _bounds(spark, source)
             reader = spark.read.format("jdbc").options(**_options(source)) \
@@ -109,15 +107,26 @@ def read_status(spark: SparkSession, source: JdbcSource) -> DataFrame:
                                         upperBound=str(bounds[1] + 1),
                                         numPartitions=str(source.num_partitions))
             raw = reader.load()
-            created = F.col("created_at")
+
+            def stamp(name: str) -> Column:
+                return F.col(name)
+
+        def ms(name: str) -> Column:
+            return F.floor(F.unix_micros(stamp(name).cast("timestamp")) / 1000)
+
         status = raw.select(
             F.col("tx_id"), F.col("state"), F.col("topic").alias("db_topic"),
-            F.floor(F.unix_micros(created.cast("timestamp")) / 1000).alias("created_ms"),
+            ms("created_at").alias("created_ms"),
             F.sha2(F.col("body"), 256).alias("db_body_sha256"),
             F.crc32(F.col("body")).alias("db_body_crc"),
+            F.col("attempts").cast("int").alias("attempts"),
+            (F.col("parked").cast("int") != 0).alias("parked"),
+            ms("relayed_at").alias("relayed_ms"),
+            ms("next_attempt_at").alias("next_attempt_ms"),
+            F.col("last_error").cast("string").alias("last_error"),
         )
         status.schema  # noqa: B018 - resolves the query now: a missing table fails here
     except (PySparkException, Py4JError) as exc:
         raise AuditInputError(f"status table {source.table!r} at "
-                              f"{source.url.split('?')[0]}: {_first_line(exc)}") from exc
+                              f"{source.url.split('?')[0]}: {java_cause(exc)}") from exc
     return status

@@ -2,19 +2,34 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spark.classify import CATEGORIES, DIVERGENT
+from spark.categories import CATEGORIES, DIVERGENT
+from spark.classify import AuditWindow
 
-__all__ = ["LATENCY_BUCKETS_MS", "Summary", "summarize"]
+__all__ = ["LATENCY_PER_DECADE", "SAMPLE_IDS", "LatencyBucket", "Summary", "latency_buckets",
+           "summarize"]
 
-#: upper bounds of the latency histogram's buckets (the last one is open)
-LATENCY_BUCKETS_MS = (10, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000)
+#: the latency histogram's buckets are equal on a log10 axis: this many per decade
+#: (their bounds are the R5 preferred numbers 1, 1.6, 2.5, 4, 6.3, 10 ms, ...)
+LATENCY_PER_DECADE = 5
+#: how many divergent tx_ids the reports list (the Parquet output has them all)
+SAMPLE_IDS = 50
 _TIME_BUCKETS = 24
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyBucket:
+    """``[from_ms, to_ms)``; ``from_ms`` None for the first bucket when it holds < 1 ms."""
+
+    from_ms: float | None
+    to_ms: float
+    count: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,15 +40,22 @@ class Summary:
     #: (bucket start ms, category, count), ``bucket_ms`` wide
     timeline: list[tuple[int, str, int]] = field(default_factory=list)
     bucket_ms: int = 0
-    #: (upper bound ms or -1 for the open bucket, count)
-    latency: list[tuple[int, int]] = field(default_factory=list)
+    #: every bucket from the lowest latency seen to the highest (or the SLO), empty ones too
+    latency: list[LatencyBucket] = field(default_factory=list)
     latency_p50_ms: float | None = None
     latency_p99_ms: float | None = None
+    latency_max_ms: float | None = None
     #: (topic, divergent count), most first
     top_topics: list[tuple[str, int]] = field(default_factory=list)
     #: (segment, offset, reason) of each corrupt or truncated stretch
     problems: list[tuple[str, int, str]] = field(default_factory=list)
     segments: int = 0
+    #: (tx_id, category, topic, detail) of the first :data:`SAMPLE_IDS` divergent rows
+    divergent_ids: list[tuple[str, str, str, str]] = field(default_factory=list)
+    #: the clock and the rules the run used
+    window: AuditWindow | None = None
+    #: where ``--out`` wrote every divergent row (Parquet), if it did
+    out: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -41,16 +63,37 @@ class Summary:
         return sum(self.counts[c] for c in DIVERGENT)
 
 
-def _latency_bucket() -> Column:
+def _latency_index() -> Column:
+    """The histogram bucket of ``latency_ms``: -1 below 1 ms, else floor(5 log10)."""
     lat = F.col("latency_ms")
-    expr = F.when(lat <= LATENCY_BUCKETS_MS[0], LATENCY_BUCKETS_MS[0])
-    for bound in LATENCY_BUCKETS_MS[1:]:
-        expr = expr.when(lat <= bound, bound)
-    return expr.otherwise(-1)
+    return F.when(lat < 1, -1).otherwise(F.floor(F.log10(lat) * LATENCY_PER_DECADE)) \
+        .cast("int")
 
 
-def summarize(classified: DataFrame, problems: DataFrame, segments: int) -> Summary:
-    """Counts per category, the timeline, latency histogram and top topics."""
+def _bound(index: int) -> float:
+    return float(10 ** (index / LATENCY_PER_DECADE))
+
+
+def latency_buckets(found: dict[int, int], slo_ms: int | None) -> list[LatencyBucket]:
+    """Dense buckets from the lowest index found to the highest (or the SLO's)."""
+    if not found:
+        return []
+    top = max(found)
+    if slo_ms is not None and slo_ms >= 1:
+        top = max(top, math.floor(math.log10(slo_ms) * LATENCY_PER_DECADE))
+    return [LatencyBucket(None if i < 0 else _bound(i), _bound(i + 1) if i >= 0 else 1.0,
+                          found.get(i, 0))
+            for i in range(min(found), top + 1)]
+
+
+def _rank() -> Column:
+    """Categories in report order (the invariant's divergences first)."""
+    return F.array_position(F.array(*(F.lit(c) for c in CATEGORIES)), F.col("category"))
+
+
+def summarize(classified: DataFrame, problems: DataFrame, segments: int,
+              window: AuditWindow | None = None) -> Summary:
+    """Counts per category, the timeline, latency histogram, top topics and sample ids."""
     owned = not classified.is_cached
     if owned:
         classified = classified.cache()
@@ -69,22 +112,27 @@ def summarize(classified: DataFrame, problems: DataFrame, segments: int) -> Summ
                 (int(r["start"]), r["category"], int(r["count"]))
                 for r in classified.groupBy(start.alias("start"), "category").count().collect())
         visible = classified.where(F.col("latency_ms").isNotNull())
-        latency = sorted(
-            ((int(r["b"]), int(r["count"]))
-             for r in visible.groupBy(_latency_bucket().alias("b")).count().collect()),
-            key=lambda x: (x[0] < 0, x[0]))
-        quant = visible.agg(F.percentile_approx("latency_ms", [0.5, 0.99]).alias("q")).first()
-        p50 = p99 = None
+        found = {int(r["b"]): int(r["count"])
+                 for r in visible.groupBy(_latency_index().alias("b")).count().collect()}
+        quant = visible.agg(F.percentile_approx("latency_ms", [0.5, 0.99]).alias("q"),
+                            F.max("latency_ms").alias("top")).first()
+        p50 = p99 = top_ms = None
         if quant is not None and quant["q"] is not None:
             p50, p99 = float(quant["q"][0]), float(quant["q"][1])
+            top_ms = float(quant["top"])
+        bad = classified.where(F.col("category").isin(*DIVERGENT))
         top = [(r["topic"] or "?", int(r["count"])) for r in
-               classified.where(F.col("category").isin(*DIVERGENT)).groupBy("topic").count()
-               .orderBy(F.desc("count"), "topic").limit(10).collect()]
-        found = [(r["segment"], int(r["offset"]), r["detail"])
-                 for r in problems.orderBy("offset").collect()]
+               bad.groupBy("topic").count().orderBy(F.desc("count"), "topic").limit(10).collect()]
+        sample = [(r["tx_id"], r["category"], r["topic"] or "?", r["detail"] or "") for r in
+                  bad.orderBy(_rank(), "event_ms", "tx_id").limit(SAMPLE_IDS)
+                  .select("tx_id", "category", "topic", "detail").collect()]
+        issues = [(r["segment"], int(r["offset"]), r["detail"])
+                  for r in problems.orderBy("offset").collect()]
     finally:
         if owned:
             classified.unpersist()
-    return Summary(counts=counts, timeline=timeline, bucket_ms=bucket_ms, latency=latency,
-                   latency_p50_ms=p50, latency_p99_ms=p99, top_topics=top, problems=found,
-                   segments=segments)
+    return Summary(counts=counts, timeline=timeline, bucket_ms=bucket_ms,
+                   latency=latency_buckets(found, window.slo_ms if window else None),
+                   latency_p50_ms=p50, latency_p99_ms=p99, latency_max_ms=top_ms,
+                   top_topics=top, problems=issues, segments=segments, divergent_ids=sample,
+                   window=window)

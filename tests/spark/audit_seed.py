@@ -106,18 +106,32 @@ def broker_seed(data_dir: Path, segment_size: int = 64 * 1024) -> Iterator[Broke
 
 
 def status_row(tx_id: str, topic: str, body: bytes, state: str, created_at: datetime,
-               seq: int) -> dict[str, Any]:
-    """A ``rocketbox_transaction`` row as ``outbox.publish`` writes it."""
+               seq: int, **relay: Any) -> dict[str, Any]:
+    """A ``rocketbox_transaction`` row as ``outbox.publish`` writes it.
+
+    ``relay``: the relay's bookkeeping as it would have written it since
+    (``relayed_at``, ``attempts``, ``parked``, ``last_error``...).
+    """
     return dict(tx_id=tx_id, seq=seq, producer_group=GROUP, topic=topic, tag="t", keys=None,
                 message_group=None, body=body, headers=None, state=state,
-                created_at=created_at, next_attempt_at=created_at)
+                created_at=created_at, next_attempt_at=created_at, **relay)
+
+
+def relayed_row(tx_id: str, topic: str, body: bytes, created_at: datetime,
+                seq: int) -> dict[str, Any]:
+    """A COMMIT row the relay recorded as relayed (a moment after its commit)."""
+    return status_row(tx_id, topic, body, "COMMIT", created_at, seq,
+                      relayed_at=created_at + timedelta(milliseconds=5))
 
 
 def write_status(engine: Engine, rows: list[dict[str, Any]]) -> None:
     metadata.create_all(engine)
+    shapes: dict[frozenset[str], list[dict[str, Any]]] = {}
+    for row in rows:  # an executemany takes its columns from the first row: one per shape
+        shapes.setdefault(frozenset(row), []).append(row)
     with engine.begin() as conn:
-        if rows:
-            conn.execute(insert(t), rows)
+        for same in shapes.values():
+            conn.execute(insert(t), same)
 
 
 def sqlite_engine(path: Path) -> Engine:

@@ -11,7 +11,16 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
-from audit_seed import ago, broker_seed, sqlite_engine, status_row, utcnow, write_status
+from audit_seed import (
+    ago,
+    broker_seed,
+    relayed_row,
+    sqlite_engine,
+    status_row,
+    utcnow,
+    write_status,
+)
+from bs4 import BeautifulSoup
 
 from broker_lite.storage.properties import TRANSACTION_CHECK_TIMES as CHECK_TIMES
 from outbox.cli import main as rocketbox_main
@@ -36,7 +45,7 @@ class Seeded:
 def _seed(root: Path) -> tuple[dict[str, set[str]], str, Path, datetime]:
     expected: dict[str, set[str]] = {c: set() for c in (
         "ok", "lost", "phantom", "duplicate", "stuck_half", "discarded", "payload_mismatch",
-        "late", "pending")}
+        "late", "pending", "parked", "undelivered")}
     rows: list[dict[str, Any]] = []
     start = utcnow()
     as_of = start + timedelta(seconds=120)
@@ -58,11 +67,22 @@ def _seed(root: Path) -> tuple[dict[str, set[str]], str, Path, datetime]:
         row("OKRB2", "ROLLBACK")  # rolled back before any half
         expected["ok"] |= {"OKRB1", "OKRB2"}
 
-        row("LOST1", "COMMIT")  # no half at all
-        row("LOST2", "COMMIT")  # half rolled back although the DB committed
+        # the relay recorded these as relayed (a row it still owes is parked or undelivered)
+        rows.append(relayed_row("LOST1", "Orders", b"{}", ago(0.001), len(rows) + 1))  # no half
+        # half rolled back although the DB committed
+        rows.append(relayed_row("LOST2", "Orders", b"{}", ago(0.001), len(rows) + 1))
         seed.half("LOST2", "Orders", b"{}")
         seed.rollback("LOST2")
         expected["lost"] |= {"LOST1", "LOST2"}
+
+        # parked by the relay: reported as such at any age (it will never be retried alone)
+        rows.append(status_row("PARK1", "Oders", b"{}", "COMMIT", ago(0.001), len(rows) + 1,
+                               attempts=10, parked=True,
+                               last_error="no PUB permission on topic 'Oders'"))
+        rows.append(status_row("PARK2", "Orders", b"x" * 300, "COMMIT",
+                               as_of - timedelta(seconds=5), len(rows) + 1, attempts=1,
+                               parked=True, last_error="body too large"))
+        expected["parked"] |= {"PARK1", "PARK2"}
 
         row("PHAN1", "ROLLBACK")
         seed.half("PHAN1", "Orders", b"{}")
@@ -129,7 +149,7 @@ def test_audit_exit_code_and_counts(seeded: Seeded) -> None:
 
 @pytest.mark.timeout(240)  # the first test also starts Spark and seeds
 @pytest.mark.parametrize("category", ["lost", "phantom", "duplicate", "stuck_half",
-                                      "discarded", "payload_mismatch", "late"])
+                                      "discarded", "payload_mismatch", "late", "parked"])
 def test_audit_finds_exactly_the_seeded(seeded: Seeded, spark_session: Any,
                                         category: str) -> None:
     rows = spark_session.read.parquet(str(seeded.out)).collect()
@@ -186,3 +206,34 @@ def test_rocketbox_audit_subcommand(seeded: Seeded, tmp_path: Path,
     assert counts["phantom"] == 1  # PHAN1; PHAN2's row may still be on its way
     assert counts["pending"] == 1 + 2 + 2 + 1  # PEND1, LOST1/2, STUCK1/2, PHAN2
     assert "rocketbox audit" in capsys.readouterr().out
+
+
+@pytest.mark.timeout(240)  # the first test also starts Spark and seeds
+def test_audit_html_has_axes_units_rules_and_the_divergent_ids(seeded: Seeded) -> None:
+    """The report says what its charts measure, the rules it used and which tx_ids diverged."""
+    page = BeautifulSoup((seeded.out.parent / "r.html").read_text(), "html.parser")
+    labels = [t.get_text() for t in page.select("svg .axis-label")]
+    assert "transactions per bucket" in labels
+    assert any(label.startswith("commit-to-visible latency (log scale") for label in labels)
+    assert any(label.startswith("tx_ids per ") for label in labels)
+    assert "divergent tx_ids per topic" in labels
+    latency = page.find("svg", attrs={"aria-label": "commit-to-visible latency histogram"})
+    ticks = [t.get_text() for t in latency.select(".tick")]
+    assert {"1 ms", "10 ms", "100 ms", "1 s", "10 s"} <= set(ticks)  # units on the x axis
+    buckets = [t.get_text() for t in latency.select("rect.bucket title")]
+    # every bucket from the fastest commit to the slowest (LATE1, 30 s), empty ones too
+    counts = [int(n) for b in buckets for n in re.findall(r": (\d+) transaction", b)]
+    assert len(counts) == len(buckets)
+    assert sum(counts) == 40 + 4  # the OK commits, BODY1, LATE1, DUP1, PHAN1
+    assert 0 in counts and buckets[-1].startswith("25 s to 40 s")
+    assert "SLO 5 s" in latency.get_text()
+    rules = {r.find_all("td")[0].get_text(): r.find_all("td")[1].get_text()
+             for r in page.select("#rules tr")}
+    assert rules["grace (--grace)"] == "30 s" and rules["SLO (--slo)"] == "5 s"
+    assert rules["stuck after (--stuck-after)"] == "60 s"
+    listed = {r.find_all("td")[0].get_text(): r.find_all("td")[1].get_text()
+              for r in page.select("#divergent-ids tr") if r.find("td")}
+    divergent = {tx: c for c, ids in seeded.expected.items() for tx in ids
+                 if c not in ("ok", "pending")}
+    assert listed == divergent  # fewer than 50: all of them, with their category
+    assert page.select_one("a#parquet")["href"] == "divergent"  # relative to the report

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from audit_seed import broker_seed, sqlite_engine, status_row, utcnow, write_status
+from audit_seed import broker_seed, relayed_row, sqlite_engine, utcnow, write_status
 from sqlalchemy import create_engine
 from support import PostgresServer
 
@@ -32,7 +32,7 @@ def _seed_ok(root: Path, n: int, *, segment_size: int = 8192
         for i in range(n):
             tx = f"TX{i:05d}"
             body = f'{{"n":{i}}}'.encode()
-            rows.append(status_row(tx, f"T{i % 3}", body, "COMMIT", utcnow(), i + 1))
+            rows.append(relayed_row(tx, f"T{i % 3}", body, utcnow(), i + 1))
             seed.half(tx, f"T{i % 3}", body)
             commits[tx] = seed.commit(tx).physical_offset
     return rows, commits
@@ -90,7 +90,7 @@ def test_audit_damaged_segments_reported_rest_audited(spark_session: Any,
 def test_audit_postgres_partitioned_read(spark_session: Any, postgres_server: PostgresServer,
                                          tmp_path: Path) -> None:
     rows, _commits = _seed_ok(tmp_path, 300, segment_size=64 * 1024)
-    rows.append(status_row("LOSTPG", "T0", b"{}", "COMMIT", utcnow(), 10_000))
+    rows.append(relayed_row("LOSTPG", "T0", b"{}", utcnow(), 10_000))
     rows[7]["body"] = b'{"changed":1}'
     db = postgres_server.create_database(f"audit_{uuid.uuid4().hex[:10]}")
     engine = create_engine(db.url)
