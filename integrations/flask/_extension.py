@@ -39,6 +39,7 @@ from outbox.errors import ConfigurationError, NoTransactionError
 from outbox.migrate import engine_for
 from outbox.publisher import BrokerLitePublisher, ProcessPublishers, Publisher
 from outbox.serializers import JsonSerializer, Serializer
+from outbox.sqlite import tune_sqlite_engine
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -107,6 +108,7 @@ class FlaskState:
             if self._built:
                 return
             engine, db = self._database()
+            tune_sqlite_engine(engine)  # WAL and a busy timeout: the relay writes too
             serializer: Serializer = self.config("SERIALIZER") or JsonSerializer()
             relay: RelaySettings = self.config("RELAY") or RelaySettings()
             base = Outbox(engine=engine, broker=self.config("BROKER"),

@@ -42,7 +42,7 @@ def test_demo_quick_passes_twice_and_leaves_no_process(tmp_path: Path) -> None:
         assert match, last
         committed, rolled_back, consumed = map(int, match.groups())
         assert committed == consumed == 25 and rolled_back == 5
-        assert "relay killed between half and commit" in done.stdout
+        assert "relay kills (between half and commit)" in done.stdout
         assert _processes_mentioning(str(work)) == []
 
 
