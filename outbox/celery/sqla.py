@@ -5,7 +5,9 @@ The embedded setup runs Celery on kombu's SQLAlchemy transport over SQLite
 once a second by default: too slow for a relay. kombu reads
 ``polling_interval`` from the transport options, but its SQLAlchemy channel
 then hands every remaining option to ``create_engine``, which refuses it.
-This transport keeps the transport's own options away from the engine.
+This transport keeps the transport's own options away from the engine, and
+gives a SQLite queue WAL and a busy timeout (:mod:`outbox.sqlite`): the web
+app enqueues while the worker polls and deletes.
 :func:`~outbox.celery.app.make_celery` uses it for ``sqla+`` broker URLs.
 """
 
@@ -15,6 +17,8 @@ from typing import Any
 
 from kombu.transport import sqlalchemy as kombu_sqla
 from sqlalchemy import create_engine
+
+from outbox.sqlite import tune_sqlite_engine
 
 __all__ = ["SQLA_PREFIX", "Transport", "transport_settings"]
 
@@ -33,7 +37,7 @@ class Channel(kombu_sqla.Channel):
         conninfo = self.connection.client
         options = {k: v for k, v in conninfo.transport_options.items()
                    if k not in _NOT_ENGINE_OPTIONS}
-        return create_engine(conninfo.hostname, **options)
+        return tune_sqlite_engine(create_engine(conninfo.hostname, **options))
 
 
 class Transport(kombu_sqla.Transport):
