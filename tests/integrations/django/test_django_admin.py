@@ -134,6 +134,16 @@ def test_body_text_and_pending_age_for_each_kind_of_value() -> None:
 
 
 @pytest.mark.timeout(30)
+def test_djangos_sqlite_connections_use_wal_and_a_busy_timeout() -> None:
+    connections["default"].close()
+    with connections["default"].cursor() as cursor:
+        cursor.execute("PRAGMA journal_mode")
+        assert cursor.fetchone() == ("wal",)
+        cursor.execute("PRAGMA busy_timeout")
+        assert cursor.fetchone() == (30_000,)
+
+
+@pytest.mark.timeout(30)
 def test_sqlite_without_immediate_transactions_is_warned_about() -> None:
     settings_dict = connections["default"].settings_dict
     options = settings_dict["OPTIONS"]
