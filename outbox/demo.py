@@ -250,6 +250,10 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
         def kills() -> str:
             return f"[red]{supervisor.kills} relay kills[/red]"
 
+        def sent() -> str:  # kills go on after the last order: both lines keep counting
+            return (f"orders    [green]{len(ok_refs)} committed[/green]  "
+                    f"[yellow]{len(failed_refs)} rolled back[/yellow]  {kills()}")
+
         with progress:
             task = progress.add_task("orders", total=len(plan_))
             for order in plan_:
@@ -260,9 +264,7 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
                 else:
                     failed_refs.add(order.ref)
                 supervisor.check()
-                progress.update(task, advance=1, description=(
-                    f"orders    [green]{len(ok_refs)} committed[/green]  "
-                    f"[yellow]{len(failed_refs)} rolled back[/yellow]  {kills()}"))
+                progress.update(task, advance=1, description=sent())
             timings["sending"] = time.monotonic() - sending
             waiting = time.monotonic()
             consuming = progress.add_task("consumed", total=len(ok_refs))
@@ -273,6 +275,7 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
                               "SELECT count(*) FROM inventory_reservation")
                 progress.update(consuming, completed=rows[0][0],
                                 description=f"consumed  {kills()}")
+                progress.update(task, description=sent())
                 return bool(rows[0][0] >= len(ok_refs))
 
             remaining = max(10.0, timeout - (time.monotonic() - started))
