@@ -28,8 +28,8 @@ from rich.table import Table
 __all__ = ["BASE_SLO", "Audit", "Outcome", "audit", "print_summary", "query",
            "spark_available"]
 
-#: the commit-to-broker latency the Spark audit allows a transaction, on top of the time
-#: the demo itself kept the relay down (its kills and restarts)
+#: the commit-to-broker latency the Spark audit allows a transaction, on top of the demo's
+#: kill period (its kills and restarts, see ``Supervisor.kill_period``)
 BASE_SLO = 5.0
 
 
@@ -130,6 +130,7 @@ class Outcome:
     checkbacks: int
     downtime: float
     longest: float
+    kill_period: float
     slo: float
 
 
@@ -149,7 +150,8 @@ def print_summary(console: Console, orders: int, answers: collections.Counter[st
     table.add_row("  halves committed by check-back", str(outcome.checkbacks))
     table.add_row("  relay down (restarts), in all", f"{outcome.downtime:.1f}s")
     table.add_row("  longest outage", f"{outcome.longest:.1f}s")
-    table.add_row(f"latency SLO ({BASE_SLO:.0f}s + relay down)", f"{outcome.slo:.1f}s")
+    table.add_row("  kill period (first kill to last restart)", f"{outcome.kill_period:.1f}s")
+    table.add_row(f"latency SLO ({BASE_SLO:.0f}s + kill period)", f"{outcome.slo:.1f}s")
     table.add_row("consumed by inventory (inbox)", str(result.consumed))
     colour = "green" if not result.divergences else "red"
     table.add_row("divergences (transactions)", f"[{colour}]{result.divergences}[/{colour}]")

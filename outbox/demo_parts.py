@@ -109,6 +109,9 @@ class Supervisor:
     relay: Part
     down_since: float | None = None
     outages: list[float] = field(default_factory=list)
+    #: when the first death was seen, and when the last successor was ready
+    first_death: float | None = None
+    last_ready: float | None = None
 
     _READY = re.compile(r"celery@\S+ ready\.")
 
@@ -118,15 +121,31 @@ class Supervisor:
                 len(self._READY.findall(self.relay.log())) >= self.relay.starts:
             self.outages.append(now - self.down_since)
             self.down_since = None
+            self.last_ready = now
         if not self.relay.alive():
             self.relay.stop(timeout=2)  # beat's child, if it outlived the worker
             self.relay.start()
             if self.down_since is None:
                 self.down_since = now
+            if self.first_death is None:
+                self.first_death = now
 
     @property
     def kills(self) -> int:
         return self.relay.starts - 1
+
+    def kill_period(self) -> float:
+        """Seconds from the first death to the last successor's ``ready.`` (0: no kill).
+
+        A transaction committed in this period may wait through every outage
+        in it and the backlog between them: that, not the sum of the outages,
+        is how late the kills can make it.
+        """
+        if self.first_death is None:
+            return 0.0
+        end = self.last_ready if self.down_since is None and self.last_ready else \
+            time.monotonic()
+        return end - self.first_death
 
     def downtime(self) -> float:
         """Seconds the relay was down in all (an outage still going counts until now)."""
