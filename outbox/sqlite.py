@@ -30,6 +30,8 @@ it on one DB-API connection (the Django integration, on
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import weakref
 from typing import Any
 
@@ -40,16 +42,27 @@ __all__ = ["BUSY_TIMEOUT", "apply_pragmas", "tune_sqlite_engine"]
 #: seconds a SQLite writer waits for the write lock before ``database is locked``
 BUSY_TIMEOUT = 30.0
 
+log = logging.getLogger("rocketbox.sqlite")
+
 _tuned: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
 def apply_pragmas(dbapi_connection: Any, *, busy_timeout: float = BUSY_TIMEOUT) -> None:
-    """Set the busy timeout and WAL on one sqlite3 connection (outside a transaction)."""
+    """Set the busy timeout and WAL on one sqlite3 connection (outside a transaction).
+
+    Switching a file to WAL needs a moment with no other connection inside a
+    transaction; when that does not come within the busy timeout the
+    connection is used as it is (a warning says so) and the next one tries
+    again: the mode, once set, stays in the file.
+    """
     cursor = dbapi_connection.cursor()
     try:
         # the timeout first: switching to WAL needs a moment of exclusive access
         cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        cursor.execute("PRAGMA journal_mode = WAL")  # an in-memory database stays "memory"
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")  # in-memory databases stay "memory"
+        except sqlite3.OperationalError as exc:
+            log.warning("could not switch the SQLite file to WAL yet: %s", exc)
     finally:
         cursor.close()
 
@@ -57,7 +70,10 @@ def apply_pragmas(dbapi_connection: Any, *, busy_timeout: float = BUSY_TIMEOUT) 
 def tune_sqlite_engine(engine: Engine, *, busy_timeout: float = BUSY_TIMEOUT) -> Engine:
     """Apply :func:`apply_pragmas` to each new connection of a SQLite ``engine``.
 
-    Other databases are left alone; tuning an engine twice adds nothing.
+    Other databases are left alone; tuning an engine twice adds nothing. The
+    connections the engine's pool holds now were made without the pragmas:
+    they are dropped (``Engine.dispose``; one checked out now is closed when it
+    is returned), so every connection handed out from here on has them.
     Returns ``engine``.
     """
     if engine.dialect.name != "sqlite" or engine in _tuned:
@@ -68,4 +84,5 @@ def tune_sqlite_engine(engine: Engine, *, busy_timeout: float = BUSY_TIMEOUT) ->
         apply_pragmas(dbapi_connection, busy_timeout=busy_timeout)
 
     event.listen(engine, "connect", on_connect)
+    engine.dispose()
     return engine

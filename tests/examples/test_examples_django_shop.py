@@ -61,7 +61,7 @@ def _exercise(env: dict[str, str], tmp: Path, inventory_url: str) -> None:
         assert status_json["totals"]["parked"] == 0
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(300)
 def test_django_shop_on_the_embedded_default(broker_lite_server: BrokerLiteServer,
                                              tmp_path: Path) -> None:
     env = example_env(SHOP_BROKER=broker_lite_server.native)
@@ -69,7 +69,7 @@ def test_django_shop_on_the_embedded_default(broker_lite_server: BrokerLiteServe
     assert not list(tmp_path.glob("*.sqlite"))  # the files live in var/
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(300)
 def test_django_shop_on_postgres_and_redis(postgres_server: PostgresServer, redis_url: str,
                                            tmp_path: Path) -> None:
     shop = postgres_server.create_database("django_shop")
