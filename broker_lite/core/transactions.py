@@ -26,7 +26,8 @@ fixed:
   checked again (#2117, #4436) and check counts are kept.
 
 The op record's ``TX_STATE`` property says what it records: ``COMMIT``,
-``ROLLBACK``, ``DISCARD`` or ``CHECK`` (with ``TRANSACTION_CHECK_TIMES``).
+``ROLLBACK``, ``DISCARD`` or ``CHECK`` (with ``TRANSACTION_CHECK_TIMES``); a
+resolution that answered a check-back also carries ``FROM_CHECK=true``.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from broker_lite.protocol import messages as m
 from broker_lite.storage import MessageStore, MessageToStore, StoredRecord, TxType
 from broker_lite.storage.properties import (
     CHECK_IMMUNITY_TIME_IN_SECONDS,
+    FROM_CHECK,
     PGROUP,
     REAL_QID,
     REAL_TOPIC,
@@ -57,14 +59,14 @@ from broker_lite.storage.properties import (
     TRAN_MSG,
     TRANSACTION_CHECK_TIMES,
     TRANSACTION_ID,
+    TX_STATE,
     UNIQ_KEY,
 )
 
-__all__ = ["HalfEntry", "TransactionService", "delivered_view"]
+__all__ = ["FROM_CHECK", "TX_STATE", "HalfEntry", "TransactionService", "delivered_view"]
 
 log = logging.getLogger("broker_lite.core.transactions")
 
-TX_STATE = "TX_STATE"
 _PENDING, _COMMITTED, _ROLLED_BACK, _DISCARDED = "pending", "committed", "rolled_back", "discarded"
 _OP_NAMES = {_COMMITTED: "COMMIT", _ROLLED_BACK: "ROLLBACK", _DISCARDED: "DISCARD"}
 _STATE_OF_OP = {v: k for k, v in _OP_NAMES.items()}
@@ -203,6 +205,19 @@ class TransactionService:
     def pending_count(self) -> int:
         return len(self._pending)
 
+    def pending(self, limit: int) -> list[HalfEntry]:
+        """Up to ``limit`` unresolved halves, oldest first (copies: they do not change)."""
+        with self._lock:
+            entries = sorted(self._pending.values(), key=lambda e: e.half_offset)[:limit]
+            return [HalfEntry(**{f: getattr(e, f) for f in HalfEntry.__dataclass_fields__})
+                    for e in entries]
+
+    def next_check_ms(self, entry: HalfEntry) -> int:
+        """When the check service will next look at ``entry`` (ms since the epoch)."""
+        if entry.check_times == 0:
+            return entry.store_ts + max(int(self._config.tx_timeout * 1000), entry.immunity_ms)
+        return entry.last_check_ms + int(self._config.tx_check_interval * 1000)
+
     # -- producing -----------------------------------------------------------
 
     def prepare(self, producer_group: str, store_msg: MessageToStore, transaction_id: str,
@@ -263,7 +278,8 @@ class TransactionService:
             if wanted == _COMMITTED:
                 end_offset = self._write_commit(entry)
                 end_offset = max(end_offset, self._fault_double_commit(entry))
-            end_offset = max(end_offset, self._resolve(entry, wanted))
+            extra = {FROM_CHECK: "true"} if request.from_check else None
+            end_offset = max(end_offset, self._resolve(entry, wanted, extra))
         if wanted == _COMMITTED:
             self._notify(entry.real_topic, entry.real_queue_id)
         return self._ended(entry, already=False), end_offset

@@ -14,6 +14,7 @@ from broker_lite.errors import InvalidMessageError
 __all__ = [
     "CHECK_IMMUNITY_TIME_IN_SECONDS",
     "DELAY",
+    "FROM_CHECK",
     "KEYS",
     "MAX_PROPERTIES_BYTES",
     "ORIGIN_MESSAGE_ID",
@@ -28,6 +29,7 @@ __all__ = [
     "TRANSACTION_ID",
     "TRAN_MSG",
     "TRAN_PREPARED_QUEUE_OFFSET",
+    "TX_STATE",
     "UNIQ_KEY",
     "decode_properties",
     "encode_properties",
@@ -50,6 +52,10 @@ TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 TRAN_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
 CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 SHARDING_KEY = "__SHARDINGKEY"
+#: on a transaction op record: COMMIT, ROLLBACK, DISCARD or CHECK
+TX_STATE = "TX_STATE"
+#: on a resolution's op record when the producer answered a check-back
+FROM_CHECK = "FROM_CHECK"
 
 NAME_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
