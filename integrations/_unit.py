@@ -42,6 +42,7 @@ from sqlalchemy.orm import Session
 
 from outbox.checkback import PG_XID_PROPERTY
 from outbox.config import Mode, Outbox
+from outbox.core_commit import OPT_OUT
 from outbox.errors import ConfigurationError, NoTransactionError, OutboxError
 from outbox.models import transaction_table as t
 from outbox.publish import publish as outbox_publish
@@ -178,6 +179,7 @@ class UnitOfWork:
                keys: str | Sequence[str] | None, message_group: str | None,
                headers: Mapping[str, Any] | None, at_commit: bool = False) -> str:
         conn = self.connection()
+        conn.execution_options(**{OPT_OUT: False})  # after_commit() calls on_commit itself
         data = to_body(body, self.outbox.serializer)
         tx_id = outbox_publish(conn, topic, data, outbox=self.outbox, tag=tag, keys=keys,
                                message_group=message_group, headers=headers,

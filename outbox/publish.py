@@ -25,9 +25,11 @@ from sqlalchemy.orm import Session, SessionTransaction
 
 from outbox.at_commit import hold
 from outbox.config import Outbox
+from outbox.core_commit import remember as remember_on_connection
 from outbox.errors import NoTransactionError
 from outbox.models import transaction_table
 from outbox.serializers import to_body
+from outbox.validation import check_message
 
 __all__ = ["new_tx_id", "publish"]
 
@@ -96,9 +98,12 @@ def publish(
 ) -> str:
     """Add a message to the caller's transaction and return its ``tx_id``.
 
-    Raises :class:`NoTransactionError` when no transaction is open. After the
-    transaction commits, ``outbox.on_commit`` is told the new ids (a session
-    only; with a bare connection the sweeper picks the rows up).
+    Raises :class:`NoTransactionError` when no transaction is open, and
+    :class:`InvalidMessageError` (naming the field and the limit) for a message
+    the broker would refuse (:mod:`outbox.validation`). After the
+    transaction commits, ``outbox.on_commit`` is told the new ids (on a Core
+    connection, once the connection goes back to the pool or begins its next
+    transaction: :mod:`outbox.core_commit`).
 
     ``at_commit=True`` is for the last message before ``commit()``: where
     :mod:`outbox.at_commit` allows (PostgreSQL, psycopg 3, migrated to 0002,
@@ -120,10 +125,13 @@ def publish(
         headers=dict(headers) if headers else None, state=state,
         created_at=now, next_attempt_at=now,
     )
+    check_message(values, keys=keys, max_body_size=outbox.max_body_size)  # broker limits
     if not (at_commit and hold(conn, values)):  # held: it goes out with the COMMIT
         _insert(conn, values)
     if isinstance(session, Session):
         _remember(session, outbox, tx_id)
+    else:
+        remember_on_connection(conn, outbox.on_commit, tx_id)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("published %s to %s", tx_id, topic, extra={"tx_id": tx_id, "topic": topic})
     return tx_id

@@ -58,6 +58,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.sql.elements import ColumnElement
 
+from outbox import broker_health
 from outbox.config import Outbox
 from outbox.errors import RelayError
 from outbox.models import aware
@@ -311,10 +312,13 @@ class Relay:
             # so no attempt is counted (an outage never parks a row). Release the claims
             # for the next pass, and let the caller retry the pass.
             self._release(rows, halves, exc)
+            broker_health.pass_failed(self.outbox, exc)  # `rocketbox status` shows it
             raise
+        broker_health.pass_went_through(self.outbox)
         return report
 
     def _send(self, rows: list[_Row], halves: dict[str, HalfSent], report: RelayReport) -> None:
+        _note_new_topics(rows)
         failed_groups: set[str] = set()
         need_half = [r for r in rows if r.half_offset is None]
         outcomes: dict[str, Exception | None] = {}
@@ -516,6 +520,25 @@ def _waves(ends: list[tuple[str, str, int, int]], group_of: dict[str, str | None
             waves.append([])
         waves[index].append(end)
     return waves
+
+
+#: topics this process has relayed to (or tried); a new one is logged once
+_seen_topics: set[str] = set()
+
+
+def _note_new_topics(rows: list[_Row]) -> None:
+    """Warn once per process for each topic it relays to the first time.
+
+    A typo in a topic name (``Oders``) is a new topic: on a broker that
+    auto-creates topics it would silently become one. This line is the trace
+    it leaves in the relay's log; ``broker-lite serve`` refuses unknown topics
+    unless run with ``--auto-create-topics`` (docs/outbox.md).
+    """
+    for topic in {row.topic for row in rows} - _seen_topics:
+        _seen_topics.add(topic)
+        log.warning("relaying to topic %r for the first time in this process; if that name "
+                    "is a typo, the broker refuses it (unless it auto-creates topics)", topic,
+                    extra={"topic": topic})
 
 
 def _observe_relayed(rows: list[_Row], outcomes: dict[str, Exception | None]) -> None:
