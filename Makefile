@@ -43,8 +43,8 @@ system-deps:
 	echo "system-deps: missing: $${missing[*]} $${pg_packages[*]}"; \
 	if [[ $$(id -u) -eq 0 ]]; then \
 	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -qq; \
-	  apt-get install -y -qq --no-install-recommends $(SYSTEM_PACKAGES) $${pg_packages[*]}; \
+	  apt-get -o DPkg::Lock::Timeout=600 update -qq; \
+	  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $(SYSTEM_PACKAGES) $${pg_packages[*]}; \
 	else \
 	  echo "system-deps: WARNING: not root, not installing; as root run:" >&2; \
 	  echo "  apt-get install -y $(SYSTEM_PACKAGES) $${pg_packages[*]}" >&2; \

@@ -2,7 +2,7 @@
 
 A unit of work writes its business rows and a status row (the message) in one
 database transaction; the relay turns committed rows into committed broker
-messages; the broker's check-back reads the status table. See DESIGN.md §2.
+messages; the broker's check-back reads the status table. See docs/design.md §3.
 The Celery integration lives in :mod:`outbox.celery` (imported on demand, so
 ``import outbox`` does not import Celery).
 """

@@ -1,4 +1,4 @@
-"""Answering the broker's check-back from the status table (DESIGN.md §2C).
+"""Answering the broker's check-back from the status table (docs/design.md §3C).
 
 * A row in ``COMMIT`` or ``ROLLBACK`` gives that state.
 * No row gives ``ROLLBACK`` once the database proves the writing transaction

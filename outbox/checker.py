@@ -7,7 +7,7 @@ died with its DB transaction open), the broker sends
 :class:`CheckbackResponder` is such a producer: a broker_lite
 :class:`~broker_lite.client.TransactionProducer` registered under
 ``outbox.producer_group`` whose listener answers from the status table
-(:func:`outbox.checkback.check_state`, DESIGN.md §2C):
+(:func:`outbox.checkback.check_state`, docs/design.md §3C):
 
 * a ``COMMIT`` / ``ROLLBACK`` row gives that state;
 * no row gives ``ROLLBACK`` once the database proves the writing transaction

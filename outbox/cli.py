@@ -1,7 +1,7 @@
 """The ``rocketbox`` command: migrations, operations and the outbox's long-running parts.
 
 ``rocketbox COMMAND --help`` explains each command. The contract other tools
-rely on (DESIGN.md §4): ``migrate``, ``relay``, ``checker``, ``audit`` and
+rely on (docs/design.md §5): ``migrate``, ``relay``, ``checker``, ``audit`` and
 ``demo``; ``status``, ``replay`` and ``retention`` are for operators.
 
 Exit codes: 0 success; 1 the command ran and found a problem (``migrate
@@ -38,7 +38,7 @@ DEFAULT_BROKER = "127.0.0.1:10911"
 DEFAULT_GROUP = "rocketbox"
 #: commands whose arguments go untouched to another program's ``main(argv)``
 PASS_THROUGH: dict[str, tuple[str, str]] = {
-    "audit": ("spark.audit_job", "the Spark audit job (DESIGN.md §2E)"),
+    "audit": ("spark.audit_job", "the Spark audit job (docs/design.md §3E)"),
     "demo": ("outbox.demo", "the end-to-end demo on embedded defaults"),
 }
 _EPILOG = """\

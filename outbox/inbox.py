@@ -1,4 +1,4 @@
-"""The inbox: effectively-once consumption (DESIGN.md §2D).
+"""The inbox: effectively-once consumption (docs/design.md §3D).
 
 Delivery from the broker is at least once: a crash between the handler's
 commit and the ack, or a rebalance, delivers a message again. The inbox

@@ -37,6 +37,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from outbox.errors import ConfigurationError, OutboxError
 from outbox.models import VERSION_TABLE
+from outbox.sqlite import tune_sqlite_engine
 
 __all__ = [
     "DbTarget",
@@ -75,14 +76,19 @@ def parse_url(url: str | URL) -> URL:
 
 
 def engine_for(url: str | URL, **kwargs: Any) -> Engine:
-    """An engine for ``url``; PostgreSQL gets a connect timeout so a dead host fails fast."""
+    """An engine for ``url``.
+
+    PostgreSQL gets a connect timeout so a dead host fails fast; SQLite gets WAL
+    and a busy timeout (:func:`outbox.sqlite.tune_sqlite_engine`), so the web
+    app's writes and the relay's wait for each other instead of failing.
+    """
     parsed = parse_url(url)
     if parsed.get_backend_name() == "postgresql":
         connect_args = dict(kwargs.pop("connect_args", {}))
         connect_args.setdefault("connect_timeout", CONNECT_TIMEOUT)
         kwargs["connect_args"] = connect_args
     try:
-        return create_engine(parsed, **kwargs)
+        return tune_sqlite_engine(create_engine(parsed, **kwargs))
     except NoSuchModuleError as exc:
         raise ConfigurationError(
             f"unknown database driver {parsed.drivername!r} in "

@@ -1,4 +1,4 @@
-"""The ``broker-lite`` command line (DESIGN.md §4).
+"""The ``broker-lite`` command line (docs/design.md §5).
 
 Each subcommand lives in its own module and registers itself on the parser;
 ``main`` dispatches. Commands print JSON lines where other tools read them.

@@ -1,4 +1,4 @@
-"""``broker-lite serve``: run a broker with its native and gRPC doors (DESIGN.md §4).
+"""``broker-lite serve``: run a broker with its native and gRPC doors (docs/design.md §5).
 
 Once both doors listen it prints exactly one line on stdout::
 

@@ -19,7 +19,7 @@ fixed:
   only when a live producer of the group was there to receive it (#1694).
   After ``tx_check_max`` checks (or ``tx_max_age_hours``) the half is moved to
   ``TRANS_CHECK_MAX_TIME_TOPIC``. So no half outlives
-  ``tx_timeout + tx_check_interval * tx_check_max`` (DESIGN.md §1.3), give or
+  ``tx_timeout + tx_check_interval * tx_check_max`` (docs/design.md §2 (3)), give or
   take how often the service runs;
 * **ours:** every resolution and every check is an op record, so all of this
   state is rebuilt from the log after a restart: a resolved half is never

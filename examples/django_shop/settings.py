@@ -1,9 +1,15 @@
 """The Django shop's settings; the environment picks the databases and brokers.
 
-``SHOP_DB`` (default: ``shop.sqlite`` here), ``SHOP_INVENTORY_DB``
-(``inventory.sqlite`` here), ``SHOP_BROKER`` (``127.0.0.1:10911``),
-``SHOP_CELERY_BROKER`` (``sqla+sqlite:///celery.sqlite`` here; Redis in
-production).
+``SHOP_DB`` (default: ``var/shop.sqlite`` under the current directory),
+``SHOP_INVENTORY_DB`` (``var/inventory.sqlite``), ``SHOP_BROKER``
+(``127.0.0.1:10911``), ``SHOP_CELERY_BROKER`` (``sqla+sqlite:///`` +
+``var/celery.sqlite``; Redis in production). ``SHOP_VAR`` moves the ``var``
+working folder (it is created on first use).
+
+SQLite is shared with the relay, which writes the same file: the database
+runs in ``IMMEDIATE`` transaction mode (a request takes the write lock when
+its transaction starts, so it waits for a relay sweep instead of failing
+with ``database is locked``); rocketbox adds WAL and a busy timeout.
 """
 
 from __future__ import annotations
@@ -21,13 +27,15 @@ from outbox.celery import CelerySettings
 def _database(url: str) -> dict[str, Any]:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": parsed.database}
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": parsed.database,
+                "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 30}}
     return {"ENGINE": "django.db.backends.postgresql", "NAME": parsed.database,
             "USER": parsed.username or "", "PASSWORD": parsed.password or "",
             "HOST": parsed.host or "", "PORT": str(parsed.port or "")}
 
 
-HERE = Path.cwd()
+HERE = Path(os.environ.get("SHOP_VAR") or Path.cwd() / "var").resolve()
+HERE.mkdir(parents=True, exist_ok=True)
 SHOP_DB = os.environ.get("SHOP_DB") or f"sqlite:///{HERE / 'shop.sqlite'}"
 INVENTORY_DB = os.environ.get("SHOP_INVENTORY_DB") or f"sqlite:///{HERE / 'inventory.sqlite'}"
 
@@ -35,9 +43,28 @@ SECRET_KEY = "django-shop-example-not-secret"
 DEBUG = False
 ALLOWED_HOSTS = ["*"]
 USE_TZ = True
+TIME_ZONE = "UTC"
 ROOT_URLCONF = "examples.django_shop.urls"
-INSTALLED_APPS = ["integrations.django", "examples.django_shop.orders"]
-MIDDLEWARE: list[str] = []
+INSTALLED_APPS = [
+    "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes",
+    "django.contrib.sessions", "django.contrib.messages",
+    "integrations.django", "examples.django_shop.orders",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [{
+    "BACKEND": "django.template.backends.django.DjangoTemplates", "APP_DIRS": True,
+    "OPTIONS": {"context_processors": [
+        "django.template.context_processors.request",
+        "django.contrib.auth.context_processors.auth",
+        "django.contrib.messages.context_processors.messages",
+    ]},
+}]
+STATIC_URL = "static/"
 DATABASES = {"default": {**_database(SHOP_DB), "ATOMIC_REQUESTS": True}}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 ROCKETBOX = {

@@ -3,11 +3,12 @@
 =====================  ==============================  ===============================
 variable               meaning                         default
 =====================  ==============================  ===============================
-``SHOP_DB``            the shop's database             ``shop.sqlite`` here
+``SHOP_DB``            the shop's database             ``var/shop.sqlite``
 ``SHOP_BROKER``        broker_lite's native address    ``127.0.0.1:10911``
-``SHOP_CELERY_BROKER`` the relay tasks' Celery broker  ``celery.sqlite`` here
+``SHOP_CELERY_BROKER`` the relay tasks' Celery broker  ``var/celery.sqlite``
 ``SHOP_CELERY_BACKEND`` Celery results (optional)      none
-``SHOP_INVENTORY_DB``  the inventory's database        ``inventory.sqlite`` here
+``SHOP_INVENTORY_DB``  the inventory's database        ``var/inventory.sqlite``
+``SHOP_VAR``           the working folder of the files  ``var`` in the current directory
 ``SHOP_ACCESS_KEY``    broker ACL account (``--acl``)  none (no ACL)
 ``SHOP_SECRET_KEY``    its secret                      none
 ``SHOP_INVENTORY_ACCESS_KEY``  the inventory consumer's  ``SHOP_ACCESS_KEY``
@@ -26,18 +27,20 @@ from outbox import RelaySettings
 from outbox.celery import CelerySettings
 
 
-def _here(name: str) -> str:
-    """A SQLite file in the current directory, as an absolute path.
+def _here(name: str, env: dict[str, str]) -> str:
+    """A SQLite file in the working folder (created), as an absolute path.
 
     (Flask-SQLAlchemy would put a relative one in the app's instance folder.)
     """
-    return f"sqlite:///{Path.cwd() / name}"
+    folder = Path(env.get("SHOP_VAR") or Path.cwd() / "var").resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / name}"
 
 
 def shop_config(env: dict[str, str] | None = None) -> dict[str, Any]:
     """The Flask config of the shop."""
     env = dict(os.environ if env is None else env)
-    db = env.get("SHOP_DB") or _here("shop.sqlite")
+    db = env.get("SHOP_DB") or _here("shop.sqlite", env)
     options: dict[str, Any] = {}
     if db.startswith("sqlite"):
         options["connect_args"] = {"timeout": 30}
@@ -49,7 +52,7 @@ def shop_config(env: dict[str, str] | None = None) -> dict[str, Any]:
         "ROCKETBOX_ACCESS_KEY": env.get("SHOP_ACCESS_KEY") or None,
         "ROCKETBOX_SECRET_KEY": env.get("SHOP_SECRET_KEY") or None,
         "ROCKETBOX_CELERY_BROKER": (env.get("SHOP_CELERY_BROKER")
-                                    or "sqla+" + _here("celery.sqlite")),
+                                    or "sqla+" + _here("celery.sqlite", env)),
         "ROCKETBOX_CELERY_BACKEND": env.get("SHOP_CELERY_BACKEND") or None,
         "ROCKETBOX_CELERY_SETTINGS": CelerySettings(polling_interval=0.05, sweep_interval=1.0),
         "ROCKETBOX_RELAY": RelaySettings(lease_seconds=3.0, broker_timeout=2.0,
@@ -66,4 +69,4 @@ def inventory_keys(env: dict[str, str] | None = None) -> tuple[str | None, str |
 
 def inventory_db(env: dict[str, str] | None = None) -> str:
     env = dict(os.environ if env is None else env)
-    return env.get("SHOP_INVENTORY_DB") or _here("inventory.sqlite")
+    return env.get("SHOP_INVENTORY_DB") or _here("inventory.sqlite", env)

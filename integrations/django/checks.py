@@ -6,7 +6,12 @@
 * ``rocketbox.E003``: ``settings.ROCKETBOX`` is not a dict, has unknown keys,
   or a bad ``MODE``;
 * ``rocketbox.W001``: no Celery broker (``CELERY_BROKER=""``): nothing
-  enqueues the relay after a commit; run the sweeper yourself.
+  enqueues the relay after a commit; run the sweeper yourself;
+* ``rocketbox.W002``: the outbox's database is SQLite without
+  ``OPTIONS["transaction_mode"] = "IMMEDIATE"``: a request that reads and
+  then writes (an admin login under ``ATOMIC_REQUESTS``) fails with
+  ``database is locked`` when the relay writes at that moment, instead of
+  waiting (see :mod:`outbox.sqlite`).
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ def check_rocketbox(app_configs: Any = None, **kwargs: Any) -> list[checks.Check
                     f"database {alias!r} does not support transactions",
                     hint="rocketbox writes messages in the view's transaction",
                     id="rocketbox.E002"))
+            problems.extend(_sqlite_transaction_mode(alias))
     if opts["CELERY_BROKER"] == "":
         problems.append(checks.Warning(
             "ROCKETBOX['CELERY_BROKER'] is '': no relay task is enqueued after a commit",
@@ -63,6 +69,21 @@ def check_rocketbox(app_configs: Any = None, **kwargs: Any) -> list[checks.Check
                  "transport on the database; otherwise only the sweeper relays",
             id="rocketbox.W001"))
     return problems
+
+
+def _sqlite_transaction_mode(alias: str) -> list[checks.CheckMessage]:
+    connection = connections[alias]
+    if connection.vendor != "sqlite":
+        return []
+    mode = str(connection.settings_dict.get("OPTIONS", {}).get("transaction_mode") or "")
+    if mode.upper() == "IMMEDIATE":
+        return []
+    return [checks.Warning(
+        f"database {alias!r} is SQLite with transaction_mode {mode or 'DEFERRED'!r}: a "
+        "request that reads, then writes, fails with 'database is locked' while the relay "
+        "writes",
+        hint=f"set DATABASES[{alias!r}]['OPTIONS'] = {{'transaction_mode': 'IMMEDIATE'}}",
+        id="rocketbox.W002")]
 
 
 def register() -> None:

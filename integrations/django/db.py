@@ -24,8 +24,10 @@ from sqlalchemy import URL, Connection, Engine, create_engine, pool
 
 from outbox import at_commit
 from outbox.errors import ConfigurationError
+from outbox.sqlite import apply_pragmas
 
-__all__ = ["borrowed_engine", "sqlalchemy_connection", "sqlalchemy_url"]
+__all__ = ["borrowed_engine", "sqlalchemy_connection", "sqlalchemy_url",
+           "tune_sqlite_connection"]
 
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
@@ -48,6 +50,20 @@ def sqlalchemy_url(alias: str = "default") -> URL:
                           port=int(port) if port else None, database=name or None)
     raise ConfigurationError(f"database {alias!r}: rocketbox supports PostgreSQL and SQLite, "
                              f"not {engine!r}")
+
+
+def tune_sqlite_connection(*, connection: Any, **_kwargs: Any) -> None:
+    """``connection_created``: WAL and a busy timeout on Django's SQLite connections.
+
+    Django's own ``timeout`` option (5 s by default) is replaced by
+    :data:`outbox.sqlite.BUSY_TIMEOUT` only when it is not set; the relay
+    writes the same file, so a request's write may have to wait for a sweep.
+    """
+    if connection.vendor != "sqlite":
+        return
+    timeout = connection.settings_dict.get("OPTIONS", {}).get("timeout")
+    apply_pragmas(connection.connection,
+                  **({} if timeout is None else {"busy_timeout": float(timeout)}))
 
 
 def _never(*_args: Any) -> None:

@@ -39,6 +39,7 @@ from outbox.errors import ConfigurationError, NoTransactionError
 from outbox.migrate import engine_for
 from outbox.publisher import BrokerLitePublisher, ProcessPublishers, Publisher
 from outbox.serializers import JsonSerializer, Serializer
+from outbox.sqlite import tune_sqlite_engine
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -108,6 +109,7 @@ class FlaskState:
             if self._built:  # another thread built it while this one waited
                 return  # type: ignore[unreachable]  # mypy cannot see the other thread
             engine, db = self._database()
+            tune_sqlite_engine(engine)  # WAL and a busy timeout: the relay writes too
             serializer: Serializer = self.config("SERIALIZER") or JsonSerializer()
             relay: RelaySettings = self.config("RELAY") or RelaySettings()
             base = Outbox(engine=engine, broker=self.config("BROKER"),

@@ -5,7 +5,9 @@ The embedded setup runs Celery on kombu's SQLAlchemy transport over SQLite
 once a second by default: too slow for a relay. kombu reads
 ``polling_interval`` from the transport options, but its SQLAlchemy channel
 then hands every remaining option to ``create_engine``, which refuses it.
-This transport keeps the transport's own options away from the engine.
+This transport keeps the transport's own options away from the engine, and
+gives a SQLite queue WAL and a busy timeout (:mod:`outbox.sqlite`): the web
+app enqueues while the worker polls and deletes.
 :func:`~outbox.celery.app.make_celery` uses it for ``sqla+`` broker URLs.
 
 kombu reads a ``+`` in a URL's scheme as ``transport+URL``, so a
@@ -22,6 +24,8 @@ from typing import Any
 
 from kombu.transport import sqlalchemy as kombu_sqla
 from sqlalchemy import create_engine, make_url
+
+from outbox.sqlite import tune_sqlite_engine
 
 __all__ = ["SQLA_PREFIX", "Transport", "transport_settings"]
 
@@ -44,7 +48,7 @@ class Channel(kombu_sqla.Channel):
         options = {k: v for k, v in conninfo.transport_options.items()
                    if k not in _NOT_ENGINE_OPTIONS}
         url = conninfo.transport_options.get(URL_OPTION) or conninfo.hostname
-        return create_engine(url, **options)
+        return tune_sqlite_engine(create_engine(url, **options))
 
 
 class Transport(kombu_sqla.Transport):

@@ -42,7 +42,12 @@ def test_demo_quick_passes_twice_and_leaves_no_process(tmp_path: Path) -> None:
         assert match, last
         committed, rolled_back, consumed = map(int, match.groups())
         assert committed == consumed == 25 and rolled_back == 5
-        assert "relay killed between half and commit" in done.stdout
+        table_kills = re.search(r"relay kills \(between half and commit\)\D*(\d+)",
+                                done.stdout)
+        assert table_kills, done.stdout
+        progress_kills = re.findall(r"(\d+) relay kills", done.stdout)
+        assert progress_kills and set(progress_kills[-2:]) == {table_kills.group(1)}, \
+            done.stdout  # the progress lines' last count is the table's
         assert _processes_mentioning(str(work)) == []
 
 

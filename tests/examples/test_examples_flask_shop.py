@@ -46,15 +46,17 @@ def _exercise(env: dict[str, str], tmp: Path, inventory_url: str) -> None:
         assert status_json["totals"]["parked"] == 0
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(300)
 def test_flask_shop_on_the_embedded_default(broker_lite_server: BrokerLiteServer,
                                             tmp_path: Path) -> None:
     env = example_env(SHOP_BROKER=broker_lite_server.native)  # README defaults otherwise
-    _exercise(env, tmp_path, f"sqlite:///{tmp_path / 'inventory.sqlite'}")
-    assert (tmp_path / "shop.sqlite").exists() and (tmp_path / "celery.sqlite").exists()
+    _exercise(env, tmp_path, f"sqlite:///{tmp_path / 'var' / 'inventory.sqlite'}")
+    var = tmp_path / "var"  # the README's working folder, not the current directory
+    assert (var / "shop.sqlite").exists() and (var / "celery.sqlite").exists()
+    assert not list(tmp_path.glob("*.sqlite"))
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(300)
 def test_flask_shop_on_postgres_and_redis(postgres_server: PostgresServer, redis_url: str,
                                           tmp_path: Path) -> None:
     shop = postgres_server.create_database("flask_shop")

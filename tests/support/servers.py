@@ -18,6 +18,7 @@ Errors:
 
 from __future__ import annotations
 
+import atexit
 import collections
 import contextlib
 import dataclasses
@@ -393,7 +394,9 @@ def start_postgres(*, timeout: float = START_TIMEOUT,
     finally:
         for proc in started:
             _stop_postgres(proc, base / "data")
-        shutil.rmtree(base, ignore_errors=True)
+        # at exit, not here: a session's cluster holds thousands of files, and on a
+        # busy machine removing them outlasted the timeout of the test it ended after
+        atexit.register(shutil.rmtree, base, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +73,9 @@ def test_flask_sqlalchemy_session_commits_and_rolls_back_with_the_messages(
         assert [i.name for i in db.session.execute(select(item)).scalars()] == ["kettle"]
     assert relay_all(state_for(app).outbox) == 1
     assert commit_counts(broker_records(broker.data_dir)) == {body["tx_id"]: 1}
+    # the relay writes the app's file too: the extension switched it to WAL
+    with contextlib.closing(sqlite3.connect(tmp_path / "fsa.sqlite")) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
 @pytest.mark.timeout(10)

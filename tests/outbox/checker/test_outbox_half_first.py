@@ -1,4 +1,4 @@
-"""Half-first mode (DESIGN.md §2B) on PostgreSQL against a real broker_lite."""
+"""Half-first mode (docs/design.md §3B) on PostgreSQL against a real broker_lite."""
 
 from __future__ import annotations
 

@@ -247,3 +247,15 @@ def test_a_bad_url_is_a_configuration_error() -> None:
         migrate.upgrade("not a url")
     with pytest.raises(ConfigurationError, match="unknown database driver"):
         migrate.upgrade("nosuchdb://host/db")
+
+
+@pytest.mark.timeout(30)
+def test_sqlite_engines_use_wal_and_a_busy_timeout(tmp_path: Path) -> None:
+    """The web app, the relay and the responder write one file: writers must queue."""
+    engine = migrate.engine_for(f"sqlite:///{tmp_path / 'app.sqlite'}")
+    try:
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30_000
+    finally:
+        engine.dispose()

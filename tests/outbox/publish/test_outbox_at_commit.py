@@ -357,7 +357,9 @@ def test_a_connection_lost_before_the_commit_commits_nothing(engine: Engine) -> 
         conn.execute(text("INSERT INTO orders (ref) VALUES ('gone')"))
         pid = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
         publish(conn, "Orders", {"ref": "gone"}, outbox=outbox, at_commit=True)
-        with engine.connect() as other:
+        # autocommit: pg_stat_activity is a snapshot per transaction, so polls inside
+        # one transaction would keep seeing a backend that has exited since
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as other:
             other.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
             wait_until(lambda: other.execute(text(
                 "SELECT count(*) FROM pg_stat_activity WHERE pid = :pid"), {"pid": pid}

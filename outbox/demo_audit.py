@@ -1,0 +1,163 @@
+"""What ``rocketbox demo`` checks and reports: the SQL audit and the summary table.
+
+:func:`audit` checks the invariant (docs/design.md) in SQL over the demo's
+files: every committed status row has exactly one commit record in the
+broker, no record mentions a rolled-back order, and the inventory reserved
+every committed order once and nothing else. Each divergence is one
+transaction (or order) in one category, so the demo's last line counts
+transactions, not kinds of problem.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import importlib.util
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["BASE_SLO", "Audit", "Outcome", "audit", "print_summary", "query",
+           "spark_available"]
+
+#: the commit-to-broker latency the Spark audit allows a transaction, on top of the demo's
+#: kill period (its kills and restarts, see ``Supervisor.kill_period``)
+BASE_SLO = 5.0
+
+
+
+@dataclass
+class Audit:
+    """What the audit found; a divergence is one transaction (or order) in one category."""
+
+    committed_rows: int = 0
+    broker_commits: int = 0
+    consumed: int = 0
+    #: category -> how many transactions (or orders) diverge that way
+    counts: collections.Counter[str] = field(default_factory=collections.Counter)
+    #: one line per divergent transaction (the Spark audit's: one per category)
+    lines: list[str] = field(default_factory=list)
+
+    def diverged(self, category: str, line: str, count: int = 1) -> None:
+        self.counts[category] += count
+        self.lines.append(line)
+
+    @property
+    def divergences(self) -> int:
+        """Divergent transactions, not categories."""
+        return sum(self.counts.values())
+
+
+def query(path: Path, sql: str) -> list[tuple[Any, ...]]:
+    with contextlib.closing(sqlite3.connect(path, timeout=30)) as conn:
+        return list(conn.execute(sql))
+
+
+def broker_records(data_dir: Path) -> list[dict[str, Any]]:
+    out = subprocess.run([sys.executable, "-m", "broker_lite", "inspect", "--data-dir",
+                          str(data_dir)], capture_output=True, text=True, timeout=120,
+                         check=True)
+    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+
+
+def audit(work: Path, ok_refs: set[str], failed_refs: set[str]) -> Audit:
+    """The invariant (docs/design.md), checked in SQL over the shop, broker and inventory."""
+    result = Audit()
+    rows = dict(query(work / "shop.sqlite", "SELECT tx_id, keys FROM rocketbox_transaction "
+                                              "WHERE state = 'COMMIT'"))
+    orders = {ref for (ref,) in query(work / "shop.sqlite", "SELECT ref FROM shop_order")}
+    result.committed_rows = len(rows)
+    records = broker_records(work / "broker")
+    commits = collections.Counter(r["transaction_id"] for r in records
+                                  if r["sysflag"] == "commit")
+    result.broker_commits = sum(commits.values())
+    for tx_id in rows:
+        if commits[tx_id] == 0:
+            result.diverged("lost", f"lost: {tx_id} committed in the DB, not in the broker")
+        elif commits[tx_id] > 1:
+            result.diverged("duplicate", f"duplicate: {tx_id} committed {commits[tx_id]} "
+                                         "times")
+    for tx_id in sorted(set(commits) - set(rows)):
+        result.diverged("phantom", f"phantom: {tx_id} committed in the broker, not in the DB")
+    for ref in sorted(orders ^ ok_refs):
+        result.diverged("orders table", f"orders table: {ref} " + (
+            "stored without a 201 answer" if ref in orders else "answered 201, not stored"))
+    for ref in sorted(set(rows.values()) ^ ok_refs):
+        result.diverged("status rows", f"status rows: order {ref} " + (
+            "answered 201, has no COMMIT row" if ref in ok_refs else
+            "has a COMMIT row, was not answered 201"))
+    mentioned = {key for r in records for key in str(r.get("keys") or "").split()}
+    for ref in sorted(failed_refs & (mentioned | orders)):
+        result.diverged("rolled back", f"rolled back order {ref} reached the broker or the DB")
+    reserved = dict(query(work / "inventory.sqlite",
+                           "SELECT tx_id, order_ref FROM inventory_reservation"))
+    result.consumed = len(reserved)
+    for tx_id in sorted(set(reserved) ^ set(rows)):
+        result.diverged("inventory", f"inventory: {tx_id} " + (
+            "consumed, not committed" if tx_id in reserved else "committed, not consumed"))
+    return result
+
+
+def spark_available() -> str | None:
+    """Why the Spark audit cannot run here, or None when it can."""
+    if importlib.util.find_spec("pyspark") is None:
+        return "pyspark is not installed"
+    try:
+        if importlib.util.find_spec("spark.audit_job") is None:
+            return "spark.audit_job is missing"
+    except ModuleNotFoundError:
+        return "the spark package is missing"
+    if shutil.which("java") is None:
+        return "java is not on PATH"
+    return None
+
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the kills did, for the summary."""
+
+    kills: int
+    halves_left: int
+    checkbacks: int
+    downtime: float
+    longest: float
+    kill_period: float
+    slo: float
+
+
+def print_summary(console: Console, orders: int, answers: collections.Counter[str], result: Audit,
+             outcome: Outcome, timings: dict[str, float]) -> None:
+    table = Table(title="rocketbox demo")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    table.add_row("orders sent", str(orders))
+    table.add_row("  201 created (committed)", str(answers["201"]))
+    table.add_row("  422 unknown item (rolled back)", str(answers["422"]))
+    table.add_row("  409 too many (rolled back)", str(answers["409"]))
+    table.add_row("status rows (COMMIT)", str(result.committed_rows))
+    table.add_row("broker commit records", str(result.broker_commits))
+    table.add_row("relay kills (between half and commit)", str(outcome.kills))
+    table.add_row("  halves those kills left open", str(outcome.halves_left))
+    table.add_row("  halves committed by check-back", str(outcome.checkbacks))
+    table.add_row("  relay down (restarts), in all", f"{outcome.downtime:.1f}s")
+    table.add_row("  longest outage", f"{outcome.longest:.1f}s")
+    table.add_row("  kill period (first kill to last restart)", f"{outcome.kill_period:.1f}s")
+    table.add_row(f"latency SLO ({BASE_SLO:.0f}s + kill period)", f"{outcome.slo:.1f}s")
+    table.add_row("consumed by inventory (inbox)", str(result.consumed))
+    colour = "green" if not result.divergences else "red"
+    table.add_row("divergences (transactions)", f"[{colour}]{result.divergences}[/{colour}]")
+    for category, count in sorted(result.counts.items()):
+        table.add_row(f"  {category}", f"[red]{count}[/red]")
+    table.add_section()
+    for name, seconds in timings.items():
+        table.add_row(f"time: {name}", f"{seconds:.1f}s")
+    console.print(table)
