@@ -143,7 +143,7 @@ def test_inner_batch_is_unwrapped() -> None:
     assert [(m.flag, m.body, m.properties) for m in inner_list] == [
         (1, b"one", {"UNIQ_KEY": "a"}), (2, b"two", {})]
     broken = rmq.encode(rmq.Message("B", batch[:-3], sysflag=0xC0), 0, 64, False)
-    with pytest.raises(CorruptRecordError, match="offset 64.*inner batch"):
+    with pytest.raises(CorruptRecordError, match=r"offset 64.*inner batch"):
         inner_messages(decode_record(broken, 0))
 
 
