@@ -93,6 +93,7 @@ class MessageToStore:
     born_host: HostAddress = _NO_HOST
     reconsume_times: int = 0
     prepared_tx_offset: int = 0
+    store_timestamp: int = 0  # ms; 0 means "now" (set only when rewriting a log)
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +248,7 @@ class MessageStore:
             unit_file = cq.prepare(queue_offset) if cq is not None else None
             if keys:
                 self._index.prepare(len(keys), offset)
-            now = int(time.time() * 1000)
+            now = msg.store_timestamp or int(time.time() * 1000)
             self._log.write(encode_record_fast(
                 topic_b, body, props_b, msg.queue_id, msg.flag, queue_offset, offset,
                 msg.sysflag, msg.born_timestamp or now, msg.born_host, now, self._store_host,
