@@ -380,7 +380,7 @@ def verify_record(
         return f"bad total size {total}"
     body_len = _I32.unpack_from(view, body_at - 4)[0]
     body_end = body_at + body_len
-    if body_len < 0 or body_end + 4 > end:
+    if body_len < 0 or body_end + (3 if magic == MAGIC_V1 else 4) > end:
         return f"bad body length {body_len}"
     topic_at, topic_len = _topic_at(view, magic, body_end)
     props_at = topic_at + topic_len + 2

@@ -88,7 +88,7 @@ def test_audit_classifies_a_rocketmq_log_read_in_splits(
     as_of = utcnow()
     base = as_of - timedelta(seconds=3600)
     base_ms = int(base.timestamp() * 1000)
-    log = rmq.RocketLog(tmp_path / "store" / "commitlog", 16 * 1024, crc_prop=True)
+    log = rmq.RocketLog(tmp_path / "store" / "commitlog", 8 * 1024, crc_prop=True)
     broker = RocketBroker(log, base_ms)
     rows: list[dict[str, Any]] = []
     expected: dict[str, set[str]] = {}
