@@ -10,8 +10,10 @@ VENV_PY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-# Debian packages the tests need beyond PostgreSQL (which the machines have).
-SYSTEM_PACKAGES := redis-server libpostgresql-jdbc-java libxerial-sqlite-jdbc-java
+# Debian packages the tests need beyond PostgreSQL (which the machines have); chromium and
+# chromium-driver: the console's browser tests
+SYSTEM_PACKAGES := redis-server libpostgresql-jdbc-java libxerial-sqlite-jdbc-java chromium \
+	chromium-driver
 PG_JDBC_JAR := /usr/share/java/postgresql.jar
 SQLITE_JDBC_JAR := /usr/share/java/sqlite-jdbc.jar
 
@@ -33,6 +35,8 @@ system-deps:
 	command -v redis-server >/dev/null 2>&1 || missing+=(redis-server); \
 	test -f $(PG_JDBC_JAR) || missing+=($(PG_JDBC_JAR)); \
 	test -f $(SQLITE_JDBC_JAR) || missing+=($(SQLITE_JDBC_JAR)); \
+	command -v chromium >/dev/null 2>&1 || missing+=(chromium); \
+	command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver); \
 	pg_packages=(); \
 	compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || pg_packages=(postgresql); \
 	if [[ $${#missing[@]} -eq 0 && $${#pg_packages[@]} -eq 0 ]]; then exit 0; fi; \
@@ -51,10 +55,11 @@ system-deps:
 test: venv system-deps lint
 	$(VENV_PY) -m pytest $(PYTEST_ARGS)
 
-## lint: ruff over code and tests, mypy --strict over the packages
+## lint: ruff over code and tests, mypy --strict over the packages, the layer contracts
 lint: venv
-	$(VENV)/bin/ruff check broker_lite outbox integrations spark migrations examples bench tests
-	$(VENV)/bin/mypy --strict broker_lite outbox spark
+	$(VENV)/bin/ruff check broker_lite outbox integrations spark migrations examples bench tests docs
+	$(VENV)/bin/mypy --strict broker_lite outbox spark integrations
+	$(VENV)/bin/lint-imports --no-cache
 
 ## demo: the end-to-end demo on embedded defaults
 demo: venv

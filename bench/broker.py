@@ -888,7 +888,7 @@ LAYERS: list[tuple[str, Sequence[str]]] = [
     ("core: transactions", ("broker_lite/core/transactions.py",)),
     ("core: broker, topics", ("broker_lite/core/",)),
     ("protocol", ("broker_lite/protocol/",)),
-    ("server", ("broker_lite/server/",)),
+    ("server", ("broker_lite/server/", "broker_lite/serving/", "broker_lite/runtime/")),
     ("client", ("broker_lite/client/",)),
     ("asyncio, sockets", ("asyncio/", "selectors.py", "socket.py")),
     ("load generator", ("bench/", "broker.py", "redis/")),

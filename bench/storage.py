@@ -88,7 +88,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from broker_lite.server.flushgate import FlushGate
+from broker_lite.serving.flushgate import FlushGate
 from broker_lite.storage import CommitLog, MessageStore, MessageToStore, StoreConfig
 from broker_lite.storage.properties import encode_properties
 from broker_lite.storage.record import encode_record, pack_host

@@ -1,7 +1,9 @@
 """Alembic migrations for the rocketbox tables (``env.py``, ``versions/``).
 
 This package ships in the wheel; :func:`script_location` finds it wherever it
-was installed, so :mod:`outbox.migrate` never needs an ``alembic.ini``.
+was installed, so :mod:`outbox.migrate` never needs an ``alembic.ini``. The
+outbox names it by its resource name (``migrations:``) and never imports it:
+this package imports the outbox's tables, not the other way round.
 """
 
 from __future__ import annotations
@@ -9,11 +11,10 @@ from __future__ import annotations
 import importlib.resources
 from pathlib import Path
 
+from outbox.models import VERSION_TABLE
+
 __all__ = ["UNDECLARED", "VERSION_TABLE", "script_location"]
 
-#: rocketbox's own Alembic version table: an application's ``alembic_version``
-#: in the same database is never touched
-VERSION_TABLE = "rocketbox_alembic_version"
 #: created by the migrations (PostgreSQL only) but not declared in outbox.models,
 #: so autogenerate must not offer to drop it
 UNDECLARED = frozenset({"rocketbox_transaction_seq"})

@@ -213,11 +213,37 @@ def build_parser() -> argparse.ArgumentParser:
     _broker_options(p)
     p.set_defaults(handler=cli_commands.checker, log_level="INFO")
 
+    p = _add(sub, "console", "serve the operations console (web pages)",
+             "Serve the operations console: outbox rows, topics, consumer groups, traces\n"
+             "(/trace/TX_ID), transactions, dead letters and the audit (docs/console.md).\n"
+             "Needs the console extra: pip install 'rocketbox[console]'.")
+    _db_options(p)
+    _broker_options(p)
+    _console_options(p)
+    p.set_defaults(handler=_console, log_level="INFO")
+
     for name, (_module, what) in PASS_THROUGH.items():
         _add(sub, name, f"run {what}",
              f"Runs {what}; every argument after `{name}` goes to it unchanged,\n"
              f"so `rocketbox {name} --help` shows its own options.")
     return parser
+
+
+def _console_options(parser: argparse.ArgumentParser) -> None:
+    try:
+        from outbox.console.command import add_arguments
+    except ImportError:  # no console extra: the command says so when run
+        return
+    add_arguments(parser)
+
+
+def _console(args: argparse.Namespace) -> int:
+    try:
+        from outbox.console.command import run
+    except ImportError as exc:
+        raise CommandError(f"the console needs its extra: pip install 'rocketbox[console]' "
+                           f"({exc})") from None
+    return run(args)
 
 
 def _version() -> str:

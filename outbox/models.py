@@ -32,6 +32,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 __all__ = [
     "NAMING_CONVENTION",
     "STATES",
+    "VERSION_TABLE",
     "Base",
     "InboxRow",
     "TransactionRow",
@@ -49,6 +50,10 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+#: rocketbox's own Alembic version table: an application's ``alembic_version``
+#: in the same database is never touched
+VERSION_TABLE = "rocketbox_alembic_version"
 
 #: what a status row can say about its unit of work (RocketMQ's three answers)
 STATES = ("COMMIT", "ROLLBACK", "UNKNOWN")

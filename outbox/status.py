@@ -36,6 +36,7 @@ __all__ = [
     "ParkedRow",
     "TopicStatus",
     "aware",
+    "format_age",
     "read_status",
     "render_status",
 ]
@@ -168,7 +169,8 @@ def read_status(db: Engine | Connection, *, parked_limit: int = 20, include_rece
     )
 
 
-def _age(seconds: float | None) -> str:
+def format_age(seconds: float | None) -> str:
+    """Seconds as a short age: ``4.2s``, ``3.1m``, ``2.0h``, ``1.5d``; ``-`` for none."""
     if seconds is None:
         return "-"
     if seconds < 120:
@@ -188,7 +190,7 @@ def render_status(status: OutboxStatus, console: Console) -> None:
         table.add_column(name, justify="right")
     for s in status.topics:
         table.add_row(
-            s.topic, str(s.pending), str(s.in_flight), _age(s.oldest_pending_age),
+            s.topic, str(s.pending), str(s.in_flight), format_age(s.oldest_pending_age),
             f"[red]{s.parked}[/red]" if s.parked else "0",
             "-" if s.relayed_last_hour is None else str(s.relayed_last_hour))
     if not status.topics:
@@ -198,7 +200,7 @@ def render_status(status: OutboxStatus, console: Console) -> None:
         table.add_section()
         table.add_row("[b]all[/b]", str(status.pending),
                       str(sum(s.in_flight for s in status.topics)),
-                      _age(status.oldest_pending_age), str(status.parked),
+                      format_age(status.oldest_pending_age), str(status.parked),
                       str(sum(recent)) if recent else "-")
     console.print(table)
     if status.parked_rows:

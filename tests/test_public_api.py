@@ -14,8 +14,12 @@ PACKAGES = [
     "broker_lite.core",
     "broker_lite.client",
     "broker_lite.server",
+    "broker_lite.serving",
+    "broker_lite.runtime",
     "broker_lite.grpc_door",
     "outbox",
+    "integrations.flask",
+    "integrations.django",
 ]
 
 

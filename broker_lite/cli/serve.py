@@ -21,12 +21,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from broker_lite.cli import serve_console
 from broker_lite.core import BrokerConfig
 from broker_lite.core.acl import Acl, AclFileError
 from broker_lite.errors import BrokerError
 from broker_lite.grpc_door.config import GrpcDoorConfig
 from broker_lite.protocol import DEFAULT_MAX_FRAME_SIZE
-from broker_lite.server import BindRefused, ServerConfig, check_bind_policy, serve
+from broker_lite.runtime import BindRefused, check_bind_policy, serve
+from broker_lite.serving import ServerConfig
 from broker_lite.storage import StoreConfig
 from broker_lite.storage.store import read_layout
 
@@ -163,6 +165,7 @@ def register(sub: Any) -> None:
                      help="largest native frame accepted or sent, header included "
                           "(default: 8M); a bigger frame is answered FRAME_TOO_LARGE and its "
                           "connection closed")
+    serve_console.add_arguments(p)
     p.add_argument("--log-level", default="info",
                    choices=("debug", "info", "warning", "error"),
                    help="log verbosity on stderr (default: info)")
@@ -213,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
         check_bind_policy(args.host, acl=acl, insecure=args.insecure)
         broker_config, server_config = build_configs(args)
         grpc_config = build_grpc_config(args)
+        command = serve_console.console_command(args)
     except (AclFileError, BindRefused) as exc:
         return _fail(str(exc), 2)
     except (ValueError, BrokerError) as exc:
@@ -227,7 +231,10 @@ def run(args: argparse.Namespace) -> int:
         gc.freeze()
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
+        if console is not None:
+            console.start(line.split("native=", 1)[1].split()[0])
 
+    console = serve_console.ConsoleProcess(command) if command is not None else None
     try:
         asyncio.run(serve(broker_config, server_config, acl=acl, ready=ready,
                           grpc_config=grpc_config))
@@ -235,4 +242,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"cannot start: {exc}", 1)
     except BrokerError as exc:
         return _fail(f"cannot start: {exc}", 1)
+    finally:
+        if console is not None:
+            console.stop()
     return 0

@@ -3,7 +3,7 @@
 The formula is the protocol's (see :class:`broker_lite.protocol.messages.HelloRequest`):
 hex HMAC-SHA256, keyed by the secret key, over
 ``f"{client_id}\\n{timestamp_ms}\\n{nonce}"``. Client and broker share one
-implementation, :func:`broker_lite.core.acl.sign_hello`.
+implementation, :func:`broker_lite.protocol.signing.sign_hello`.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from __future__ import annotations
 import time
 import uuid
 
-from broker_lite.core.acl import sign_hello
 from broker_lite.protocol import PROTOCOL_VERSION
 from broker_lite.protocol import messages as m
+from broker_lite.protocol.signing import sign_hello
 
-__all__ = ["hello_request", "sign_hello"]
+__all__ = ["hello_request"]
 
 
 def hello_request(client_id: str, access_key: str | None, secret_key: str | None) -> m.HelloRequest:

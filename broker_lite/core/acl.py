@@ -28,7 +28,8 @@ Rules:
 
 - **Authentication.** A client proves it holds the secret of ``access_key``
   by signing its HELLO: ``signature`` is hex HMAC-SHA256, keyed by the secret,
-  over ``f"{client_id}\\n{timestamp_ms}\\n{nonce}"`` (see :func:`sign_hello`).
+  over ``f"{client_id}\\n{timestamp_ms}\\n{nonce}"`` (the formula is the native protocol's:
+  :mod:`broker_lite.protocol.signing`; the door passes a verifier in).
   The timestamp must be within ``clock_skew_seconds`` of the broker's clock and
   a nonce is accepted once per access key while its timestamp is still valid
   (no replay).
@@ -51,12 +52,10 @@ the field; :class:`~broker_lite.errors.UnauthorizedError` for bad credentials;
 
 from __future__ import annotations
 
-import hashlib
 import heapq
-import hmac
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntFlag
 from pathlib import Path
@@ -72,7 +71,6 @@ __all__ = [
     "AclFileError",
     "Perm",
     "parse_perm",
-    "sign_hello",
 ]
 
 RETRY_PREFIX = "%RETRY%"
@@ -114,12 +112,6 @@ def parse_perm(text: str, *, where: str = "permission") -> Perm:
                 f"{where}: {text!r} is not one of 'DENY', 'PUB', 'SUB', 'PUB|SUB'")
         perm |= Perm[part]
     return perm
-
-
-def sign_hello(secret: str, client_id: str, timestamp_ms: int, nonce: str) -> str:
-    """The HELLO signature a client sends: hex HMAC-SHA256 of the three fields."""
-    payload = f"{client_id}\n{timestamp_ms}\n{nonce}".encode()
-    return hmac.new(secret.encode(), payload, hashlib.sha256).hexdigest()
 
 
 def group_of_system_topic(topic: str) -> str | None:
@@ -250,10 +242,12 @@ class Acl:
     def account(self, access_key: str) -> Account | None:
         return self._accounts.get(access_key)
 
-    def authenticate(self, access_key: str, client_id: str, timestamp_ms: int, nonce: str,
-                     signature: str, now_ms: int) -> Account:
+    def authenticate(self, access_key: str, timestamp_ms: int, nonce: str, now_ms: int, *,
+                     signed_by: Callable[[str], bool]) -> Account:
         """Check a signed HELLO and return its account.
 
+        ``signed_by(secret)`` says whether the request was signed with that
+        secret key; the door that received it knows its signature formula.
         Raises :class:`UnauthorizedError` for an unknown or missing key, a bad
         signature, a timestamp outside the allowed clock skew, or a nonce seen
         before. The messages never reveal the expected signature.
@@ -265,8 +259,7 @@ class Acl:
             raise UnauthorizedError(f"unknown access key {access_key!r}")
         if not nonce:
             raise UnauthorizedError("HELLO carries no nonce")
-        expected = sign_hello(account.secret_key, client_id, timestamp_ms, nonce)
-        if not hmac.compare_digest(expected.encode(), signature.lower().encode()):
+        if not signed_by(account.secret_key):
             raise UnauthorizedError(f"bad signature for access key {access_key!r}")
         if abs(now_ms - timestamp_ms) > self.clock_skew_ms:
             raise UnauthorizedError(

@@ -147,6 +147,10 @@ class Broker:
         with self._listeners_lock:
             self._listeners.append(listener)
 
+    def notify_arrival(self, topic: str, queue_id: int) -> None:
+        """Tell the arrival listeners (long polls) that ``topic/queue_id`` got a message."""
+        self._arrived(topic, queue_id)
+
     def _arrived(self, topic: str, queue_id: int) -> None:
         for listener in list(self._listeners):
             try:

@@ -86,6 +86,14 @@ class ClientRegistry:
                 del self._clients[cid]
         return gone
 
+    def snapshot(self) -> list[tuple[str, str, list[str], list[m.ConsumerSubscription]]]:
+        """``(client id, remote address, producer groups, subscriptions)`` of each connected
+        client, sorted by id (for operators)."""
+        with self._lock:
+            clients = sorted(self._clients.values(), key=lambda c: c.client_id)
+            return [(c.client_id, c.channel.remote_address, sorted(c.producer_groups),
+                     list(c.subscriptions.values())) for c in clients]
+
     def producer_channel(self, group: str) -> Channel | None:
         """A live channel of ``group``, round robin; ``None`` when none is online."""
         with self._lock:

@@ -71,6 +71,11 @@ class OffsetManager:
             self._dirty = True
             return committed
 
+    def all(self) -> dict[QueueKey, int]:
+        """Every committed offset, by (group, topic, queue id)."""
+        with self._lock:
+            return dict(self._committed)
+
     def groups_of(self, topic: str) -> set[str]:
         with self._lock:
             return {g for (g, t, _q) in self._committed if t == topic}

@@ -11,6 +11,14 @@ from pathlib import Path
 from broker_lite.core.state_file import load_json, save_json
 from broker_lite.errors import NoPermissionError, RequestError, TopicNotFoundError
 from broker_lite.storage import validate_topic
+from broker_lite.storage.topic_names import (
+    DLQ_PREFIX,
+    HALF_TOPIC,
+    OP_TOPIC,
+    RETRY_PREFIX,
+    SCHEDULE_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+)
 
 __all__ = [
     "DLQ_PREFIX",
@@ -27,16 +35,10 @@ __all__ = [
     "TopicManager",
 ]
 
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 #: the broker's own topics and their queue counts (18 delay levels + 1 timer queue)
 SYSTEM_TOPIC_QUEUES = {HALF_TOPIC: 1, OP_TOPIC: 1, TRANS_CHECK_MAX_TIME_TOPIC: 1,
                        SCHEDULE_TOPIC: 19}
 SYSTEM_TOPICS = frozenset(SYSTEM_TOPIC_QUEUES)
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
 PERM_READ = 4
 PERM_WRITE = 2
 

@@ -35,9 +35,10 @@ RocketMQ's tools read a broker_lite log and the audit reads either broker's:
 
 What broker_lite needs beyond RocketMQ's model rides in extra properties,
 which RocketMQ ignores: an op record carries ``__transactionId__`` and
-``TX_STATE`` (``COMMIT`` or ``ROLLBACK``), a renewed copy ``TX_STATE=CHECK``.
-An op record without ``TX_STATE`` (RocketMQ's) counts as a commit when a commit
-record names the half, else as a rollback.
+``TX_STATE`` (``COMMIT`` or ``ROLLBACK``; ``FROM_CHECK=true`` when it answered a
+check-back), a renewed copy ``TX_STATE=CHECK``. An op record without
+``TX_STATE`` (RocketMQ's) counts as a commit when a commit record names the
+half, else as a rollback.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from broker_lite.protocol import messages as m
 from broker_lite.storage import MessageStore, MessageToStore, StoredRecord, SysFlag, TxType
 from broker_lite.storage.properties import (
     CHECK_IMMUNITY_TIME_IN_SECONDS,
+    FROM_CHECK,
     PGROUP,
     REAL_QID,
     REAL_TOPIC,
@@ -68,14 +70,14 @@ from broker_lite.storage.properties import (
     TRAN_MSG,
     TRANSACTION_CHECK_TIMES,
     TRANSACTION_ID,
+    TX_STATE,
     UNIQ_KEY,
 )
 
-__all__ = ["HalfEntry", "TransactionService", "delivered_view"]
+__all__ = ["FROM_CHECK", "TX_STATE", "HalfEntry", "TransactionService", "delivered_view"]
 
 log = logging.getLogger("broker_lite.core.transactions")
 
-TX_STATE = "TX_STATE"
 #: the op record's tag (``TransactionalMessageUtil.REMOVE_TAG``)
 REMOVE_TAG = "d"
 _PENDING, _COMMITTED, _ROLLED_BACK, _DISCARDED = "pending", "committed", "rolled_back", "discarded"
@@ -230,10 +232,11 @@ class TransactionService:
                 return record
         return None
 
-    def _resolve(self, entry: HalfEntry, state: str, copy_offset: int) -> int:
+    def _resolve(self, entry: HalfEntry, state: str, copy_offset: int,
+                 extra: dict[str, str] | None = None) -> int:
         """Write the op record removing ``entry``'s half copy; mark it resolved. Returns its end."""
         props = {TAGS: REMOVE_TAG, TRANSACTION_ID: entry.transaction_id,
-                 TX_STATE: _OP_NAMES[state]}
+                 TX_STATE: _OP_NAMES[state], **(extra or {})}
         body = b"%d," % entry.copies[copy_offset]
         put = self._store.put_nowait(MessageToStore(topic=OP_TOPIC, body=body,
                                                     properties=props))
@@ -247,6 +250,20 @@ class TransactionService:
     @property
     def pending_count(self) -> int:
         return len(self._pending)
+
+    def pending(self, limit: int) -> list[HalfEntry]:
+        """Up to ``limit`` unresolved halves, oldest first (copies: they do not change)."""
+        with self._lock:
+            entries = sorted(self._pending.values(), key=lambda e: e.half_offset)[:limit]
+            return [HalfEntry(**{f: getattr(e, f) for f in HalfEntry.__dataclass_fields__
+                                 if f != "copies"}, copies=dict(e.copies))
+                    for e in entries]
+
+    def next_check_ms(self, entry: HalfEntry) -> int:
+        """When the check service will next look at ``entry`` (ms since the epoch)."""
+        if entry.check_times == 0:
+            return entry.store_ts + max(int(self._config.tx_timeout * 1000), entry.immunity_ms)
+        return entry.last_check_ms + int(self._config.tx_check_interval * 1000)
 
     # -- producing -----------------------------------------------------------
 
@@ -310,7 +327,8 @@ class TransactionService:
             if wanted == _COMMITTED:
                 end_offset = self._write_commit(entry, copy)
                 end_offset = max(end_offset, self._fault_double_commit(entry, copy))
-            end_offset = max(end_offset, self._resolve(entry, wanted, copy))
+            extra = {FROM_CHECK: "true"} if request.from_check else None
+            end_offset = max(end_offset, self._resolve(entry, wanted, copy, extra))
         if wanted == _COMMITTED:
             self._notify(entry.real_topic, entry.real_queue_id)
         return self._ended(entry, already=False), end_offset

@@ -20,7 +20,7 @@ from broker_lite.grpc_door.auth import Authenticator, Caller, metadata_dict
 from broker_lite.grpc_door.config import GrpcDoorConfig
 from broker_lite.grpc_door.pop import PopService
 from broker_lite.grpc_door.settings import ClientInfo, ClientRegistry
-from broker_lite.server.context import ServerContext
+from broker_lite.serving.context import ServerContext
 
 __all__ = ["GrpcDoor", "Waker"]
 

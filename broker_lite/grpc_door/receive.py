@@ -39,7 +39,7 @@ from broker_lite.grpc_door.pop import Delivery, ReceiveSpec
 from broker_lite.grpc_door.route import validate_group, validate_topic_name
 from broker_lite.grpc_door.settings import tag_expression
 from broker_lite.grpc_door.status import Code, GrpcDoorError, ok, status, status_for
-from broker_lite.server.handlers import wait_flushed
+from broker_lite.serving.durability import wait_flushed
 
 __all__ = ["ack_message", "change_invisible_duration", "forward_to_dlq", "receive_message"]
 

@@ -33,7 +33,7 @@ from broker_lite.grpc_door.door import GrpcDoor
 from broker_lite.grpc_door.route import validate_topic_name
 from broker_lite.grpc_door.status import Code, GrpcDoorError, ok, status, status_for
 from broker_lite.protocol import messages as m
-from broker_lite.server.handlers import wait_flushed
+from broker_lite.serving.durability import wait_flushed
 
 __all__ = ["end_transaction", "send_message"]
 

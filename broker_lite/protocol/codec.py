@@ -36,6 +36,11 @@ REQUEST_TYPES: dict[int, type[Any]] = {
     RequestCode.TOPIC_LIST: m.Empty,
     RequestCode.TOPIC_ROUTE: m.TopicRouteRequest,
     RequestCode.QUERY_MESSAGE_BY_KEY: m.QueryByKeyRequest,
+    RequestCode.CONSUMER_GROUPS: m.Empty,
+    RequestCode.BROKER_STATS: m.Empty,
+    RequestCode.TRANSACTION_LIST: m.TransactionListRequest,
+    RequestCode.BROWSE_QUEUE: m.BrowseRequest,
+    RequestCode.RESEND_MESSAGE: m.ResendRequest,
 }
 
 #: the body type of each request code's successful response
@@ -58,6 +63,11 @@ RESPONSE_TYPES: dict[int, type[Any]] = {
     RequestCode.TOPIC_LIST: m.TopicListResponse,
     RequestCode.TOPIC_ROUTE: m.TopicInfo,
     RequestCode.QUERY_MESSAGE_BY_KEY: m.QueryByKeyResponse,
+    RequestCode.CONSUMER_GROUPS: m.ConsumerGroupsResponse,
+    RequestCode.BROKER_STATS: m.BrokerStats,
+    RequestCode.TRANSACTION_LIST: m.TransactionListResponse,
+    RequestCode.BROWSE_QUEUE: m.PullResponse,
+    RequestCode.RESEND_MESSAGE: m.SendResult,
 }
 
 

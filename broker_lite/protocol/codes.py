@@ -32,3 +32,9 @@ class RequestCode(IntEnum):
     TOPIC_LIST = 51
     TOPIC_ROUTE = 52
     QUERY_MESSAGE_BY_KEY = 60
+    # operations (the console): additive, admin accounts only under an ACL
+    CONSUMER_GROUPS = 70
+    BROKER_STATS = 71
+    TRANSACTION_LIST = 72
+    BROWSE_QUEUE = 73
+    RESEND_MESSAGE = 74

@@ -17,8 +17,12 @@ import msgspec
 __all__ = [
     "AckRequest",
     "Assignment",
+    "BrokerStats",
+    "BrowseRequest",
     "CheckTransactionRequest",
     "CheckTransactionResponse",
+    "ClientInfo",
+    "ConsumerGroupsResponse",
     "ConsumerSubscription",
     "DeliveredMessage",
     "Empty",
@@ -27,6 +31,8 @@ __all__ = [
     "EndTransactionRequest",
     "EndTransactionResponse",
     "ErrorBody",
+    "GroupOffset",
+    "HalfInfo",
     "HeartbeatRequest",
     "HelloRequest",
     "HelloResponse",
@@ -37,6 +43,7 @@ __all__ = [
     "QueryAssignmentRequest",
     "QueryByKeyRequest",
     "QueryByKeyResponse",
+    "ResendRequest",
     "SendBackRequest",
     "SendBatchRequest",
     "SendBatchResponse",
@@ -47,6 +54,8 @@ __all__ = [
     "TopicInfo",
     "TopicListResponse",
     "TopicRouteRequest",
+    "TransactionListRequest",
+    "TransactionListResponse",
     "TxState",
     "UpdateOffsetRequest",
     "WireMessage",
@@ -354,3 +363,86 @@ class QueryByKeyRequest(_Body, frozen=True):
 
 class QueryByKeyResponse(_Body, frozen=True):
     messages: list[DeliveredMessage]
+
+
+# -- operations (the console's requests; admin accounts only under an ACL) ------------
+
+
+class GroupOffset(_Body, frozen=True):
+    """A consumer group's committed offset on one queue, next to the queue's bounds."""
+
+    group: str
+    topic: str
+    queue_id: int
+    #: -1 when the group never committed here
+    committed: int
+    min_offset: int
+    max_offset: int
+
+
+class ClientInfo(_Body, frozen=True):
+    """A connected client: its producer groups and (group, topic) subscriptions."""
+
+    client_id: str
+    remote_address: str = ""
+    producer_groups: list[str] = []
+    subscriptions: list[ConsumerSubscription] = []
+
+
+class ConsumerGroupsResponse(_Body, frozen=True):
+    offsets: list[GroupOffset]
+    clients: list[ClientInfo]
+
+
+class BrokerStats(_Body, frozen=True):
+    broker_name: str
+    #: the commit log's first and next offsets (so max - min bytes of messages are kept)
+    min_offset: int
+    max_offset: int
+    #: bytes of every file under the data directory
+    disk_bytes: int
+    pending_transactions: int
+    server_time_ms: int = 0
+
+
+class TransactionListRequest(_Body, frozen=True):
+    limit: int = 200
+
+
+class HalfInfo(_Body, frozen=True):
+    """A half waiting for its resolution, as the check service sees it."""
+
+    transaction_id: str
+    producer_group: str
+    real_topic: str
+    half_offset: int
+    store_timestamp: int
+    check_times: int
+    last_check_ms: int
+    #: when the check service will ask next (ms since the epoch)
+    next_check_ms: int
+
+
+class TransactionListResponse(_Body, frozen=True):
+    halves: list[HalfInfo]
+    #: how many are pending in all (``halves`` stops at the request's limit)
+    pending: int
+
+
+class BrowseRequest(_Body, frozen=True):
+    """Read stored messages of a queue without a consumer group (nothing is acked)."""
+
+    topic: str
+    queue_id: int
+    offset: int
+    max_messages: int = 32
+
+
+class ResendRequest(_Body, frozen=True):
+    """Put the message at ``topic/queue_id/queue_offset`` on ``%RETRY%group`` again."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    msg_id: str
+    group: str

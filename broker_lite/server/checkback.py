@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from broker_lite.errors import BrokerError, ResponseCode
 from broker_lite.protocol import BodyError, RequestCode, decode
 from broker_lite.protocol import messages as m
-from broker_lite.server.context import ServerContext
+from broker_lite.serving.context import ServerContext
 
 __all__ = ["CheckTarget", "answer_check"]
 

@@ -5,7 +5,7 @@ cuts whole frames out of it (:class:`~broker_lite.protocol.FrameDecoder`),
 and decodes each body by request code. Requests with a synchronous form
 (:data:`~broker_lite.server.handlers.INLINE`: sends, transaction ends, pulls
 that need not wait, acks) are served right there, in order. In sync flush
-mode their answer waits in the :class:`~broker_lite.server.flushgate.FlushGate`
+mode their answer waits in the :class:`~broker_lite.serving.flushgate.FlushGate`
 and goes out from its callback. Every other request, and a pull that long
 polls, gets a task. At most ``max_inflight_per_connection`` requests wait
 (in tasks or for an fsync) at once; beyond that the reader waits, which
@@ -37,7 +37,6 @@ import contextlib
 import functools
 import itertools
 import logging
-import struct
 import time
 from collections.abc import Coroutine, Mapping
 from typing import Any
@@ -57,49 +56,27 @@ from broker_lite.protocol import (
     decode,
     encode,
     encode_frame,
-    parse_header,
 )
 from broker_lite.protocol import messages as m
+from broker_lite.protocol.signing import hello_signature_ok
 from broker_lite.server.checkback import answer_check
-from broker_lite.server.context import ServerContext
-from broker_lite.server.handlers import (
-    HANDLERS,
-    INLINE,
-    Handler,
-    InlineHandler,
-    flush_future,
-    flush_outcome,
-)
+from broker_lite.server.handlers import HANDLERS, INLINE, Handler, InlineHandler
+from broker_lite.serving.context import ServerContext
+from broker_lite.serving.durability import flush_future, flush_outcome
 
-__all__ = ["Connection", "read_frame"]
+__all__ = ["Connection"]
 
 log = logging.getLogger("broker_lite.server")
 
-_LENGTH = struct.Struct(">I")
 #: bytes asked of the socket per read
 _READ_SIZE = 256 * 1024
 #: while serving a burst of requests, hand the responses to the transport this often
 _FLUSH_EVERY = 16
 
 
-async def read_frame(reader: asyncio.StreamReader, max_frame_size: int) -> Frame:
-    """Read one whole frame: its 16-byte header, then exactly the body it announces.
-
-    Raises :class:`FrameError`. A fatal one (an impossible or oversized length)
-    leaves the stream where it is: it cannot be resynced, and an oversized body
-    is never read. A non-fatal one (bad version or kind) is raised after its
-    body was skipped, so the next call reads the next frame. EOF raises
-    ``asyncio.IncompleteReadError``.
-    """
-    header = await reader.readexactly(HEADER_SIZE)
-    try:
-        body_length, kind, code, request_id = parse_header(header, max_frame_size)
-    except FrameError as exc:
-        if not exc.fatal:
-            await reader.readexactly(_LENGTH.unpack_from(header)[0] - (HEADER_SIZE - 4))
-        raise
-    body = await reader.readexactly(body_length) if body_length else b""
-    return Frame(kind, code, request_id, body)
+def _signed_hello(hello: m.HelloRequest, secret: str) -> bool:
+    return hello_signature_ok(secret, hello.client_id, hello.timestamp_ms, hello.nonce,
+                              hello.signature)
 
 
 class _Closing(Exception):
@@ -307,8 +284,8 @@ class Connection:
                                 code=ResponseCode.MALFORMED_REQUEST)
         if self._ctx.acl is not None:
             self.account = self._ctx.acl.authenticate(
-                hello.access_key, hello.client_id, hello.timestamp_ms, hello.nonce,
-                hello.signature, int(time.time() * 1000))
+                hello.access_key, hello.timestamp_ms, hello.nonce, int(time.time() * 1000),
+                signed_by=functools.partial(_signed_hello, hello))
 
     # -- dispatching -------------------------------------------------------------------
 

@@ -7,8 +7,9 @@ error code; the connection turns that into an error frame.
 
 Broker methods are fast and never fsync, so handlers call them directly on
 the event loop. What waits does so without blocking it: a sync-flush
-acknowledgement waits for the flusher's callback (:func:`wait_flushed`), and a
-long-polling PULL waits on the :class:`ArrivalHub`.
+acknowledgement waits for the flusher's callback
+(:func:`~broker_lite.serving.wait_flushed`), and a long-polling PULL waits on
+the :class:`~broker_lite.serving.ArrivalHub`.
 
 The requests that are served most often also have a synchronous form in
 :data:`INLINE`: it does all the work and returns the response with the log
@@ -24,7 +25,6 @@ asked anything; see :mod:`broker_lite.core.acl` for the rules.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -34,30 +34,26 @@ from broker_lite.errors import (
     BrokerError,
     ProtocolError,
     ResponseCode,
-    UnavailableError,
 )
-from broker_lite.protocol import RequestCode, encode
+from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
-from broker_lite.server.context import MAX_LONG_POLL_MS, ServerContext, Session
-from broker_lite.server.flushgate import FlushGate, FlushTimeout
-from broker_lite.server.longpoll import NO_NEW_MESSAGE, long_poll_pull
+from broker_lite.server.fit import fit
+from broker_lite.server.ops_handlers import OPS_HANDLERS
+from broker_lite.serving.context import MAX_LONG_POLL_MS, ServerContext, Session
+from broker_lite.serving.durability import wait_flushed
+from broker_lite.serving.longpoll import NO_NEW_MESSAGE, long_poll_pull
 
 __all__ = [
     "HANDLERS",
     "INLINE",
     "Handler",
     "InlineHandler",
-    "flush_future",
-    "flush_outcome",
-    "wait_flushed",
 ]
 
 Handler = Callable[[ServerContext, Session, Any], Awaitable[Any]]
 #: ``(response, end offset to make durable first, or -1)``, or ``None``: "await the handler"
 InlineHandler = Callable[[ServerContext, Session, Any], "tuple[Any, int] | None"]
 
-# Room for the frame header and the fields around the messages of a response.
-_RESPONSE_OVERHEAD = 1024
 
 
 # -- helpers -----------------------------------------------------------------------
@@ -86,75 +82,8 @@ def _check_client(session: Session, client_id: str, what: str) -> None:
             f"connection said HELLO with", code=ResponseCode.MALFORMED_REQUEST)
 
 
-def flush_future(ctx: ServerContext,
-                 end_offset: int) -> asyncio.Future[BaseException | None] | None:
-    """Where to wait for ``end_offset`` to be durable; ``None`` in async flush mode.
-
-    The future resolves to ``None`` once durable, to the flusher's error, or
-    to a :class:`FlushTimeout` after ``flush_timeout``; :func:`flush_outcome`
-    turns that into the error to answer with.
-    """
-    if ctx.broker.config.store.flush != "sync":
-        return None
-    gate = ctx.flush_gate
-    if gate is None:
-        gate = ctx.flush_gate = FlushGate(ctx.broker.store, ctx.loop)
-    return gate.wait(end_offset, ctx.config.flush_timeout)
-
-
-def flush_outcome(ctx: ServerContext, end_offset: int,
-                  error: BaseException | None) -> BrokerError | None:
-    """The error a sync-flush acknowledgement answers with (``None``: durable)."""
-    if error is None:
-        return None
-    if isinstance(error, FlushTimeout):
-        return _flush_error(f"no fsync of offset {end_offset} within "
-                            f"{ctx.config.flush_timeout:g}s; the message is stored but its "
-                            f"durability is not confirmed")
-    if isinstance(error, BrokerError):
-        return error
-    failure = _flush_error(f"flush failed: {error}")
-    failure.__cause__ = error  # as "raise ... from error" would
-    failure.__suppress_context__ = True
-    return failure
-
-
-async def wait_flushed(ctx: ServerContext, end_offset: int) -> None:
-    """Return once the store has made ``end_offset`` durable (at once in async flush mode).
-
-    Requests park in the context's :class:`FlushGate`, which the store's
-    flusher settles once per fsync. A flush error is raised as a BrokerError
-    (``FLUSH_DISK_TIMEOUT`` unless it is one already); no answer within
-    ``flush_timeout`` raises ``FLUSH_DISK_TIMEOUT`` too: the message is stored,
-    its durability is not confirmed.
-    """
-    future = flush_future(ctx, end_offset)
-    if future is None:
-        return
-    error = flush_outcome(ctx, end_offset,
-                          future.result() if future.done() else await future)
-    if error is not None:
-        raise error
-
-
-def _flush_error(message: str) -> BrokerError:
-    exc = UnavailableError(message)
-    exc.code = ResponseCode.FLUSH_DISK_TIMEOUT
-    return exc
-
-
 def _error_body(exc: BrokerError) -> m.ErrorBody:
     return m.ErrorBody(message=str(exc), retriable=exc.retriable)
-
-
-def _fit(messages: list[m.DeliveredMessage], limit: int) -> int:
-    """How many of ``messages``, from the first, fit in a frame of ``limit`` bytes."""
-    used = _RESPONSE_OVERHEAD
-    for i, message in enumerate(messages):
-        used += len(encode(message))
-        if used > limit:
-            return i
-    return len(messages)
 
 
 # -- connection ----------------------------------------------------------------------
@@ -278,7 +207,7 @@ async def end_transaction_batch(ctx: ServerContext, session: Session,
 
 def _fitted(ctx: ServerContext, req: m.PullRequest, response: m.PullResponse) -> m.PullResponse:
     """``response`` cut to what fits in one frame; the next pull fetches the rest."""
-    keep = _fit(response.messages, ctx.config.max_frame_size)
+    keep = fit(response.messages, ctx.config.max_frame_size)
     if keep == len(response.messages):
         return response
     if keep == 0:
@@ -375,7 +304,7 @@ async def query_by_key(ctx: ServerContext, session: Session,
     account = session.account
     if account is not None and not account.admin:
         messages = [msg for msg in messages if _may_read(session, msg.topic)]
-    keep = _fit(messages, ctx.config.max_frame_size)
+    keep = fit(messages, ctx.config.max_frame_size)
     if keep == len(response.messages):
         return response
     return m.QueryByKeyResponse(messages=messages[:keep])
@@ -418,3 +347,5 @@ INLINE: dict[int, tuple[Handler, InlineHandler]] = {
     RequestCode.PULL_MESSAGE: (pull, pull_now),
     RequestCode.ACK_MESSAGE: (ack, ack_now),
 }
+
+HANDLERS.update(OPS_HANDLERS)  # the operations requests (the console's)

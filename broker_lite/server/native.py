@@ -15,8 +15,8 @@ import socket
 from collections.abc import Mapping
 
 from broker_lite.server.connection import Connection
-from broker_lite.server.context import ServerContext
 from broker_lite.server.handlers import HANDLERS, Handler
+from broker_lite.serving.context import ServerContext
 
 __all__ = ["NativeServer", "bind_socket", "format_address"]
 

@@ -15,6 +15,7 @@ __all__ = [
     "CHECK_IMMUNITY_TIME_IN_SECONDS",
     "CRC32_PROPERTY",
     "DELAY",
+    "FROM_CHECK",
     "KEYS",
     "MAX_PROPERTIES_BYTES",
     "ORIGIN_MESSAGE_ID",
@@ -29,6 +30,7 @@ __all__ = [
     "TRANSACTION_ID",
     "TRAN_MSG",
     "TRAN_PREPARED_QUEUE_OFFSET",
+    "TX_STATE",
     "UNIQ_KEY",
     "decode_properties",
     "encode_properties",
@@ -53,6 +55,10 @@ CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 SHARDING_KEY = "__SHARDINGKEY"
 CRC32_PROPERTY = "__CRC32#"
 INNER_NUM = "INNER_NUM"
+#: broker_lite's, on an op record (COMMIT or ROLLBACK) and a renewed half copy (CHECK)
+TX_STATE = "TX_STATE"
+#: on a resolution's op record when the producer answered a check-back
+FROM_CHECK = "FROM_CHECK"
 
 NAME_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import ipaddress
 import mmap
-import socket
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
@@ -160,8 +159,8 @@ def format_host(packed: HostAddress) -> str:
     """``"127.0.0.1:9876"`` or ``"[::1]:9876"`` from the packed form."""
     port = struct.unpack(">i", packed[-4:])[0]
     if len(packed) == _IPV6:
-        return f"[{socket.inet_ntop(socket.AF_INET6, packed[:16])}]:{port}"
-    return f"{socket.inet_ntoa(packed[:4])}:{port}"
+        return f"[{ipaddress.IPv6Address(packed[:16])}]:{port}"
+    return f"{ipaddress.IPv4Address(packed[:4])}:{port}"
 
 
 @lru_cache(maxsize=8192)

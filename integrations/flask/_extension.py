@@ -104,8 +104,8 @@ class FlaskState:
         if self._built:  # set last, under the lock: once True, every field is in place
             return
         with self._lock:
-            if self._built:
-                return
+            if self._built:  # another thread built it while this one waited
+                return  # type: ignore[unreachable]  # mypy cannot see the other thread
             engine, db = self._database()
             serializer: Serializer = self.config("SERIALIZER") or JsonSerializer()
             relay: RelaySettings = self.config("RELAY") or RelaySettings()

@@ -8,7 +8,7 @@ description of it); unapplying runs the downgrade to ``base``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db import migrations
 
@@ -31,5 +31,5 @@ def downgrade(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     initial = True
-    dependencies: list[tuple[str, str]] = []
+    dependencies: ClassVar[list[tuple[str, str]]] = []
     operations = [migrations.RunPython(upgrade, downgrade)]

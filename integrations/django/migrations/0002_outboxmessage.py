@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from django.db import migrations
+from typing import Any
+
+from django.db import migrations, models
 
 
-def _fields() -> list[tuple[str, object]]:
+def _fields() -> list[tuple[str, models.Field[Any, Any]]]:
     from integrations.django.models import django_field
     from outbox.models import transaction_table
 

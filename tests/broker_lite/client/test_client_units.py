@@ -17,9 +17,9 @@ from broker_lite.client import (
 )
 from broker_lite.client.auth import hello_request
 from broker_lite.client.thread_pool import BoundedThreadPool, PoolFullError
-from broker_lite.core.acl import sign_hello
 from broker_lite.errors import BrokerBusyError, ResponseCode
 from broker_lite.protocol import messages as m
+from broker_lite.protocol.signing import sign_hello
 
 
 @pytest.mark.timeout(10)

@@ -20,7 +20,6 @@ from typing import Any, TypeVar
 
 from support import BrokerLiteServer
 
-from broker_lite.core.acl import sign_hello
 from broker_lite.protocol import (
     RESPONSE_TYPES,
     Frame,
@@ -34,6 +33,7 @@ from broker_lite.protocol import (
     encode_frame,
 )
 from broker_lite.protocol import messages as m
+from broker_lite.protocol.signing import sign_hello
 
 T = TypeVar("T")
 

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from broker_lite.core.acl import Acl, AclFileError, Perm, parse_perm, sign_hello
+from broker_lite.core.acl import Acl, AclFileError, Perm, parse_perm
 from broker_lite.errors import NoPermissionError, ResponseCode, UnauthorizedError
+from broker_lite.protocol.signing import hello_signature_ok, sign_hello
 
 NOW = 1_700_000_000_000
 
@@ -35,7 +36,8 @@ def acl() -> Acl:
 def _auth(acl: Acl, key: str = "app", secret: str = "s3cret", *, client: str = "c1",
           ts: int = NOW, nonce: str = "n1", now: int = NOW, signature: str | None = None) -> Any:
     sig = sign_hello(secret, client, ts, nonce) if signature is None else signature
-    return acl.authenticate(key, client, ts, nonce, sig, now)
+    return acl.authenticate(key, ts, nonce, now, signed_by=lambda secret_key: hello_signature_ok(
+        secret_key, client, ts, nonce, sig))
 
 
 @pytest.mark.timeout(10)

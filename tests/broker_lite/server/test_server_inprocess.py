@@ -23,9 +23,10 @@ from support import wait_until
 from broker_lite.core import Broker, BrokerConfig
 from broker_lite.protocol import FrameKind, RequestCode, ResponseCode, decode, encode
 from broker_lite.protocol import messages as m
-from broker_lite.server import ArrivalHub, NativeServer, ServerConfig, ServerContext
+from broker_lite.server import NativeServer
 from broker_lite.server.handlers import HANDLERS, Handler
 from broker_lite.server.native import bind_socket, format_address
+from broker_lite.serving import ArrivalHub, ServerConfig, ServerContext
 from broker_lite.storage import StoreConfig
 
 

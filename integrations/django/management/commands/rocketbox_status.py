@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import IO, Any, cast
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rich.console import Console
@@ -37,4 +37,4 @@ class Command(BaseCommand):
         if options["json"]:
             self.stdout.write(json.dumps(result.to_json(), indent=2))
         else:
-            render_status(result, Console(file=self.stdout))
+            render_status(result, Console(file=cast(IO[str], self.stdout)))

@@ -24,20 +24,18 @@ import logging
 import signal
 import socket
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 
 from broker_lite.core import Broker, BrokerConfig
 from broker_lite.core.acl import Acl
-from broker_lite.server.context import ServerConfig, ServerContext
-from broker_lite.server.longpoll import ArrivalHub
+from broker_lite.grpc_door import GrpcDoor, add_to_server
+from broker_lite.grpc_door.config import GrpcDoorConfig
+from broker_lite.runtime.periodic import Periodic, schedule_for
 from broker_lite.server.native import NativeServer, bind_socket, format_address
-from broker_lite.server.periodic import Periodic, schedule_for
-
-if TYPE_CHECKING:
-    from broker_lite.grpc_door import GrpcDoor
-    from broker_lite.grpc_door.config import GrpcDoorConfig
+from broker_lite.serving.context import ServerConfig, ServerContext
+from broker_lite.serving.longpoll import ArrivalHub
 
 __all__ = ["BindRefused", "BrokerRuntime", "check_bind_policy", "is_loopback", "serve"]
 
@@ -131,9 +129,6 @@ class BrokerRuntime:
                  "on" if self.acl is not None else "off")
 
     async def _start_grpc(self, ctx: ServerContext, host: str, port: int) -> str:
-        # imported here: broker_lite.grpc_door imports this package's modules
-        from broker_lite.grpc_door import GrpcDoor, add_to_server
-
         # grpc refuses requests over 4 MiB by default: room for the largest body the
         # store takes, plus its envelope (the door answers MESSAGE_BODY_TOO_LARGE itself)
         largest = self.broker_config.store.max_message_size + (1 << 20)

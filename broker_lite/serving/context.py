@@ -18,8 +18,8 @@ from broker_lite.core import Broker
 from broker_lite.core.acl import Account, Acl
 from broker_lite.protocol import DEFAULT_MAX_FRAME_SIZE
 from broker_lite.protocol import messages as m
-from broker_lite.server.flushgate import FlushGate
-from broker_lite.server.longpoll import ArrivalHub
+from broker_lite.serving.flushgate import FlushGate
+from broker_lite.serving.longpoll import ArrivalHub
 
 __all__ = ["MAX_LONG_POLL_MS", "ServerConfig", "ServerContext", "Session"]
 

@@ -1,0 +1,220 @@
+"""Console overhead: bench/relay.py's figures for our relay, with the console open and without.
+
+Usage::
+
+    .venv/bin/python bench/console.py [--rows N] [--repeat K] [--rate R] [--seconds S] [--quick]
+
+It reuses bench/relay.py's harness (one private PostgreSQL, Redis, broker_lite,
+our Celery relay worker, the same producers and consumer) and measures only
+our side, in two conditions, interleaved and the order flipping every
+repetition:
+
+* **off**: nothing else runs;
+* **on**: ``rocketbox console`` runs as its own process on the same database
+  and broker (default ``--sample-seconds 5``), and a headless Chromium keeps
+  its overview open (the cards and charts poll every sample period), as an
+  operator would leave it during the whole measurement.
+
+Each repetition runs relay.py's throughput case (a backlog of N rows relayed
+from one sweep) and its latency case (``--rate`` commits per second for
+``--seconds``; commit-to-visible p50 and p99). The ratios on/off are medians
+of the paired ratios; the goal is that none of the figures moves by more
+than 5%. Full runs write ``bench/results/console.json`` and the ``console``
+section of ``bench/README.md``; ``--quick`` only prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import relay as rb
+from _common import (
+    BENCH_DIR,
+    REPO_ROOT,
+    RESULTS_DIR,
+    TMP_DIR,
+    describe_machine,
+    git_state,
+    load_average,
+    machine_summary,
+    median,
+    update_readme_section,
+    utc_now,
+    write_json,
+)
+
+TARGET = 0.05
+READY = re.compile(r"rocketbox console ready url=(\S+)")
+
+
+@contextlib.contextmanager
+def console_open(env: rb.Env, sample_seconds: float) -> Iterator[str]:
+    """``rocketbox console`` in its own process, and Chromium on its overview."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    argv = [sys.executable, "-m", "outbox", "console", "--db", env.db, "--broker", env.broker,
+            "--port", "0", "--sample-seconds", str(sample_seconds), "--log-level", "WARNING"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            start_new_session=True, env={**os.environ,
+                                                         "PYTHONPATH": str(REPO_ROOT)})
+    profile = tempfile.mkdtemp(prefix="bench-console-chromium-")
+    driver = None
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        found = READY.search(line)
+        if found is None:
+            raise RuntimeError(f"rocketbox console did not start: {line!r}")
+        options = webdriver.ChromeOptions()
+        options.binary_location = "/usr/bin/chromium"
+        for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--no-first-run", "--disable-background-networking",
+                     "--disable-component-update", "--disable-sync",
+                     f"--user-data-dir={profile}"):
+            options.add_argument(flag)
+        driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+        driver.get(found[1] + "/")
+        yield found[1]
+    finally:
+        if driver is not None:
+            driver.quit()
+        rb._stop(proc)
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    from sqlalchemy import create_engine
+    from support.servers import start_broker_lite, start_postgres, start_redis
+
+    from outbox import Outbox
+    from outbox.celery import make_celery
+
+    work = TMP_DIR / f"console-{os.getpid()}"
+    work.mkdir(parents=True, exist_ok=True)
+    machine = describe_machine(work)
+    print(f"console overhead benchmark on {machine_summary(machine)}")
+    load_before = load_average()
+    runs: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
+    try:
+        with start_postgres() as pg, start_redis() as rds, \
+                start_broker_lite(work / "broker", ["--flush", "async", "--log-level",
+                                                    "warning"]) as bl:
+            db = pg.create_database("consolebench")
+            env = rb.Env(db=db.url, db_async=db.url.replace("+psycopg", "+asyncpg"),
+                         redis=rds.url, broker=bl.native, work=work)
+            rb.prepare_schema(env)
+            env.celery_app = make_celery(
+                Outbox(engine=create_engine(env.db), broker=env.broker,
+                       producer_group=rb.PRODUCER_GROUP),
+                broker_url=env.redis, settings=rb._celery_settings())
+            rb.start_ours_worker(env, args.concurrency, args.batch_size, args.drain_lanes)
+            try:
+                for rep in range(args.repeat):
+                    for mode in (("off", "on") if rep % 2 == 0 else ("on", "off")):
+                        with contextlib.ExitStack() as stack:
+                            if mode == "on":
+                                stack.enter_context(console_open(env, args.sample_seconds))
+                            tp = asyncio.run(rb.throughput_once(env, "ours", args.rows,
+                                                                rb.PeerConfig(), args.timeout))
+                            lat = asyncio.run(rb.latency_once(env, "ours", args.rate,
+                                                              args.seconds, rb.PeerConfig()))
+                        runs[mode].append({"throughput": tp, "latency": lat})
+                        print(f"  rep {rep + 1} console {mode:3}: {tp['per_s']:8,.0f} rows/s, "
+                              f"p50 {lat['p50_ms']:6.1f} ms, p99 {lat['p99_ms']:7.1f} ms "
+                              f"(missing {tp['missing']}/{lat['missing']})")
+            finally:
+                rb.stop_ours_worker(env)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            TMP_DIR.rmdir()
+    return summarise(args, runs, machine, load_before)
+
+
+def _paired(runs: dict[str, list[dict[str, Any]]], case: str, key: str) -> list[float]:
+    return [on[case][key] / off[case][key] if off[case][key] else float("nan")
+            for on, off in zip(runs["on"], runs["off"], strict=True)]
+
+
+def summarise(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]],
+              machine: dict[str, Any], load_before: list[float]) -> dict[str, Any]:
+    figures = {}
+    for label, case, key in (("throughput rows/s", "throughput", "per_s"),
+                             ("latency p50 ms", "latency", "p50_ms"),
+                             ("latency p99 ms", "latency", "p99_ms")):
+        ratios = _paired(runs, case, key)
+        figures[label] = {
+            "off_median": median([r[case][key] for r in runs["off"]]),
+            "on_median": median([r[case][key] for r in runs["on"]]),
+            "ratio_on_off_median": median(ratios), "ratios": ratios,
+            # throughput must not drop, latency must not grow, by more than TARGET
+            "within_target": (median(ratios) >= 1 - TARGET if case == "throughput"
+                              else median(ratios) <= 1 + TARGET),
+        }
+    return {"benchmark": "console", "generated_at": utc_now(), "code": git_state(),
+            "machine": machine, "load_average": {"start": load_before, "end": load_average()},
+            "parameters": {k: v for k, v in vars(args).items() if k != "quick"},
+            "target": f"each figure within {TARGET:.0%} with the console open",
+            "figures": figures, "runs": runs}
+
+
+def markdown_section(result: dict[str, Any]) -> str:
+    load = result["load_average"]
+    lines = [f"Machine: {machine_summary(result['machine'])}; load average "
+             f"{load['start'][0] if load['start'] else '?'} at start, "
+             f"{load['end'][0] if load['end'] else '?'} at the end. "
+             f"{result['parameters']['repeat']} repetitions each way.", "",
+             "| figure | console off | console open | on/off (median of pairs) | "
+             "within 5% |", "|---|---:|---:|---:|---|"]
+    for label, f in result["figures"].items():
+        spread = ", ".join(f"{r:.2f}" for r in f["ratios"])
+        lines.append(f"| {label} | {f['off_median']:,.1f} | {f['on_median']:,.1f} | "
+                     f"{f['ratio_on_off_median']:.3f} ({spread}) | "
+                     f"{'yes' if f['within_target'] else 'no'} |")
+    return "\n".join(lines)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=20_000, help="throughput backlog rows")
+    parser.add_argument("--repeat", type=int, default=3, help="repetitions per condition")
+    parser.add_argument("--rate", type=float, default=500.0, help="latency case: commits/s")
+    parser.add_argument("--seconds", type=float, default=10.0, help="latency case: seconds")
+    parser.add_argument("--sample-seconds", type=float, default=5.0,
+                        help="the console's --sample-seconds")
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=200)
+    parser.add_argument("--drain-lanes", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--quick", action="store_true",
+                        help="1 repetition, 5,000 rows, 5 s of latency; print only")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.repeat, args.rows, args.seconds = 1, 5_000, 5.0
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    result = measure(args)
+    section = markdown_section(result)
+    print(section)
+    if not args.quick:
+        write_json(RESULTS_DIR / "console.json", result)
+        update_readme_section(BENCH_DIR / "README.md", "console", section)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,76 @@
+"""``rocketbox console``: build the settings from the command line and serve until a signal.
+
+Once listening it prints one line on stdout, ``rocketbox console ready
+url=http://HOST:PORT``, with the port actually bound (``--port 0`` picks one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+
+from outbox.cli_commands import CommandError
+from outbox.console.config import ConsoleConfig, ConsoleConfigError
+from outbox.console.server import ConsoleThread
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_argument_group("console")
+    where.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on; anything but loopback needs --token or the "
+                            "ACL keys")
+    where.add_argument("--port", type=int, default=8080, help="port (0 picks a free one)")
+    where.add_argument("--token", default=os.environ.get("ROCKETBOX_CONSOLE_TOKEN"),
+                       help="password every request must carry (HTTP Basic, any user name; or "
+                            "Authorization: Bearer); env ROCKETBOX_CONSOLE_TOKEN")
+    where.add_argument("--sample-seconds", type=float, default=5.0, metavar="S",
+                       help="how often the overview's numbers are read (once for all viewers)")
+    where.add_argument("--audit-json", type=Path, metavar="FILE",
+                       help="the last `rocketbox audit --json FILE` report, for the audit page")
+    where.add_argument("--audit-html", type=Path, metavar="FILE",
+                       help="the last `rocketbox audit --html FILE` report, linked from it")
+    where.add_argument("--audit-out", type=Path, metavar="DIR",
+                       help="the last `rocketbox audit --out DIR` Parquet of divergent rows")
+
+
+def config_from(args: argparse.Namespace) -> ConsoleConfig:
+    try:
+        return ConsoleConfig(
+            broker=args.broker, db_url=args.db, host=args.host, port=args.port,
+            token=args.token or None, access_key=args.access_key or None,
+            secret_key=args.secret_key or None, sample_seconds=args.sample_seconds,
+            audit_json=args.audit_json, audit_html=args.audit_html, audit_out=args.audit_out,
+            producer_group=args.group)
+    except ConsoleConfigError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from(args)
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        try:
+            console = ConsoleThread(config).start()
+        except (OSError, RuntimeError) as exc:
+            raise CommandError(f"cannot serve on {config.host}:{config.port}: {exc}",
+                               code=1) from None
+        print(f"rocketbox console ready url={console.url}", flush=True)
+        try:
+            stop.wait()
+        finally:
+            console.stop()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
