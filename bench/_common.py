@@ -67,6 +67,24 @@ def add_repository_paths() -> None:
             sys.path.append(path)
 
 
+def auto_create_topics(source: Path | None = None) -> list[str]:
+    """``["--auto-create-topics"]`` if the broker_lite measured has the flag, else ``[]``.
+
+    Topic auto-create became opt-in for ``broker-lite serve``; a commit from
+    before that (``--at-commit``) auto-creates without the flag, and refuses it.
+    ``source`` is the directory holding the ``broker_lite`` package measured.
+    """
+    if source is None:
+        import importlib.util
+
+        spec = importlib.util.find_spec("broker_lite")
+        if spec is None or spec.origin is None:
+            return []
+        source = Path(spec.origin).parent.parent
+    serve = source / "broker_lite" / "cli" / "serve.py"
+    return ["--auto-create-topics"] if "--auto-create-topics" in serve.read_text() else []
+
+
 # -- statistics ----------------------------------------------------------------
 
 

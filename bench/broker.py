@@ -82,6 +82,7 @@ from _common import (
     RESULTS_DIR,
     TMP_DIR,
     Samples,
+    auto_create_topics,
     describe_machine,
     extract_commit,
     git_state,
@@ -225,7 +226,7 @@ def start_broker(root: Path, flush: FlushMode) -> tuple[ServerProcess, str]:
     data_dir = root / f"broker-{flush}"
     shutil.rmtree(data_dir, ignore_errors=True)
     argv = [sys.executable, "-m", "broker_lite", "serve", "--data-dir", str(data_dir),
-            "--port", "0", "--flush", flush, "--log-level", "warning"]
+            "--port", "0", "--flush", flush, "--log-level", "warning", *auto_create_topics()]
     server = ServerProcess(f"broker-lite serve --flush {flush}", argv,
                            root / f"broker-{flush}.log", cwd=root, stdout=subprocess.PIPE)
     try:

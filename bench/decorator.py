@@ -3,7 +3,14 @@
 Usage::
 
     .venv/bin/python bench/decorator.py [--requests N] [--repeat K] [--batches B]
-                                        [--concurrency 1,4] [--quick]
+                                        [--concurrency 1,4] [--frameworks flask,fastapi]
+                                        [--quick]
+
+The same four routes also run as async FastAPI views under uvicorn, on
+psycopg's async driver (``bench/_fastapi_routes.py``), measured and reported
+the same way (cases ``fastapi-c1`` ...); the Flask description below holds
+for them with uvicorn (keep-alive) for werkzeug and an ``AsyncSession`` for
+the session.
 
 One Flask app, served by werkzeug's threaded WSGI server (a thread of this
 process, TCP_NODELAY) on a free loopback port, in front of a private
@@ -52,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import http.client
 import json
 import logging
@@ -259,6 +267,11 @@ def serve(app: Any) -> tuple[Any, int, threading.Thread]:
     return server, port, thread
 
 
+def _stop_wsgi(server: Any, thread: threading.Thread) -> None:
+    server.shutdown()
+    thread.join(5)
+
+
 # -- measuring -------------------------------------------------------------------
 
 
@@ -320,24 +333,32 @@ def measure_config(args: argparse.Namespace, config: str) -> dict[str, Any]:
                 name: conn.execute(text(f"SHOW {name}")).scalar()
                 for name in ("fsync", "synchronous_commit", "full_page_writes",
                              "shared_buffers")}
-        app = make_app(engine)
-        server, port, thread = serve(app)
-        ctx = mp.get_context("spawn")
-        parent, child = ctx.Pipe()
-        client = ctx.Process(target=client_main, args=(child, port), daemon=True)
-        client.start()
-        try:
-            for c in args.concurrency:
-                for route in ROUTES:  # warm up: connections, pool, plans, caches
-                    run_batch(parent, route, max(50, args.requests // 10), c)
-            for c in args.concurrency:
-                results["cases"][f"c{c}"] = run_case(parent, args, c)
-        finally:
-            parent.send(None)
-            client.join(10)
-            server.shutdown()
-            thread.join(5)
-            engine.dispose()
+        for framework in args.frameworks:
+            if framework == "flask":
+                server, port, thread = serve(make_app(engine))
+                stop = functools.partial(_stop_wsgi, server, thread)
+            else:
+                from _fastapi_routes import serve_fastapi
+
+                port, stop = serve_fastapi(url, _orders_table(), ROW_SQL, RIDE_SQL)
+            ctx = mp.get_context("spawn")
+            parent, child = ctx.Pipe()
+            client = ctx.Process(target=client_main, args=(child, port), daemon=True)
+            client.start()
+            prefix = "" if framework == "flask" else f"{framework}-"
+            try:
+                for c in args.concurrency:
+                    for route in ROUTES:  # warm up: connections, pool, plans, caches
+                        run_batch(parent, route, max(50, args.requests // 10), c)
+                for c in args.concurrency:
+                    case = run_case(parent, args, c)
+                    case["framework"] = framework
+                    results["cases"][f"{prefix}c{c}"] = case
+            finally:
+                parent.send(None)
+                client.join(10)
+                stop()
+        engine.dispose()
     return results
 
 
@@ -490,11 +511,11 @@ def markdown_section(result: dict[str, Any]) -> str:
         f"alternating batches, {p['repeat']} repetitions; medians over repetitions, "
         "ratios are medians of the per-repetition ratios (range in brackets).",
         "",
-        "| PostgreSQL | clients | bare p50 | row p50 | ride p50 | decorated p50 "
+        "| PostgreSQL | app | clients | bare p50 | row p50 | ride p50 | decorated p50 "
         "| **decorated / bare p50** | row / bare p50 | ride / bare p50 "
         "| decorated / ride p50 | bare p99 | decorated p99 | p99 ratio "
         "| bare req/s | decorated req/s | goal p50 <= 1.10x |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for config, case in ((name, case) for name, cfg in result["configs"].items()
                          for case in cfg["cases"].values()):
@@ -505,7 +526,8 @@ def markdown_section(result: dict[str, Any]) -> str:
         lo, hi = case["ratio_p50_range"]
         lo9, hi9 = case["ratio_p99_range"]
         lines.append(
-            f"| {config} | {case['concurrency']} | {b['p50_us']:.0f} µs | {r['p50_us']:.0f} µs | "
+            f"| {config} | {case.get('framework', 'flask')} | {case['concurrency']} "
+            f"| {b['p50_us']:.0f} µs | {r['p50_us']:.0f} µs | "
             f"{ride_cells[0]} | {d['p50_us']:.0f} µs | **{case['ratio_p50']:.2f}x** "
             f"({lo:.2f}-{hi:.2f}) | {case['row_ratio_p50']:.2f}x | {ride_cells[1]} | "
             f"{ride_cells[2]} | "
@@ -530,6 +552,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "defaults: fsync and synchronous_commit on) and no-fsync (the "
                              "test suite's cluster) and networked (durable behind a proxy that "
                              f"adds {NETWORK_DELAY_US} us each way); default all three")
+    parser.add_argument("--frameworks", default="flask,fastapi",
+                        help="apps to measure, comma-separated: flask (werkzeug, psycopg) "
+                             "and fastapi (uvicorn, async routes on psycopg async); "
+                             "default both")
     parser.add_argument("--quick", action="store_true",
                         help="300 requests, 3 repetitions; print only")
     parser.add_argument("--render", action="store_true",
@@ -537,6 +563,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.concurrency = [int(x) for x in str(args.concurrency).split(",") if x]
     args.postgres = [x for x in str(args.postgres).split(",") if x]
+    args.frameworks = [x for x in str(args.frameworks).split(",") if x]
+    if set(args.frameworks) - {"flask", "fastapi"}:
+        parser.error("--frameworks takes flask and fastapi")
     unknown = sorted(set(args.postgres) - set(PG_CONFIGS))
     if unknown:
         parser.error(f"unknown --postgres {', '.join(unknown)}; choose from "
@@ -560,7 +589,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "started": utc_now(),
         "parameters": {"requests": args.requests, "repeat": args.repeat,
                        "batches": args.batches, "concurrency": args.concurrency,
-                       "postgres": args.postgres,
+                       "postgres": args.postgres, "frameworks": args.frameworks,
                        "quick": args.quick, "target_p50_ratio": TARGET_P50},
         "machine": describe_machine(RESULTS_DIR),
         "git": git_state(),
@@ -573,7 +602,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     result.update(measure(args))
     result["load_end"] = load_average()
     result["finished"] = utc_now()
-    for name, case in ((f"{config} c{case['concurrency']}", case)
+    for name, case in ((f"{config} {case.get('framework', 'flask')} c{case['concurrency']}",
+                        case)
                        for config, cfg in result["configs"].items()
                        for case in cfg["cases"].values()):
         print(f"{name}: p50 ratio {case['ratio_p50']:.3f}x {case['ratio_p50_range']} "

@@ -61,6 +61,7 @@ from _common import (
     RESULTS_DIR,
     TMP_DIR,
     Samples,
+    auto_create_topics,
     describe_machine,
     extract_commit,
     git_state,
@@ -110,10 +111,12 @@ _READY = re.compile(r"broker_lite ready native=(\S+) grpc=(\S+)")
 @contextmanager
 def broker(data_dir: Path) -> Iterator[tuple[str, str]]:
     """A ``broker-lite serve`` child on free loopback ports; yields (native, grpc)."""
-    argv = [sys.executable, "-m", "broker_lite", "serve", "--data-dir", str(data_dir),
-            "--port", "0", "--grpc-port", "0", "--log-level", "warning"]
     # ``-m`` puts the working directory first on the path: run where the code measured is
-    proc = subprocess.Popen(argv, cwd=os.environ.get(SRC_ENV) or REPO_ROOT,
+    source = Path(os.environ.get(SRC_ENV) or REPO_ROOT)
+    argv = [sys.executable, "-m", "broker_lite", "serve", "--data-dir", str(data_dir),
+            "--port", "0", "--grpc-port", "0", "--log-level", "warning",
+            *auto_create_topics(source)]
+    proc = subprocess.Popen(argv, cwd=source,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert proc.stdout is not None

@@ -1,9 +1,11 @@
 """One decorated view call, framework-neutral: the messages it adds to its DB transaction.
 
-Both integrations (:mod:`integrations.flask`, :mod:`integrations.django`)
-open the view's database transaction themselves and wrap the call in a
-:class:`UnitOfWork`; this module holds what happens inside, so the two
-behave the same (docs/integrations.md):
+The integrations (:mod:`integrations.flask`, :mod:`integrations.django`,
+:mod:`integrations.fastapi`) open the view's database transaction
+themselves and wrap the call in a :class:`UnitOfWork`; this module holds
+what happens inside, so they behave the same (docs/integrations.md;
+FastAPI runs it on the sync session under its ``AsyncSession``, see
+docs/async.md):
 
 * ``publish()`` inserts the status row at once, through the transaction's
   SQLAlchemy :class:`~sqlalchemy.Connection`, and returns its ``tx_id``;
@@ -42,6 +44,7 @@ from sqlalchemy.orm import Session
 
 from outbox.checkback import PG_XID_PROPERTY
 from outbox.config import Mode, Outbox
+from outbox.core_commit import OPT_OUT
 from outbox.errors import ConfigurationError, NoTransactionError, OutboxError
 from outbox.models import transaction_table as t
 from outbox.publish import publish as outbox_publish
@@ -59,6 +62,7 @@ __all__ = [
     "error_status_rolls_back",
     "is_autocommit",
     "running",
+    "session_connection",
 ]
 
 log = logging.getLogger("rocketbox.integrations")
@@ -109,6 +113,33 @@ def is_autocommit(conn: Connection) -> bool:
         return True
     dbapi = conn.connection.dbapi_connection
     return getattr(dbapi, "autocommit", False) is True
+
+
+def session_connection(session: Session) -> Callable[[], Connection]:
+    """The session's connection, checked once, and looked up again only for a new transaction.
+
+    ``Session.connection()`` is not free, and every ``publish()`` asks; the
+    answer can only change when the session's (root) transaction does, for
+    example after the view committed by itself. (Flask's session, and the
+    sync session under FastAPI's ``AsyncSession``.)
+    """
+    known: list[tuple[object, Connection]] = []
+
+    def connection() -> Connection:
+        root = session.get_transaction()
+        if root is None:
+            raise NoTransactionError("the view's session has no open transaction")
+        if known and known[0][0] is root:
+            return known[0][1]
+        conn = session.connection()
+        if not known and is_autocommit(conn):
+            raise ConfigurationError(
+                "the database connection is in AUTOCOMMIT mode: rocketbox needs a "
+                "transactional database, so that messages commit with the view's rows")
+        known[:] = [(root, conn)]
+        return conn
+
+    return connection
 
 
 def error_status_rolls_back(status: int, enabled: bool) -> bool:
@@ -178,6 +209,7 @@ class UnitOfWork:
                keys: str | Sequence[str] | None, message_group: str | None,
                headers: Mapping[str, Any] | None, at_commit: bool = False) -> str:
         conn = self.connection()
+        conn.execution_options(**{OPT_OUT: False})  # after_commit() calls on_commit itself
         data = to_body(body, self.outbox.serializer)
         tx_id = outbox_publish(conn, topic, data, outbox=self.outbox, tag=tag, keys=keys,
                                message_group=message_group, headers=headers,

@@ -15,6 +15,7 @@ from outbox.config import Mode, Outbox, RelaySettings
 from outbox.errors import (
     BrokerUnreachableError,
     ConfigurationError,
+    InvalidMessageError,
     NoTransactionError,
     OutboxError,
     RelayError,
@@ -37,6 +38,7 @@ __all__ = [
     "ConfigurationError",
     "InboxConsumer",
     "InboxRow",
+    "InvalidMessageError",
     "JsonSerializer",
     "Mode",
     "NoTransactionError",

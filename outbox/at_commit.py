@@ -30,7 +30,9 @@ such a value fails there.
 A row rides on the commit only when all of this holds, and is written at
 once otherwise (the same row, one round trip more):
 
-* PostgreSQL through psycopg 3, not in autocommit, not in pipeline mode
+* PostgreSQL through psycopg 3 (sync, or its async driver under an
+  ``AsyncSession``/``AsyncConnection``: the row is then sent with an awaited
+  call from inside SQLAlchemy's greenlet), not in autocommit, not in pipeline mode
   (there psycopg always uses the extended protocol, which takes one
   statement per query);
 * no text value holds a NUL character (the plain ``INSERT`` then refuses it);
@@ -62,6 +64,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import TwoPhaseTransaction
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.util import await_only
 
 __all__ = ["FUNCTION", "OPTION", "can_ride", "hold", "queued"]
 
@@ -91,12 +94,17 @@ def can_ride(conn: Connection) -> bool:
         return False
     if conn.get_execution_options().get(OPTION, True) is False:
         return False
-    dbapi: Any = conn.connection.dbapi_connection
-    if getattr(dbapi, "autocommit", False):
+    raw = _psycopg(conn)
+    if getattr(raw, "autocommit", False):
         return False  # every statement commits by itself: no COMMIT to ride on
-    if dbapi.pgconn.pipeline_status:  # 0 (off) too where libpq has no pipelines
+    if raw.pgconn.pipeline_status:  # 0 (off) too where libpq has no pipelines
         return False
     return _has_function(conn)
+
+
+def _psycopg(conn: Connection) -> Any:
+    """The ``psycopg.Connection`` (or ``AsyncConnection``) under ``conn``."""
+    return conn.connection.driver_connection
 
 
 def _has_function(conn: Connection) -> bool:
@@ -128,9 +136,9 @@ def hold(conn: Connection, values: Mapping[str, Any]) -> bool:
         return False
     if any(isinstance(values[name], str) and "\x00" in values[name] for name in ARGUMENTS):
         return False
-    dbapi: Any = conn.connection.dbapi_connection  # a psycopg.Connection: see can_ride()
     call = _call(values)
-    call.encode(dbapi.info.encoding)  # a value the encoding cannot hold fails here, not at COMMIT
+    # a value the encoding cannot hold fails here, not at COMMIT
+    call.encode(_psycopg(conn).info.encoding)
     engine = conn.engine
     if engine not in _hooked:
         with _lock:
@@ -156,11 +164,14 @@ def _send_with_commit(conn: Connection) -> None:
     if not calls:
         return
     dbapi: Any = conn.connection.dbapi_connection
+    raw = _psycopg(conn)
     base_error = conn.dialect.loaded_dbapi.Error
     try:
         # straight to psycopg: a query without parameters goes out with the simple
         # protocol, which allows several statements in one message; never prepared
-        dbapi.execute("; ".join([*calls, "COMMIT"]), prepare=False)
+        sent = raw.execute("; ".join([*calls, "COMMIT"]), prepare=False)
+        if conn.dialect.is_async:  # in AsyncSession.commit()'s greenlet: await it there
+            await_only(sent)
     except BaseException as exc:
         invalidated = isinstance(exc, base_error) and conn.dialect.is_disconnect(
             exc, dbapi, None)
@@ -190,8 +201,8 @@ def _end_transaction(conn: Connection, dbapi: Any, invalidated: bool) -> None:
 
     if not invalidated:
         try:
-            if dbapi.info.transaction_status != TransactionStatus.IDLE:
-                dbapi.rollback()
+            if _psycopg(conn).info.transaction_status != TransactionStatus.IDLE:
+                dbapi.rollback()  # SQLAlchemy's async adapter awaits it in the greenlet
             return
         except Exception:
             log.warning("could not roll back after a failed commit; dropping the connection",

@@ -51,9 +51,20 @@ exit codes: 0 ok, 1 problem found, 2 usage/settings/database error, 130 interrup
 # -- parser ---------------------------------------------------------------------------------
 
 
-class _Formatter(argparse.RawDescriptionHelpFormatter,
-                 argparse.ArgumentDefaultsHelpFormatter):
-    """Keep the descriptions' line breaks and show every option's default."""
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keep the descriptions' line breaks; add ``(default: X)`` where it says something.
+
+    Not for flags (``--no-beat``'s default ``True`` would read as if both were
+    on), options without a default (``None``), or help that already says its
+    default in words.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (not action.option_strings or action.nargs == 0 or "default" in text
+                or action.default in (None, argparse.SUPPRESS)):
+            return text
+        return text + " (default: %(default)s)"
 
 
 def _db_options(parser: argparse.ArgumentParser) -> None:
@@ -61,7 +72,7 @@ def _db_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--db", metavar="URL", default=os.environ.get("ROCKETBOX_DB_URL"),
                        help="SQLAlchemy URL of the database holding the outbox tables, e.g. "
                             "sqlite:///app.db or postgresql+psycopg://user:pw@host/db "
-                            "(env ROCKETBOX_DB_URL)")
+                            "(default: $ROCKETBOX_DB_URL)")
     group.add_argument("--debug", action="store_true",
                        help="show tracebacks instead of one-line errors")
     group.add_argument("--log-level", default="WARNING", metavar="LEVEL",
@@ -76,12 +87,16 @@ def _broker_options(parser: argparse.ArgumentParser) -> None:
                        help="broker_lite's native address")
     group.add_argument("--group", metavar="NAME", default=DEFAULT_GROUP,
                        help="producer group the outbox publishes (and answers check-backs) as")
-    group.add_argument("--access-key", default=os.environ.get("ROCKETBOX_ACCESS_KEY"),
-                       help="ACL access key (env ROCKETBOX_ACCESS_KEY)")
-    group.add_argument("--secret-key", default=os.environ.get("ROCKETBOX_SECRET_KEY"),
-                       help="ACL secret key (env ROCKETBOX_SECRET_KEY)")
+    group.add_argument("--access-key", metavar="KEY",
+                       default=os.environ.get("ROCKETBOX_ACCESS_KEY"),
+                       help="access key of the broker's ACL account (`broker-lite serve "
+                            "--acl`; default: $ROCKETBOX_ACCESS_KEY, else none: no ACL)")
+    group.add_argument("--secret-key", metavar="SECRET",
+                       default=os.environ.get("ROCKETBOX_SECRET_KEY"),
+                       help="its secret key (default: $ROCKETBOX_SECRET_KEY; keep it off "
+                            "the command line)")
     group.add_argument("--metrics-port", type=_port, metavar="PORT",
-                       help="serve Prometheus metrics on this port (0 picks one); off if unset")
+                       help="serve Prometheus metrics on this port (0 picks one; default: off)")
     group.add_argument("--metrics-addr", metavar="ADDR", default="0.0.0.0",
                        help="address the metrics server listens on")
 
@@ -201,9 +216,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=_int_at_least(1), default=1, metavar="N",
                    help="worker threads/processes")
     p.add_argument("--no-beat", dest="beat", action="store_false",
-                   help="do not run beat in this worker (run exactly one beat per deployment)")
+                   help="do not run beat (the sweeper's clock) in this worker; by default "
+                        "each worker runs one. Extra beats are harmless (a sweep claims "
+                        "rows like any relay: no row goes twice), so --no-beat only saves "
+                        "their sweeps")
     p.add_argument("--no-checker", dest="checker", action="store_false",
-                   help="do not answer check-backs in this worker (run `rocketbox checker`)")
+                   help="do not answer check-backs in this worker (then run `rocketbox "
+                        "checker`); by default each worker answers them")
     p.set_defaults(handler=cli_commands.relay, log_level="INFO")
 
     p = _add(sub, "checker", "answer the broker's check-backs from the status table",

@@ -254,10 +254,30 @@ def _serve_metrics(args: argparse.Namespace, outbox: Outbox) -> None:
           f"{server.server_port}/metrics", file=sys.stderr, flush=True)
 
 
+def preflight(command: str, outbox: Outbox, *, group: str | None = None) -> None:
+    """Fail fast on a broker setting that cannot work; go on through an outage.
+
+    A host that does not resolve, refused credentials or a refused producer
+    group raise :class:`~outbox.errors.ConfigurationError` (exit 2, one line
+    naming the setting). A refused connection or a timeout is an outage: it
+    is recorded for ``rocketbox status`` and said on stderr, and the command
+    starts anyway (the relay retries with backoff; the checker reconnects).
+    """
+    from outbox import broker_health
+
+    outage = broker_health.probe(outbox, group=group)
+    if outage is not None:
+        broker_health.pass_failed(outbox, outage)
+        print(f"rocketbox {command}: broker {outbox.broker} unreachable ({outage}); starting "
+              f"anyway, retrying with backoff (`rocketbox status` shows it)",
+              file=sys.stderr, flush=True)
+
+
 def relay(args: argparse.Namespace) -> int:
     run_worker = _load("relay", "outbox.celery.worker", "run_worker")
     outbox = build_outbox(args)
     try:
+        preflight("relay", outbox)
         _serve_metrics(args, outbox)
         extra: dict[str, Any] = {}
         if not args.checker and _accepts(run_worker, "checker"):
@@ -281,6 +301,7 @@ def checker(args: argparse.Namespace) -> int:
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
+        preflight("checker", outbox)
         _serve_metrics(args, outbox)
         extra: dict[str, Any] = {}
         if _accepts(run_checker, "on_ready"):

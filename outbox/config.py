@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from outbox.errors import ConfigurationError
 from outbox.serializers import JsonSerializer, Serializer
+from outbox.validation import DEFAULT_MAX_BODY_SIZE
 
 __all__ = ["Mode", "Outbox", "RelaySettings"]
 
@@ -77,6 +78,9 @@ class Outbox:
     on_commit: Callable[[Sequence[str]], None] | None = None
     access_key: str | None = None
     secret_key: str | None = None
+    #: the largest body ``publish()`` accepts, in bytes after serialization: set it to the
+    #: broker's ``--max-message-size`` (default: broker_lite's default, 4 MiB)
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE
 
     def __post_init__(self) -> None:
         host, sep, port = self.broker.rpartition(":")
@@ -85,6 +89,8 @@ class Outbox:
                 f"broker address {self.broker!r} must be HOST:PORT, e.g. 127.0.0.1:10911")
         if not self.producer_group:
             raise ConfigurationError("producer_group must not be empty")
+        if self.max_body_size < 1:
+            raise ConfigurationError(f"max_body_size must be >= 1 byte, got {self.max_body_size}")
         if self.mode not in ("outbox", "half_first"):
             raise ConfigurationError(f"mode must be 'outbox' or 'half_first', not {self.mode!r}")
 

@@ -345,7 +345,8 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
         console.print(f"[b]rocketbox demo[/b]: {orders} orders, everything in {work}")
         broker = demo.part("broker", [python, "-m", "broker_lite", "serve", "--data-dir",
                                       str(work / "broker"), "--port", "0", "--grpc-port", "0",
-                                      "--tx-timeout", "1", "--tx-check-interval", "0.5"],
+                                      "--tx-timeout", "1", "--tx-check-interval", "0.5",
+                                      "--auto-create-topics"],
                            dict(os.environ, PYTHONUNBUFFERED="1"))
         native = broker.wait_for(_READY, 30).group(1)
         env = _env(work, native)
@@ -463,15 +464,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="rocketbox demo", description="The end-to-end demo on embedded defaults "
         "(SQLite, broker_lite, Celery on SQLite): orders over HTTP, rollbacks, relay "
         "crashes resolved by check-back, an inbox consumer and a consistency audit.")
-    parser.add_argument("--orders", type=int, default=200, help="how many orders to send")
+    parser.add_argument("--orders", type=int, default=200,
+                        help="how many orders to send (default: 200)")
     parser.add_argument("--quick", action="store_true", help="30 orders (for CI)")
     parser.add_argument("--dir", type=Path, default=Path(".demo"),
-                        help="working directory (wiped first)")
+                        help="working directory, wiped first (default: .demo)")
     parser.add_argument("--spark", choices=("auto", "on", "off"), default="auto",
                         help="also run the Spark audit (spark.audit_job) when pyspark and "
                              "Java are there; auto: yes, except with --quick")
     parser.add_argument("--timeout", type=float, default=170.0,
-                        help="give up after this many seconds")
+                        help="give up after this many seconds (default: 170)")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     orders = 30 if args.quick else args.orders
     if orders < 1:

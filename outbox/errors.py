@@ -7,6 +7,7 @@ grouped by what the caller does next::
     ├── ConfigurationError        fix the settings (raised at start-up)
     ├── NoTransactionError        publish() outside an open DB transaction
     ├── SerializationError        the body could not be serialized
+    ├── InvalidMessageError       publish(): the broker would refuse this message
     └── RelayError                a row could not be relayed now (retriable)
         └── BrokerUnreachableError
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 __all__ = [
     "BrokerUnreachableError",
     "ConfigurationError",
+    "InvalidMessageError",
     "NoTransactionError",
     "OutboxError",
     "RelayError",
@@ -45,6 +47,19 @@ class NoTransactionError(OutboxError):
 
 class SerializationError(OutboxError):
     """The message body could not be serialized."""
+
+
+class InvalidMessageError(OutboxError, ValueError):
+    """``publish()`` refused a message the broker would refuse: names the field and limit.
+
+    Raised inside the caller's transaction, before the row is written, so the
+    caller's request fails now instead of the row being parked minutes later.
+    """
+
+    def __init__(self, field: str, problem: str, *, limit: int | str | None = None) -> None:
+        super().__init__(f"invalid {field}: {problem}")
+        self.field = field
+        self.limit = limit
 
 
 class RelayError(OutboxError):

@@ -43,6 +43,7 @@ from broker_lite.client import ConsumeResult, PushConsumer, ReceivedMessage
 from outbox.config import Outbox
 from outbox.errors import ConfigurationError
 from outbox.models import inbox_table
+from outbox.tracing import consumer_span
 
 __all__ = ["Handler", "InboxConsumer", "consumer"]
 
@@ -111,7 +112,16 @@ class InboxConsumer:
     # -- one message -------------------------------------------------------------
 
     def handle(self, message: ReceivedMessage) -> ConsumeResult:
-        """Process one delivery (the listener; also callable directly, e.g. in tests)."""
+        """Process one delivery (the listener; also callable directly, e.g. in tests).
+
+        With OpenTelemetry installed this runs in a span that continues the
+        message's trace (its ``traceparent`` property; :mod:`outbox.tracing`).
+        """
+        with consumer_span(message.topic, self.group, message.properties,
+                           {"messaging.message.id": message.dedupe_key}):
+            return self._process(message)
+
+    def _process(self, message: ReceivedMessage) -> ConsumeResult:
         key = message.dedupe_key
         try:
             with self._sessions() as session, session.begin():

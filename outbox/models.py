@@ -4,6 +4,8 @@
 message to relay, the state the check-back answers with, and the relay's own
 bookkeeping. ``rocketbox_inbox`` holds one row per (consumer group, tx_id) a
 consumer has processed, written in the handler's own transaction.
+``rocketbox_broker_state`` holds one row per broker address the relay could
+not reach: since when, and the last error (``rocketbox status`` shows it).
 """
 
 from __future__ import annotations
@@ -34,9 +36,11 @@ __all__ = [
     "STATES",
     "VERSION_TABLE",
     "Base",
+    "BrokerStateRow",
     "InboxRow",
     "TransactionRow",
     "aware",
+    "broker_state_table",
     "inbox_table",
     "metadata",
     "transaction_table",
@@ -121,7 +125,19 @@ class InboxRow(Base):
     )
 
 
+class BrokerStateRow(Base):
+    """Whether the relay reaches a broker: ``unreachable_since`` is set while it does not."""
+
+    __tablename__ = "rocketbox_broker_state"
+
+    broker: Mapped[str] = mapped_column(String(255), primary_key=True)
+    unreachable_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+
 transaction_table = cast(Table, TransactionRow.__table__)
+broker_state_table = cast(Table, BrokerStateRow.__table__)
 inbox_table = cast(Table, InboxRow.__table__)
 
 

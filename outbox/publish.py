@@ -9,6 +9,15 @@ advisory lock on the group first, so two transactions of one group commit one
 after the other and ``seq`` (from a sequence, taken after the lock) follows
 their commit order. SQLite has a single writer, so there ``seq`` is
 ``max(seq) + 1`` computed inside the insert, which is commit order too.
+
+Given an :class:`~sqlalchemy.ext.asyncio.AsyncSession` or
+:class:`~sqlalchemy.ext.asyncio.AsyncConnection` (asyncpg, psycopg's async
+driver, aiosqlite), ``publish`` returns an awaitable that runs this same
+function on the sync session or connection underneath
+(``run_sync``, SQLAlchemy's greenlet bridge), so the row, the lock and the
+``at_commit`` ride are the sync path's, and every driver call is awaited on
+the event loop. After such a session commits, ``outbox.on_commit`` runs in
+the loop's default executor, never on the loop. docs/async.md has the rest.
 """
 
 from __future__ import annotations
@@ -16,18 +25,23 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy import Connection, event, func, insert, select, text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.orm import Session, SessionTransaction
 
 from outbox.at_commit import hold
 from outbox.config import Outbox
+from outbox.core_commit import call_hooks
+from outbox.core_commit import remember as remember_on_connection
 from outbox.errors import NoTransactionError
 from outbox.models import transaction_table
 from outbox.serializers import to_body
+from outbox.tracing import with_trace_context
+from outbox.validation import check_message
 
 __all__ = ["new_tx_id", "publish"]
 
@@ -70,18 +84,35 @@ def new_tx_id() -> str:
     return os.urandom(16).hex().upper()
 
 
-def _connection(session: Session | Connection) -> Connection:
-    if isinstance(session, Session):
-        if not session.in_transaction():
-            raise NoTransactionError("the session has no transaction; use session.begin()")
-        return session.connection()
+def _require_transaction(session: Session | Connection | AsyncSession | AsyncConnection
+                         ) -> None:
     if not session.in_transaction():
-        raise NoTransactionError("the connection has no transaction; use connection.begin()")
-    return session
+        what = "session" if isinstance(session, Session | AsyncSession) else "connection"
+        raise NoTransactionError(f"the {what} has no transaction; use {what}.begin()")
+
+
+def _connection(session: Session | Connection) -> Connection:
+    _require_transaction(session)
+    return session.connection() if isinstance(session, Session) else session
+
+
+@overload
+def publish(session: Session | Connection, topic: str, body: Any, *, outbox: Outbox,
+            tag: str | None = ..., keys: str | Sequence[str] | None = ...,
+            message_group: str | None = ..., headers: Mapping[str, Any] | None = ...,
+            tx_id: str | None = ..., state: str = ..., at_commit: bool = ...) -> str: ...
+
+
+@overload
+def publish(session: AsyncSession | AsyncConnection, topic: str, body: Any, *,
+            outbox: Outbox, tag: str | None = ..., keys: str | Sequence[str] | None = ...,
+            message_group: str | None = ..., headers: Mapping[str, Any] | None = ...,
+            tx_id: str | None = ..., state: str = ...,
+            at_commit: bool = ...) -> Coroutine[Any, Any, str]: ...
 
 
 def publish(
-    session: Session | Connection,
+    session: Session | Connection | AsyncSession | AsyncConnection,
     topic: str,
     body: Any,
     *,
@@ -93,12 +124,18 @@ def publish(
     tx_id: str | None = None,
     state: str = "COMMIT",
     at_commit: bool = False,
-) -> str:
+) -> str | Coroutine[Any, Any, str]:
     """Add a message to the caller's transaction and return its ``tx_id``.
 
-    Raises :class:`NoTransactionError` when no transaction is open. After the
-    transaction commits, ``outbox.on_commit`` is told the new ids (a session
-    only; with a bare connection the sweeper picks the rows up).
+    With an ``AsyncSession`` or ``AsyncConnection`` it returns a coroutine:
+    ``tx_id = await publish(session, ...)`` (see the module doc).
+
+    Raises :class:`NoTransactionError` when no transaction is open, and
+    :class:`InvalidMessageError` (naming the field and the limit) for a message
+    the broker would refuse (:mod:`outbox.validation`). After the
+    transaction commits, ``outbox.on_commit`` is told the new ids (on a Core
+    connection, once the connection goes back to the pool or begins its next
+    transaction: :mod:`outbox.core_commit`).
 
     ``at_commit=True`` is for the last message before ``commit()``: where
     :mod:`outbox.at_commit` allows (PostgreSQL, psycopg 3, migrated to 0002,
@@ -107,6 +144,11 @@ def publish(
     transaction, and the commit must go through SQLAlchemy. Elsewhere the row
     is written at once, as without it.
     """
+    if isinstance(session, AsyncSession | AsyncConnection):
+        return _publish_async(session, dict(
+            topic=topic, body=body, outbox=outbox, tag=tag, keys=keys,
+            message_group=message_group, headers=headers, tx_id=tx_id, state=state,
+            at_commit=at_commit))
     conn = _connection(session)
     tx_id = tx_id or new_tx_id()
     if isinstance(keys, str):
@@ -117,15 +159,30 @@ def publish(
     values: dict[str, Any] = dict(
         tx_id=tx_id, producer_group=outbox.producer_group, topic=topic, tag=tag,
         keys=key_text, message_group=message_group, body=to_body(body, outbox.serializer),
-        headers=dict(headers) if headers else None, state=state,
+        headers=with_trace_context(headers), state=state,
         created_at=now, next_attempt_at=now,
     )
+    check_message(values, keys=keys, max_body_size=outbox.max_body_size)  # broker limits
     if not (at_commit and hold(conn, values)):  # held: it goes out with the COMMIT
         _insert(conn, values)
     if isinstance(session, Session):
         _remember(session, outbox, tx_id)
+    else:
+        remember_on_connection(conn, outbox.on_commit, tx_id)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("published %s to %s", tx_id, topic, extra={"tx_id": tx_id, "topic": topic})
+    return tx_id
+
+
+async def _publish_async(session: AsyncSession | AsyncConnection,
+                         arguments: dict[str, Any]) -> str:
+    """``publish()`` itself, run on the sync session or connection under ``session``."""
+    _require_transaction(session)  # checked before run_sync, which would begin one
+
+    def run(sync: Session | Connection) -> str:
+        return publish(sync, **arguments)
+
+    tx_id: str = await session.run_sync(run)
     return tx_id
 
 
@@ -172,12 +229,8 @@ def _remember(session: Session, outbox: Outbox, tx_id: str) -> None:
 def _after_commit(session: Session) -> None:
     pending: dict[Callable[[Sequence[str]], None], list[str]] = \
         session.info.pop(_PENDING_KEY, None) or {}
-    for hook, ids in pending.items():
-        try:
-            hook(list(ids))
-        except Exception:  # the sweeper relays these rows later
-            log.exception("on_commit hook failed for %d message(s); the sweeper will "
-                          "relay them", len(ids))
+    if pending:
+        call_hooks(pending)  # off the loop after an AsyncSession's commit
 
 
 def _after_soft_rollback(session: Session, previous: SessionTransaction) -> None:

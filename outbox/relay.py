@@ -36,6 +36,7 @@ import os
 import random
 import socket
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -58,11 +59,13 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.sql.elements import ColumnElement
 
+from outbox import broker_health
 from outbox.config import Outbox
 from outbox.errors import RelayError
 from outbox.models import aware
 from outbox.models import transaction_table as t
 from outbox.publisher import HalfSent, OutgoingMessage, Publisher
+from outbox.tracing import record_relay_span, relay_span
 
 __all__ = ["Relay", "RelayReport", "backoff_seconds", "worker_id"]
 
@@ -299,27 +302,36 @@ class Relay:
                  older_than: float | None = None) -> RelayReport:
         """Claim, relay and record one batch; returns what happened."""
         report = RelayReport()
+        started = time.time_ns()
         rows = self.claim(only=only, older_than=older_than)
         report.claimed = len(rows)
         if not rows:
             return report
+        headers = [row.headers for row in rows]  # the trace contexts (outbox.tracing)
         halves: dict[str, HalfSent] = {}
-        try:
-            self._send(rows, halves, report)
-        except RelayError as exc:
-            # The broker could not be reached at all: nothing is wrong with these rows,
-            # so no attempt is counted (an outage never parks a row). Release the claims
-            # for the next pass, and let the caller retry the pass.
-            self._release(rows, halves, exc)
-            raise
+        with relay_span("", headers, start_time=started,
+                        attributes={"messaging.batch.message_count": len(rows)}):
+            record_relay_span("claim", headers, start_time=started)
+            try:
+                self._send(rows, halves, report)
+            except RelayError as exc:
+                # The broker could not be reached at all: nothing is wrong with these rows,
+                # so no attempt is counted (an outage never parks a row). Release the
+                # claims for the next pass, and let the caller retry the pass.
+                self._release(rows, halves, exc)
+                broker_health.pass_failed(self.outbox, exc)  # `rocketbox status` shows it
+                raise
+        broker_health.pass_went_through(self.outbox)
         return report
 
     def _send(self, rows: list[_Row], halves: dict[str, HalfSent], report: RelayReport) -> None:
+        _note_new_topics(rows)
         failed_groups: set[str] = set()
         need_half = [r for r in rows if r.half_offset is None]
         outcomes: dict[str, Exception | None] = {}
-        for row, result in zip(need_half, self.publisher.send_halves(
-                [self._outgoing(r) for r in need_half]), strict=True):
+        with relay_span("half", [r.headers for r in need_half]):
+            sent = self.publisher.send_halves([self._outgoing(r) for r in need_half])
+        for row, result in zip(need_half, sent, strict=True):
             if isinstance(result, Exception):
                 outcomes[row.tx_id] = result
             else:
@@ -336,10 +348,13 @@ class Relay:
                          half.queue_offset if half else -1))
         commit_offsets: dict[str, int] = {}
         group_of = {row.tx_id: row.message_group for row in rows}
+        headers_of = {row.tx_id: row.headers for row in rows}
         for wave in _waves(ends, group_of):
             # a group whose end failed in an earlier wave sends nothing more this pass
             wave = [e for e in wave if group_of[e[0]] not in failed_groups]
-            for (tx_id, *_rest), ended in zip(wave, self.publisher.end(wave), strict=True):
+            with relay_span("end", [headers_of[e[0]] for e in wave]):
+                results = self.publisher.end(wave)
+            for (tx_id, *_rest), ended in zip(wave, results, strict=True):
                 if isinstance(ended, Exception):
                     outcomes[tx_id] = ended
                     group = group_of[tx_id]
@@ -516,6 +531,25 @@ def _waves(ends: list[tuple[str, str, int, int]], group_of: dict[str, str | None
             waves.append([])
         waves[index].append(end)
     return waves
+
+
+#: topics this process has relayed to (or tried); a new one is logged once
+_seen_topics: set[str] = set()
+
+
+def _note_new_topics(rows: list[_Row]) -> None:
+    """Warn once per process for each topic it relays to the first time.
+
+    A typo in a topic name (``Oders``) is a new topic: on a broker that
+    auto-creates topics it would silently become one. This line is the trace
+    it leaves in the relay's log; ``broker-lite serve`` refuses unknown topics
+    unless run with ``--auto-create-topics`` (docs/outbox.md).
+    """
+    for topic in {row.topic for row in rows} - _seen_topics:
+        _seen_topics.add(topic)
+        log.warning("relaying to topic %r for the first time in this process; if that name "
+                    "is a typo, the broker refuses it (unless it auto-creates topics)", topic,
+                    extra={"topic": topic})
 
 
 def _observe_relayed(rows: list[_Row], outcomes: dict[str, Exception | None]) -> None:

@@ -9,7 +9,9 @@
 * **parked**: rows that used up their attempts and wait for ``rocketbox
   replay``; the newest ones are listed with their ``last_error``;
 * **relayed in the last hour** (``include_recent``; this one reads every
-  row relayed recently, so the metrics collector leaves it out).
+  row relayed recently, so the metrics collector leaves it out);
+* **brokers the relay cannot reach**, and since when
+  (:mod:`outbox.broker_health`): an outage, as opposed to rows refused.
 
 The pending and parked queries match the predicates of the partial indexes
 in :mod:`outbox.models`, so they stay cheap however many relayed rows the
@@ -23,9 +25,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 from sqlalchemy import Connection, Engine, and_, case, func, select
 
+from outbox.broker_health import BrokerState, read_broker_states
 from outbox.models import aware
 from outbox.models import transaction_table as t
 
@@ -78,6 +83,7 @@ class OutboxStatus:
     generated_at: datetime
     topics: tuple[TopicStatus, ...]
     parked_rows: tuple[ParkedRow, ...]
+    unreachable: tuple[BrokerState, ...] = ()
 
     @property
     def pending(self) -> int:
@@ -114,6 +120,11 @@ class OutboxStatus:
                 {"tx_id": r.tx_id, "topic": r.topic, "attempts": r.attempts,
                  "created_at": r.created_at.isoformat(), "last_error": r.last_error}
                 for r in self.parked_rows
+            ],
+            "brokers_unreachable": [
+                {"broker": u.broker, "since": u.unreachable_since.isoformat(),
+                 "last_error": u.last_error, "updated_at": u.updated_at.isoformat()}
+                for u in self.unreachable
             ],
         }
 
@@ -166,6 +177,7 @@ def read_status(db: Engine | Connection, *, parked_limit: int = 20, include_rece
         generated_at=now,
         topics=tuple(TopicStatus(**topics[name]) for name in sorted(topics)),
         parked_rows=tuple(parked_rows),
+        unreachable=tuple(read_broker_states(conn)),
     )
 
 
@@ -203,15 +215,27 @@ def render_status(status: OutboxStatus, console: Console) -> None:
                       format_age(status.oldest_pending_age), str(status.parked),
                       str(sum(recent)) if recent else "-")
     console.print(table)
+    for u in status.unreachable:
+        console.print(Text.assemble(
+            ("broker unreachable since ", "bold red"),
+            (f"{u.unreachable_since:%Y-%m-%d %H:%M:%S %Z}", "bold red"),
+            f" ({format_age((status.generated_at - u.unreachable_since).total_seconds())} ago): "
+            f"{u.broker}; the relay retries with backoff. Last error: {u.last_error or '-'}"))
     if status.parked_rows:
-        parked = Table(title=f"parked rows (newest {len(status.parked_rows)} of "
-                             f"{status.parked}; `rocketbox replay` re-queues them)")
-        parked.add_column("tx_id", no_wrap=True)
-        parked.add_column("topic")
-        parked.add_column("attempts", justify="right")
-        parked.add_column("written")
-        parked.add_column("last error", overflow="fold")
-        for r in status.parked_rows:
-            parked.add_row(r.tx_id, r.topic, str(r.attempts),
-                           f"{r.created_at:%Y-%m-%d %H:%M:%S}", r.last_error or "")
-        console.print(parked)
+        _render_parked(status, console)
+
+
+def _render_parked(status: OutboxStatus, console: Console) -> None:
+    """One block per parked row: its facts on a line, its last error below at full width.
+
+    An error is a sentence; as a table column squeezed next to a 32-digit
+    tx_id it wrapped one word per line at 80 columns.
+    """
+    console.print(f"[b]parked rows[/b] (newest {len(status.parked_rows)} of {status.parked}; "
+                  f"`rocketbox replay` re-queues them)")
+    for r in status.parked_rows:
+        line = Text.assemble((r.tx_id, "bold"), f"  {r.topic}  attempts={r.attempts}  "
+                             f"written {r.created_at:%Y-%m-%d %H:%M:%S}")
+        console.print(line, overflow="fold")
+        console.print(Padding(Text(r.last_error or "(no error recorded)", style="red"),
+                              (0, 0, 0, 4)))

@@ -64,24 +64,33 @@ def build_parser() -> argparse.ArgumentParser:
     src = p.add_argument_group("inputs")
     src.add_argument("--jdbc-url", required=True, metavar="URL",
                      help="jdbc:postgresql://HOST:PORT/DB or jdbc:sqlite:/PATH")
-    src.add_argument("--table", default="rocketbox_transaction")
-    src.add_argument("--user")
+    src.add_argument("--table", default="rocketbox_transaction", metavar="NAME",
+                     help="the outbox status table (default: rocketbox_transaction)")
+    src.add_argument("--user", metavar="NAME",
+                     help="database user (default: the one in --jdbc-url, if any)")
     src.add_argument("--password", default=os.environ.get("ROCKETBOX_AUDIT_PASSWORD"),
-                     help="(default: $ROCKETBOX_AUDIT_PASSWORD; keep it off the command line)")
-    src.add_argument("--partitions", type=int, default=4,
-                     help="parallel JDBC reads on seq (PostgreSQL)")
+                     help="database password (default: $ROCKETBOX_AUDIT_PASSWORD; keep it off "
+                          "the command line)")
+    src.add_argument("--partitions", type=int, default=4, metavar="N",
+                     help="parallel JDBC reads on seq (PostgreSQL; default: 4)")
     src.add_argument("--commitlog", required=True, metavar="DIR",
                      help="broker data dir or its commitlog/ (any Hadoop URI)")
     rules = p.add_argument_group("rules")
     rules.add_argument("--grace", type=_seconds, default=60.0, metavar="S",
-                       help="younger in-flight transactions are pending, not lost")
+                       help="younger in-flight transactions are pending, not lost "
+                            "(default: 60)")
     rules.add_argument("--slo", type=_seconds, default=5.0, metavar="S",
-                       help="commit-to-visible time over this is late")
+                       help="commit-to-visible time over this is late (default: 5)")
     rules.add_argument("--stuck-after", type=_seconds, default=600.0, metavar="S",
                        help="an unresolved half older than this is stuck "
-                            "(tx_timeout + check_interval * check_max, plus slack)")
-    rules.add_argument("--since", type=parse_time, metavar="TIME")
-    rules.add_argument("--until", type=parse_time, metavar="TIME")
+                            "(tx_timeout + check_interval * check_max, plus slack; "
+                            "default: 600)")
+    rules.add_argument("--since", type=parse_time, metavar="TIME",
+                       help="keep transactions whose event time (DB created_at) is at or "
+                            "after TIME: ISO 8601 (naive is UTC) or epoch seconds (default: "
+                            "all; with --state, the previous run's end)")
+    rules.add_argument("--until", type=parse_time, metavar="TIME",
+                       help="keep those before TIME, same forms (default: no upper bound)")
     rules.add_argument("--as-of", type=parse_time, metavar="TIME",
                        help="the audit's 'now' (default: the start of the run)")
     out = p.add_argument_group("outputs")
@@ -91,9 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--state", type=Path, metavar="DIR", help="incremental mode state")
     out.add_argument("--quiet", action="store_true", help="no console table")
     run = p.add_argument_group("running")
-    run.add_argument("--master", help="Spark master when not under spark-submit "
-                                      "(default local[*])")
-    run.add_argument("--jars", help="comma-separated JDBC jars (default: the Debian ones)")
+    run.add_argument("--master", metavar="URL",
+                     help="Spark master when not under spark-submit (default: local[*])")
+    run.add_argument("--jars", metavar="JARS",
+                     help="comma-separated JDBC jars (default: the Debian ones)")
     run.add_argument("--shuffle-partitions", type=int, metavar="N",
                      help="spark.sql.shuffle.partitions (default: 2 x cores in local mode)")
     run.add_argument("--progress", action="store_true", help="show Spark's progress bars")

@@ -20,6 +20,7 @@ PACKAGES = [
     "outbox",
     "integrations.flask",
     "integrations.django",
+    "integrations.fastapi",
 ]
 
 

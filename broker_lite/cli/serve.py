@@ -133,10 +133,14 @@ def register(sub: Any) -> None:
                     help=argparse.SUPPRESS)
 
     topics = p.add_argument_group("topics and consumers")
+    topics.add_argument("--auto-create-topics", dest="auto_create_topics",
+                        action="store_true", default=False,
+                        help="a send to an unknown topic creates it, as in a demo or a test "
+                             "(default: off: such a send fails with TOPIC_NOT_EXIST, so a typo "
+                             "in a topic name is an error, not a new topic; create topics "
+                             "with `broker-lite topic create`)")
     topics.add_argument("--no-auto-create-topics", dest="auto_create_topics",
-                        action="store_false",
-                        help="a send to an unknown topic fails with TOPIC_NOT_EXIST instead of "
-                             "creating it")
+                        action="store_false", help="the default: unknown topics are refused")
     topics.add_argument("--default-queues", type=int, default=4, metavar="N",
                         help="queues of an auto-created topic (default: 4)")
     topics.add_argument("--client-expiry", type=_positive_float, default=120.0, metavar="S",

@@ -7,9 +7,12 @@ message is skipped and stock is never reserved twice.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import threading
 
-from sqlalchemy import Engine, Integer, String, insert, text
+from sqlalchemy import Engine, Integer, String, create_engine, insert, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from broker_lite.client import ReceivedMessage
@@ -36,6 +39,18 @@ def create_tables(engine: Engine) -> None:
     Base.metadata.create_all(engine)
 
 
+def migrate(url: str) -> None:
+    """The inventory's tables and the outbox tables (its inbox) in the database at ``url``."""
+    from outbox import migrate as outbox_migrate
+
+    engine = create_engine(url)
+    try:
+        create_tables(engine)
+        outbox_migrate.upgrade(engine)
+    finally:
+        engine.dispose()
+
+
 def reserve(session: Session, message: ReceivedMessage) -> None:
     """The handler: one reservation per order (in the inbox's transaction)."""
     order = json.loads(message.body)
@@ -53,3 +68,22 @@ def make_consumer(engine: Engine, broker: str, **options: object) -> InboxConsum
 def reserved(engine: Engine) -> int:
     with engine.connect() as conn:
         return int(conn.execute(text("SELECT count(*) FROM inventory_reservation")).scalar_one())
+
+
+def serve(url: str, broker: str, **options: object) -> int:
+    """Run the consumer until SIGTERM (or ^C); prints ``inventory ready``, then its counts.
+
+    ``options`` go to :func:`make_consumer` (``access_key``, ``secret_key`` ...).
+    """
+    engine = create_engine(url, connect_args={"timeout": 30} if url.startswith("sqlite") else {})
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    consumer = make_consumer(engine, broker, **options)
+    with consumer:
+        print("inventory ready", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            stop.wait()
+    print(f"inventory processed={consumer.processed} duplicates={consumer.duplicates}",
+          flush=True)
+    engine.dispose()
+    return 0

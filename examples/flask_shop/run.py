@@ -24,11 +24,10 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from sqlalchemy import create_engine
 from werkzeug.serving import make_server
 
 from examples.flask_shop import inventory
-from examples.flask_shop.settings import inventory_db, shop_config
+from examples.flask_shop.settings import inventory_db, inventory_keys, shop_config
 from examples.flask_shop.shop import create_app, db
 from integrations.flask import state_for
 from outbox import BrokerLitePublisher, Outbox, migrate
@@ -64,12 +63,7 @@ def _migrate() -> int:
     with app.app_context():
         db.create_all()
         migrate.upgrade(db.engine)
-    engine = create_engine(inventory_db())
-    try:
-        inventory.create_tables(engine)
-        migrate.upgrade(engine)
-    finally:
-        engine.dispose()
+    inventory.migrate(inventory_db())
     print("migrated", flush=True)
     return 0
 
@@ -118,21 +112,9 @@ def _checker() -> int:
     return run_checker(outbox, on_ready=lambda: print("checker ready", flush=True))
 
 
-def _inventory() -> int:
-    engine = create_engine(inventory_db(), connect_args={"timeout": 30}
-                           if inventory_db().startswith("sqlite") else {})
-    broker = shop_config()["ROCKETBOX_BROKER"]
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    consumer = inventory.make_consumer(engine, broker)
-    with consumer:
-        print("inventory ready", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            stop.wait()
-    print(f"inventory processed={consumer.processed} duplicates={consumer.duplicates}",
-          flush=True)
-    engine.dispose()
-    return 0
+def _inventory(access_key: str | None, secret_key: str | None) -> int:
+    return inventory.serve(inventory_db(), shop_config()["ROCKETBOX_BROKER"],
+                           access_key=access_key, secret_key=secret_key)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -145,7 +127,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     relay = sub.add_parser("relay")
     relay.add_argument("--demo-crash-dir")
     sub.add_parser("checker")
-    sub.add_parser("inventory")
+    consumer = sub.add_parser("inventory")
+    access_key, secret_key = inventory_keys()
+    consumer.add_argument("--access-key", default=access_key, metavar="KEY",
+                          help="broker ACL account of the consumer (env "
+                               "SHOP_INVENTORY_ACCESS_KEY, else SHOP_ACCESS_KEY; default: none)")
+    consumer.add_argument("--secret-key", default=secret_key, metavar="SECRET",
+                          help="its secret (env SHOP_INVENTORY_SECRET_KEY, else "
+                               "SHOP_SECRET_KEY; keep it off the command line)")
     args = parser.parse_args(argv)
     if args.command == "migrate":
         return _migrate()
@@ -155,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _relay(args.demo_crash_dir)
     if args.command == "checker":
         return _checker()
-    return _inventory()
+    return _inventory(args.access_key, args.secret_key)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,11 @@ variable               meaning                         default
 ``SHOP_CELERY_BROKER`` the relay tasks' Celery broker  ``celery.sqlite`` here
 ``SHOP_CELERY_BACKEND`` Celery results (optional)      none
 ``SHOP_INVENTORY_DB``  the inventory's database        ``inventory.sqlite`` here
+``SHOP_ACCESS_KEY``    broker ACL account (``--acl``)  none (no ACL)
+``SHOP_SECRET_KEY``    its secret                      none
+``SHOP_INVENTORY_ACCESS_KEY``  the inventory consumer's  ``SHOP_ACCESS_KEY``
+                       account, and
+``SHOP_INVENTORY_SECRET_KEY``  its secret              ``SHOP_SECRET_KEY``
 =====================  ==============================  ===============================
 """
 
@@ -41,6 +46,8 @@ def shop_config(env: dict[str, str] | None = None) -> dict[str, Any]:
         "SQLALCHEMY_ENGINE_OPTIONS": options,
         "ROCKETBOX_BROKER": env.get("SHOP_BROKER", "127.0.0.1:10911"),
         "ROCKETBOX_PRODUCER_GROUP": "shop",
+        "ROCKETBOX_ACCESS_KEY": env.get("SHOP_ACCESS_KEY") or None,
+        "ROCKETBOX_SECRET_KEY": env.get("SHOP_SECRET_KEY") or None,
         "ROCKETBOX_CELERY_BROKER": (env.get("SHOP_CELERY_BROKER")
                                     or "sqla+" + _here("celery.sqlite")),
         "ROCKETBOX_CELERY_BACKEND": env.get("SHOP_CELERY_BACKEND") or None,
@@ -48,6 +55,13 @@ def shop_config(env: dict[str, str] | None = None) -> dict[str, Any]:
         "ROCKETBOX_RELAY": RelaySettings(lease_seconds=3.0, broker_timeout=2.0,
                                          backoff_base=0.1, backoff_max=2.0),
     }
+
+
+def inventory_keys(env: dict[str, str] | None = None) -> tuple[str | None, str | None]:
+    """The inventory consumer's broker account: its own, else the shop's, else none."""
+    env = dict(os.environ if env is None else env)
+    return (env.get("SHOP_INVENTORY_ACCESS_KEY") or env.get("SHOP_ACCESS_KEY") or None,
+            env.get("SHOP_INVENTORY_SECRET_KEY") or env.get("SHOP_SECRET_KEY") or None)
 
 
 def inventory_db(env: dict[str, str] | None = None) -> str:

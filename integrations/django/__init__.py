@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["TransactionalMessageMixin", "publish", "transactional_message"]
+__all__ = ["TransactionalMessageMixin", "apublish", "publish", "transactional_message"]
 
 
 def __getattr__(name: str) -> Any:

@@ -17,6 +17,7 @@ key                         meaning                                             
 ``CELERY_BACKEND``          Celery result backend                                 None
 ``CELERY_SETTINGS``         :class:`~outbox.celery.CelerySettings`                 defaults
 ``ACCESS_KEY``/``SECRET_KEY`` broker ACL credentials                              None
+``MAX_BODY_SIZE``           largest body publish() takes (the broker's limit)     4 MiB
 =========================== ===================================================== ==========
 """
 
@@ -36,6 +37,7 @@ from outbox.errors import ConfigurationError
 from outbox.migrate import engine_for
 from outbox.publisher import BrokerLitePublisher, ProcessPublishers, Publisher
 from outbox.serializers import JsonSerializer
+from outbox.validation import DEFAULT_MAX_BODY_SIZE
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -57,6 +59,7 @@ DEFAULTS: dict[str, Any] = {
     "CELERY_SETTINGS": None,
     "ACCESS_KEY": None,
     "SECRET_KEY": None,
+    "MAX_BODY_SIZE": None,
 }
 
 
@@ -106,7 +109,9 @@ def _build() -> DjangoState:
                   serializer=opts["SERIALIZER"] or JsonSerializer(),
                   relay=opts["RELAY"] or RelaySettings(), mode=opts["MODE"],
                   local_tx_timeout=float(opts["LOCAL_TX_TIMEOUT"]),
-                  access_key=opts["ACCESS_KEY"], secret_key=opts["SECRET_KEY"])
+                  access_key=opts["ACCESS_KEY"], secret_key=opts["SECRET_KEY"],
+                  max_body_size=(DEFAULT_MAX_BODY_SIZE if opts["MAX_BODY_SIZE"] is None
+                                 else int(opts["MAX_BODY_SIZE"])))
     celery_broker = opts["CELERY_BROKER"]
     if celery_broker is None:
         celery_broker = "sqla+" + engine.url.render_as_string(hide_password=False)

@@ -16,15 +16,25 @@ a 4xx/5xx response rolls back (``ROLLBACK_ON_ERROR_STATUS``).
 ``transaction.on_commit`` then enqueues the relay task (``outbox`` mode) or
 ends the halves (``half_first`` mode). The semantics are the Flask
 integration's, see docs/integrations.md.
+
+An ``async def`` view works too. Django's transactions are sync, so the
+whole atomic block runs in a thread (``sync_to_async``, thread-sensitive:
+the request's one sync thread), and the view's coroutine runs back on the
+event loop from inside it (``async_to_sync``); the async ORM calls it makes
+(``acreate``, ``aget`` ...) land in that same thread, so on the same
+connection, inside the transaction. ``await apublish(...)`` adds a message
+from such a view. docs/async.md says what this costs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar, cast
 
+from asgiref.sync import async_to_sync, sync_to_async
 from django.db import connections, transaction
 from django.http import HttpResponseBase
 from sqlalchemy import Connection
@@ -41,7 +51,7 @@ from integrations.django.db import sqlalchemy_connection
 from outbox.config import Mode
 from outbox.errors import ConfigurationError, NoTransactionError
 
-__all__ = ["TransactionalMessageMixin", "publish", "transactional_message"]
+__all__ = ["TransactionalMessageMixin", "apublish", "publish", "transactional_message"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -60,6 +70,15 @@ def transactional_message(
                        headers=headers, mode=mode, body=body)
 
     def decorate(view: F) -> F:
+        if inspect.iscoroutinefunction(view):
+            @functools.wraps(view)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                # the atomic block in the request's sync thread; the view back on the loop
+                return await sync_to_async(run_view, thread_sensitive=True)(
+                    spec, using, async_to_sync(view), args, kwargs)
+
+            return cast(F, async_wrapper)
+
         @functools.wraps(view)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             return run_view(spec, using, view, args, kwargs)
@@ -152,3 +171,11 @@ def publish(topic: str | None, body: Any, *, tag: str | None = None,
     """Add a message to the running ``@transactional_message`` view's transaction."""
     return current_unit().publish(topic, body, tag=tag, keys=keys,
                                   message_group=message_group, headers=headers)
+
+
+async def apublish(topic: str | None, body: Any, *, tag: str | None = None,
+                   keys: str | Sequence[str] | None = None, message_group: str | None = None,
+                   headers: Mapping[str, Any] | None = None) -> str:
+    """:func:`publish` for an ``async def`` view: runs in the view's transaction's thread."""
+    return await sync_to_async(publish, thread_sensitive=True)(
+        topic, body, tag=tag, keys=keys, message_group=message_group, headers=headers)

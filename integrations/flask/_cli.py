@@ -16,7 +16,8 @@ from flask.cli import with_appcontext
 from rich.console import Console
 
 from integrations.flask._extension import state_for
-from outbox.errors import OutboxError
+from outbox.config import Outbox
+from outbox.errors import ConfigurationError, OutboxError
 
 __all__ = ["rocketbox_cli"]
 
@@ -63,6 +64,21 @@ def status_command(as_json: bool) -> None:
         render_status(result, Console())
 
 
+class _SettingsError(click.ClickException):
+    """A broker setting that cannot work: one line, exit 2 (as ``rocketbox`` does)."""
+
+    exit_code = 2
+
+
+def _preflight(command: str, outbox: Outbox) -> None:
+    from outbox.cli_commands import preflight
+
+    try:
+        preflight(command, outbox)
+    except ConfigurationError as exc:
+        raise _SettingsError(str(exc)) from None
+
+
 @rocketbox_cli.command("relay", help="Run the Celery relay worker (with beat for the sweeper).")
 @click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--no-beat", "beat", flag_value=False, default=True,
@@ -79,6 +95,7 @@ def relay_command(concurrency: int, beat: bool, checker: bool, loglevel: str) ->
     if not broker:
         raise click.ClickException("ROCKETBOX_CELERY_BROKER is '' (no Celery): the relay "
                                    "worker needs a Celery broker")
+    _preflight("relay", state.base_outbox)
     code = run_worker(state.base_outbox, celery_broker=broker,
                       celery_backend=current_app.config["ROCKETBOX_CELERY_BACKEND"],
                       concurrency=concurrency, beat=beat, loglevel=loglevel,
@@ -93,5 +110,6 @@ def checker_command() -> None:
 
     state = state_for(current_app._get_current_object())  # type: ignore[attr-defined]
     outbox = state.base_outbox
+    _preflight("checker", outbox)
     sys.exit(run_checker(outbox, on_ready=lambda: click.echo(
         f"rocketbox checker ready group={outbox.producer_group} broker={outbox.broker}")))

@@ -28,19 +28,16 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
 from flask import Response, current_app
-from sqlalchemy import Connection
-from sqlalchemy.orm import Session
 
 from integrations._unit import (
     MessageSpec,
     UnitOfWork,
     error_status_rolls_back,
-    is_autocommit,
     running,
+    session_connection,
 )
 from integrations.flask._extension import FlaskState, state_for
 from outbox.config import Mode
-from outbox.errors import ConfigurationError, NoTransactionError
 
 __all__ = ["transactional_message"]
 
@@ -73,32 +70,6 @@ def transactional_message(
     return decorate
 
 
-def _connection_of(session: Session) -> Callable[[], Connection]:
-    """The session's connection, checked once, and looked up again only for a new transaction.
-
-    ``Session.connection()`` is not free, and every ``publish()`` asks; the
-    answer can only change when the session's (root) transaction does, for
-    example after the view committed by itself.
-    """
-    known: list[tuple[object, Connection]] = []
-
-    def connection() -> Connection:
-        root = session.get_transaction()
-        if root is None:
-            raise NoTransactionError("the view's session has no open transaction")
-        if known and known[0][0] is root:
-            return known[0][1]
-        conn = session.connection()
-        if not known and is_autocommit(conn):
-            raise ConfigurationError(
-                "the database connection is in AUTOCOMMIT mode: rocketbox needs a "
-                "transactional database, so that messages commit with the view's rows")
-        known[:] = [(root, conn)]
-        return conn
-
-    return connection
-
-
 def _run(state: FlaskState, spec: MessageSpec, view: Callable[..., Any],
          args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     session = state.session()
@@ -106,7 +77,7 @@ def _run(state: FlaskState, spec: MessageSpec, view: Callable[..., Any],
     if not session.in_transaction():
         session.begin()
     unit_mode: Mode = spec.mode or cast(Mode, state.mode)
-    unit = UnitOfWork(outbox=state.outbox, spec=spec, connection=_connection_of(session),
+    unit = UnitOfWork(outbox=state.outbox, spec=spec, connection=session_connection(session),
                       mode=unit_mode,
                       publisher=state.publisher if unit_mode == "half_first" else None,
                       celery_app=state.celery, session=session)

@@ -61,6 +61,7 @@ DEFAULTS: Mapping[str, Any] = {
     "ROCKETBOX_CELERY_SETTINGS": None,
     "ROCKETBOX_ACCESS_KEY": None,
     "ROCKETBOX_SECRET_KEY": None,
+    "ROCKETBOX_MAX_BODY_SIZE": None,
 }
 
 
@@ -114,7 +115,8 @@ class FlaskState:
                           relay=relay, mode=self.config("MODE"),
                           local_tx_timeout=float(self.config("LOCAL_TX_TIMEOUT")),
                           access_key=self.config("ACCESS_KEY"),
-                          secret_key=self.config("SECRET_KEY"))
+                          secret_key=self.config("SECRET_KEY"),
+                          max_body_size=_max_body_size(self.config("MAX_BODY_SIZE")))
             outbox = base
             celery_broker = self.config("CELERY_BROKER")
             if celery_broker is None:
@@ -270,3 +272,9 @@ def publish(topic: str | None, body: Any, *, tag: str | None = None,
     return current_unit().publish(topic, body, tag=tag, keys=keys,
                                   message_group=message_group, headers=headers)
 
+
+def _max_body_size(value: int | None) -> int:
+    """``max_body_size`` for the Outbox: the setting, else the default (broker_lite's)."""
+    from outbox.validation import DEFAULT_MAX_BODY_SIZE
+
+    return DEFAULT_MAX_BODY_SIZE if value is None else int(value)

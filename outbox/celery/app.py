@@ -190,7 +190,7 @@ def make_celery(outbox: Outbox, *, broker_url: str, backend_url: str | None = No
                 "options": {"expires": max(1.0, settings.sweep_interval * 2)},
             },
         }
-    defaults.update(transport_settings(broker_url))
+    defaults.update(transport_settings(broker_url, defaults["broker_transport_options"]))
     defaults.update(conf)
     app.conf.update(defaults)
     state = RocketboxState(outbox=outbox, settings=settings,

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy import create_engine, text
 from support import wait_until
 from support.http import http as http  # re-exported for the tests
 
@@ -79,3 +80,32 @@ def run(argv: Sequence[str], env: Mapping[str, str], tmp: Path) -> str:
     return done.stdout
 
 
+
+
+def order_from_the_shop(address: str) -> list[str]:
+    """The Flask and FastAPI shops' contract over HTTP: six orders (201), an unknown item
+    (422) and too many of one (409) rolled back; returns the refs of the six."""
+    created = []
+    for i in range(6):
+        status, body = http(address, "POST", "/orders", {"item": "tea", "qty": i + 1})
+        assert status == 201, body
+        created.append(body["ref"])
+    assert http(address, "POST", "/orders", {"item": "unicorn", "ref": "bad-1"})[0] == 422
+    assert http(address, "POST", "/orders", {"item": "tea", "qty": 50, "ref": "bad-2"})[0] \
+        == 409
+    assert http(address, "GET", "/orders/bad-1")[0] == 404
+    return created
+
+
+def wait_reserved(inventory_url: str, refs: Sequence[str], relay: Running) -> None:
+    """Wait until the inventory has reserved exactly the orders ``refs``."""
+    inventory = create_engine(inventory_url)
+    try:
+        def reserved() -> list[str]:
+            with inventory.connect() as conn:
+                return sorted(conn.execute(text(
+                    "SELECT order_ref FROM inventory_reservation")).scalars())
+        wait_until(lambda: reserved() == sorted(refs), timeout=40,
+                   message=lambda: f"reserved {reserved()}\n{relay.log()[-3000:]}")
+    finally:
+        inventory.dispose()

@@ -8,8 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from examples_support import FLASK, example_env, http, run, running
-from sqlalchemy import create_engine, text
+from examples_support import (
+    FLASK,
+    example_env,
+    order_from_the_shop,
+    run,
+    running,
+    wait_reserved,
+)
 from support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_until
 
 PY = sys.executable
@@ -30,25 +36,8 @@ def _exercise(env: dict[str, str], tmp: Path, inventory_url: str) -> None:
         web = stack.enter_context(running("web", [PY, "-m", SHOP, "web", "--port", "0"], env,
                                           tmp, r"shop ready http://\S+"))
         address = web.wait_for(r"shop ready http://(\S+)").group(1)
-        created = []
-        for i in range(6):
-            status, body = http(address, "POST", "/orders", {"item": "tea", "qty": i + 1})
-            assert status == 201, body
-            created.append(body["ref"])
-        assert http(address, "POST", "/orders", {"item": "unicorn", "ref": "bad-1"})[0] == 422
-        assert http(address, "POST", "/orders", {"item": "tea", "qty": 50, "ref": "bad-2"})[0] \
-            == 409
-        assert http(address, "GET", "/orders/bad-1")[0] == 404
-        inventory = create_engine(inventory_url)
-        try:
-            def reserved() -> list[str]:
-                with inventory.connect() as conn:
-                    return sorted(conn.execute(text(
-                        "SELECT order_ref FROM inventory_reservation")).scalars())
-            wait_until(lambda: reserved() == sorted(created), timeout=40,
-                       message=lambda: f"reserved {reserved()}\n{relay.log()[-3000:]}")
-        finally:
-            inventory.dispose()
+        created = order_from_the_shop(address)
+        wait_reserved(inventory_url, created, relay)
         status_json = json.loads(run([str(FLASK), "--app", APP, "rocketbox", "status",
                                       "--json"], env, tmp))
         wait_until(lambda: json.loads(run([str(FLASK), "--app", APP, "rocketbox", "status",

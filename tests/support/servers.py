@@ -542,7 +542,7 @@ def start_broker_lite(
     """Run ``broker_lite serve`` on ports picked by the broker, wait for its ready line.
 
     The command is ``python -m broker_lite serve --data-dir D --port 0
-    --grpc-port 0 *extra_args``; ``command`` replaces the ``python -m
+    --grpc-port 0 --auto-create-topics *extra_args``; ``command`` replaces the ``python -m
     broker_lite`` part (a stand-in, in tests of this helper). The broker's
     stderr goes to a temp file that is deleted on exit; ``data_dir`` is the
     caller's and is kept.
@@ -555,7 +555,10 @@ def start_broker_lite(
     data_dir.mkdir(parents=True, exist_ok=True)
     prefix = list(command) if command is not None else [sys.executable, "-m", "broker_lite"]
     ports = ("--port", "0", "--grpc-port", "0")
-    argv = [*prefix, "serve", "--data-dir", os.fspath(data_dir), *ports, *extra_args]
+    # tests send to topics they never create; a test of the default passes
+    # --no-auto-create-topics in extra_args (the last one wins)
+    argv = [*prefix, "serve", "--data-dir", os.fspath(data_dir), *ports,
+            "--auto-create-topics", *extra_args]
     log_dir = Path(tempfile.mkdtemp(prefix="rocketbox-broker-"))
     stderr_path = log_dir / "stderr.log"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -234,4 +234,5 @@ StartBroker = Callable[..., contextlib.AbstractContextManager[BrokerLiteServer]]
 
 
 def run_args(args: Sequence[str]) -> list[str]:
-    return [*serve_command(), "serve", *args]
+    """``serve ARGS``, topics auto-created (tests send to topics they never create)."""
+    return [*serve_command(), "serve", "--auto-create-topics", *args]

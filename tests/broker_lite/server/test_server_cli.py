@@ -120,3 +120,28 @@ def test_sigterm_exits_0_and_a_restart_keeps_the_data(start_broker: StartBroker,
         offset = client.call(RequestCode.QUERY_CONSUMER_OFFSET,
                              m.OffsetRequest(group="cg", topic="Kept", queue_id=0))
         assert offset.offset == 20
+
+
+@pytest.mark.timeout(30)
+def test_topics_are_not_auto_created_unless_asked(tmp_path: Path) -> None:
+    """A typo in a topic name must be an error, not a new topic: auto-create is opt-in."""
+    from broker_lite.cli import build_parser
+    from broker_lite.cli.serve import build_configs
+
+    def auto_create(*flags: str) -> bool:
+        args = build_parser().parse_args(["serve", "--data-dir", str(tmp_path), *flags])
+        return build_configs(args)[0].auto_create_topics
+
+    assert auto_create() is False
+    assert auto_create("--auto-create-topics") is True
+    assert auto_create("--auto-create-topics", "--no-auto-create-topics") is False
+
+
+@pytest.mark.timeout(30)
+def test_the_clients_limits_are_the_brokers() -> None:
+    from broker_lite.client import limits
+    from broker_lite.core.topics import SYSTEM_TOPICS
+
+    assert limits.SYSTEM_TOPICS == SYSTEM_TOPICS
+    assert all(t.startswith(limits.SYSTEM_TOPIC_PREFIX) or t in SYSTEM_TOPICS
+               for t in SYSTEM_TOPICS)

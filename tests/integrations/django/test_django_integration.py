@@ -40,6 +40,8 @@ if not settings.configured:
     )
     django.setup()
 
+from asgiref.sync import sync_to_async  # noqa: E402
+from django.core.asgi import get_asgi_application  # noqa: E402
 from django.core.checks import run_checks  # noqa: E402
 from django.core.handlers.wsgi import WSGIHandler  # noqa: E402
 from django.core.management import CommandError, call_command  # noqa: E402
@@ -62,6 +64,7 @@ from support import BrokerLiteServer, PostgresServer, wait_until  # noqa: E402
 
 from integrations.django import (  # noqa: E402
     TransactionalMessageMixin,
+    apublish,
     publish,
     transactional_message,
 )
@@ -138,7 +141,24 @@ def outside(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"error": ""})
 
 
+@transaction.non_atomic_requests(using="orders")  # Django: no ATOMIC_REQUESTS on async views
+@transactional_message(topic=TOPIC, tag="Async",
+                       body=lambda response: json.loads(response.content))
+async def async_order(request: HttpRequest) -> HttpResponse:
+    """An async view: async ORM-style work through the connection, and apublish()."""
+    payload = json.loads(request.body)
+    await sync_to_async(_insert)(str(state().options["DATABASE"]), payload["id"], "async")
+    for line in range(int(payload.get("lines", 0))):
+        await apublish(None, {"id": payload["id"], "line": line}, tag="Line")
+    if payload.get("explode"):
+        raise RuntimeError("boom")
+    if payload.get("reject"):
+        return JsonResponse({"error": "rejected"}, status=422)
+    return JsonResponse({"id": payload["id"]}, status=201)
+
+
 urlpatterns = [
+    path("async-orders", async_order),
     path("orders", _order_view(None)),
     path("orders-on/orders", _order_view("orders")),
     path("orders-on/pg", _order_view("pg")),
@@ -437,3 +457,32 @@ def test_admin_lists_rows_filters_and_replays_parked_ones(site: str) -> None:
     assert OutboxMessage.objects.filter(parked=True).count() == 0
     out = __import__("io").StringIO()
     call_command("makemigrations", "rocketbox", "--check", "--dry-run", stdout=out)
+
+
+@pytest.mark.timeout(90)
+def test_async_views_commit_with_their_messages_over_asgi(broker: BrokerLiteServer) -> None:
+    """An ``async def`` view under uvicorn: commit, raise, 4xx, several messages, and
+    concurrent requests on one loop, with no loop stall in rocketbox's code."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from support.asgi import serve_asgi
+
+    _fresh("default")
+    with override_settings(ROCKETBOX={"BROKER": broker.native, "CELERY_BROKER": ""}), \
+            serve_asgi(get_asgi_application(), lifespan="off") as server:
+        address = server.address
+        assert http(address, "POST", "/async-orders", {"id": 1, "lines": 2}) == (201, {"id": 1})
+        assert http(address, "POST", "/async-orders", {"id": 2, "lines": 1,
+                                                       "explode": True})[0] == 500
+        assert http(address, "POST", "/async-orders", {"id": 3, "lines": 1,
+                                                       "reject": True})[0] == 422
+        assert _orders("default") == {1} and len(_rows("default")) == 3
+        with ThreadPoolExecutor(6) as pool:
+            statuses = list(pool.map(lambda i: http(address, "POST", "/async-orders",
+                                                    {"id": 10 + i})[0], range(12)))
+        assert statuses == [201] * 12
+        assert _orders("default") == {1, *range(10, 22)} and len(_rows("default")) == 15
+        assert server.rocketbox_stalls() == [], server.report()
+        assert relay_all(state().base_outbox) == 15
+    reset()
+    connections.close_all()

@@ -80,4 +80,4 @@ def test_public_names() -> None:
          "publish", "state_for", "transactional_message"])
     assert all(hasattr(integrations.flask, name) for name in integrations.flask.__all__)
     assert sorted(integrations.django.__all__) == [
-        "TransactionalMessageMixin", "publish", "transactional_message"]
+        "TransactionalMessageMixin", "apublish", "publish", "transactional_message"]

@@ -59,7 +59,9 @@ def test_make_celery_names_tasks_acks_late_and_schedules_the_sweep(
     entry = app.conf.beat_schedule["rocketbox-sweep"]
     assert entry["task"] == SWEEP_TASK and entry["schedule"] == timedelta(seconds=2.5)
     assert app.conf.task_default_queue == "rocketbox"
-    assert app.conf.broker_transport_options == {"polling_interval": 0.05}
+    # the engine is made from the URL as given (kombu gets it without the driver part)
+    assert app.conf.broker_transport_options == {
+        "polling_interval": 0.05, "rocketbox_db_url": f"sqlite:///{tmp_path / 'q.sqlite'}"}
     assert app.conf.worker_concurrency == 3  # **conf passes through
     assert rocketbox_state(app).outbox is outbox
     assert "CheckbackStep" not in {s.__name__ for s in app.steps["worker"]}

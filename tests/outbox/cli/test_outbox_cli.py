@@ -38,16 +38,16 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.timeout(60)
 def test_migrate_a_fresh_database(cli_db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["migrate", "--db", cli_db_url]) == 0
-    assert capsys.readouterr().out.endswith(": empty -> 0002\n")
+    assert capsys.readouterr().out.endswith(": empty -> 0003\n")
     assert main(["migrate", "--db", cli_db_url]) == 0
-    assert capsys.readouterr().out.endswith(": already at 0002\n")
+    assert capsys.readouterr().out.endswith(": already at 0003\n")
     assert main(["migrate", "--db", cli_db_url, "--current"]) == 0
-    assert capsys.readouterr().out == "0002\n"
+    assert capsys.readouterr().out == "0003\n"
     assert main(["migrate", "--db", cli_db_url, "--check"]) == 0
     assert capsys.readouterr().out.endswith(" matches outbox.models\n")
 
     assert main(["migrate", "--db", cli_db_url, "--downgrade", "--revision", "base"]) == 0
-    assert capsys.readouterr().out.endswith(": 0002 -> base (no tables)\n")
+    assert capsys.readouterr().out.endswith(": 0003 -> base (no tables)\n")
     engine = create_engine(cli_db_url)
     try:
         assert "rocketbox_transaction" not in inspect(engine).get_table_names()
@@ -263,12 +263,15 @@ def test_version_and_unknown_commands(capsys: pytest.CaptureFixture[str]) -> Non
 
 @pytest.mark.timeout(120)
 def test_relay_command_relays_a_committed_row(broker_lite_server: BrokerLiteServer,
-                                              tmp_path: Path) -> None:
+                                              cli_db_url: str) -> None:
+    """Celery on the database itself (``sqla+`` the --db URL, the default), SQLite and
+    PostgreSQL: a driver-qualified URL (``postgresql+psycopg://``) once made kombu look
+    for a transport named ``postgresql``."""
     from outbox.config import Outbox
     from outbox.publish import publish
     from outbox.status import read_status
 
-    url = f"sqlite:///{tmp_path / 'relay.sqlite'}"
+    url = cli_db_url
     migrate.upgrade(url)
     engine = create_engine(url)
     try:

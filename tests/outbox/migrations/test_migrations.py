@@ -24,7 +24,7 @@ from outbox.models import metadata
 from outbox.models import transaction_table as t
 from outbox.publish import publish
 
-TABLES = ["rocketbox_inbox", "rocketbox_transaction"]
+TABLES = ["rocketbox_broker_state", "rocketbox_inbox", "rocketbox_transaction"]
 
 
 def _engine(url: str) -> Engine:
@@ -37,7 +37,7 @@ def test_upgrade_downgrade_upgrade_round_trip(db_url: str) -> None:
     try:
         assert migrate.current(db_url) is None
         migrate.upgrade(db_url)
-        assert migrate.current(db_url) == "0002" == migrate.heads()[0]
+        assert migrate.current(db_url) == "0003" == migrate.heads()[0]
         assert rocketbox_tables(engine) == TABLES
         first = schema_snapshot(engine)
         if engine.dialect.name == "postgresql":
@@ -45,16 +45,18 @@ def test_upgrade_downgrade_upgrade_round_trip(db_url: str) -> None:
             [(name, _args)] = functions(engine)
             assert name == "rocketbox_publish"
 
+        migrate.downgrade(db_url, "0002")
+        assert rocketbox_tables(engine) == [t for t in TABLES if t != "rocketbox_broker_state"]
         migrate.downgrade(db_url, "0001")
         assert functions(engine) == []
-        assert rocketbox_tables(engine) == TABLES  # 0002 added no table
+        assert "rocketbox_transaction" in rocketbox_tables(engine)  # 0002 added no table
         migrate.downgrade(db_url, "base")
         assert migrate.current(db_url) is None
         assert rocketbox_tables(engine) == []
         assert sequences(engine) == []
 
         migrate.upgrade(db_url)
-        assert migrate.current(db_url) == "0002"
+        assert migrate.current(db_url) == "0003"
         assert schema_snapshot(engine) == first
         assert migrate.check(db_url) == []
     finally:
@@ -164,8 +166,8 @@ def test_a_connection_target_runs_in_the_callers_transaction(db_url: str) -> Non
     try:
         with engine.begin() as conn:
             migrate.upgrade(conn)
-            assert migrate.current(conn) == "0002"
-        assert migrate.current(engine) == "0002"
+            assert migrate.current(conn) == "0003"
+        assert migrate.current(engine) == "0003"
         assert rocketbox_tables(engine) == TABLES
     finally:
         engine.dispose()
@@ -179,7 +181,7 @@ def test_postgresql_migrations_roll_back_with_the_callers_transaction(
         with engine.connect() as conn:
             conn.begin()
             migrate.upgrade(conn)
-            assert migrate.current(conn) == "0002"
+            assert migrate.current(conn) == "0003"
             conn.rollback()
         assert migrate.current(engine) is None  # transactional DDL: nothing is left
         assert rocketbox_tables(engine) == []
@@ -230,9 +232,9 @@ def test_the_script_location_is_the_installed_package() -> None:
     location = migrations.script_location()
     assert location == Path(migrations.__file__).parent
     for name in ("env.py", "script.py.mako", "partial_where.py", "versions/0001_initial.py",
-                 "versions/0002_publish_function.py"):
+                 "versions/0002_publish_function.py", "versions/0003_broker_state.py"):
         assert (location / name).is_file(), name
-    assert migrate.heads() == ("0002",)
+    assert migrate.heads() == ("0003",)
     assert migrate.make_config().get_main_option("version_table") == \
         migrations.VERSION_TABLE
 

@@ -20,12 +20,14 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from support import PostgresServer, wait_until
 from support.sqlite import sqlite_outbox_engine
 
-from outbox import Outbox, migrate, publish
+from outbox import InvalidMessageError, Outbox, migrate, publish
 from outbox.at_commit import queued
 from outbox.models import transaction_table as t
 from outbox.publish import PARAMETERS
 
 ODD = "it's \\ 100% $$ $rocketbox$ ü 🚀 '); DROP TABLE orders; --"
+#: a topic holds only [%|a-zA-Z0-9_-] (publish() refuses others): all of those
+TOPIC = "%RETRY%a|b_c-9"
 
 
 def _engine(server: PostgresServer, revision: str = "head") -> Engine:
@@ -97,14 +99,14 @@ def test_every_value_comes_back_exactly(engine: Engine) -> None:
     outbox = Outbox(engine=engine)
     body = bytes(range(256)) * 3
     with engine.begin() as conn:
-        tx_id = publish(conn, ODD[:100], body, outbox=outbox, tag=ODD, keys=ODD,
+        tx_id = publish(conn, TOPIC, body, outbox=outbox, tag=ODD, keys=ODD,
                         message_group=ODD, headers={ODD: ODD}, at_commit=True)
         other = publish(conn, "Orders", {"n": 2}, outbox=outbox, at_commit=True)
         assert queued(conn) == 2
     rows = _rows(engine)
     row = rows[tx_id]
     assert (row.topic, row.tag, row.keys, row.message_group, row.headers, row.body) == (
-        ODD[:100], ODD, ODD, ODD, {ODD: ODD}, body)
+        TOPIC, ODD, ODD, ODD, {ODD: ODD}, body)
     assert rows[other].seq > row.seq  # two rows in one COMMIT: in publish order
     assert _orders(engine) == []  # and the table the "injection" names is still there
 
@@ -228,7 +230,8 @@ def test_a_failure_in_the_function_leaves_no_open_transaction_behind(engine: Eng
     with engine.connect() as conn:
         conn.begin()
         conn.execute(text("INSERT INTO orders (ref) VALUES ('lost')"))
-        publish(conn, "T" * 200, {"n": 1}, outbox=outbox, at_commit=True)  # topic too long
+        publish(conn, "Orders", {"n": 1}, outbox=outbox, tx_id="T" * 200,  # too long
+                at_commit=True)
         assert queued(conn) == 1
         with pytest.raises(DBAPIError, match="too long") as failed:
             conn.commit()
@@ -250,8 +253,8 @@ def test_bad_values_fail_in_publish_or_are_written_at_once(engine: Engine) -> No
             publish(conn, "Orders", {"n": 1}, outbox=outbox, headers={"x": object()},
                     at_commit=True)
         assert queued(conn) == 0
-        # a value the connection's encoding cannot hold (a lone surrogate) fails here too
-        with pytest.raises(UnicodeEncodeError):
+        # a value the broker cannot hold (a lone surrogate is no UTF-8) fails here too
+        with pytest.raises(InvalidMessageError, match="invalid keys: not encodable as UTF-8"):
             publish(conn, "Orders", {"n": 1}, outbox=outbox, keys="\ud800", at_commit=True)
         assert queued(conn) == 0
         # a NUL would cut the query text short: the row takes the INSERT, which refuses

@@ -85,6 +85,22 @@ def test_status_table_rendering(ops_db: OpsDb) -> None:
 
 
 @pytest.mark.timeout(60)
+def test_status_at_80_columns_keeps_an_error_readable(ops_db: OpsDb) -> None:
+    [tx_id] = publish_rows(ops_db, "Orders", 1)
+    error = ("access key 'shop' has no PUB permission on topic 'Oders' (it has DENY); "
+             "the row was refused by the broker and parked after 10 attempts")
+    mark_parked(ops_db, [tx_id], error=error)
+    console = Console(record=True, width=80)
+    render_status(read_status(ops_db.engine), console)
+    lines = [line.strip() for line in console.export_text().splitlines()]
+    assert any(tx_id in line for line in lines)
+    error_lines = lines[next(i for i, line in enumerate(lines) if line.startswith("access")):]
+    # the error flows over the full width: a few lines, not one word per line
+    assert " ".join(error_lines[:3]).startswith(error[:150])
+    assert all(len(line) <= 80 for line in lines)
+
+
+@pytest.mark.timeout(60)
 def test_status_command_json(ops_db: OpsDb, capsys: pytest.CaptureFixture[str]) -> None:
     seeded = _seed(ops_db, datetime.now(UTC))
     assert main(["status", "--db", ops_db.url, "--json"]) == 0

@@ -16,6 +16,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         from outbox.checker import run_checker
+        from outbox.cli_commands import preflight
 
         try:
             outbox = state().base_outbox
@@ -29,4 +30,8 @@ class Command(BaseCommand):
                               f"broker={outbox.broker}")
             self.stdout.flush()
 
+        try:
+            preflight("checker", outbox)
+        except ConfigurationError as exc:
+            raise CommandError(str(exc), returncode=2) from None
         run_checker(outbox, on_ready=ready)

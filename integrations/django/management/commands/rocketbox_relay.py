@@ -22,6 +22,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         from outbox.celery import run_worker
+        from outbox.cli_commands import preflight
 
         if options["concurrency"] < 1:
             raise CommandError(f"--concurrency must be >= 1, got {options['concurrency']}")
@@ -32,6 +33,10 @@ class Command(BaseCommand):
         if not current.celery_broker:
             raise CommandError("ROCKETBOX['CELERY_BROKER'] is '': the relay worker needs a "
                                "Celery broker")
+        try:
+            preflight("relay", current.base_outbox)
+        except ConfigurationError as exc:
+            raise CommandError(str(exc), returncode=2) from None
         code = run_worker(current.base_outbox, celery_broker=current.celery_broker,
                           celery_backend=current.options["CELERY_BACKEND"],
                           concurrency=options["concurrency"], beat=options["beat"],

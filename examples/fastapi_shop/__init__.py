@@ -1,0 +1,1 @@
+"""The shop as a FastAPI app with async views: see README.md."""

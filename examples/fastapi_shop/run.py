@@ -1,0 +1,105 @@
+"""Run the shop's parts: ``python -m examples.fastapi_shop.run COMMAND``.
+
+``migrate``    create the shop's and the inventory's tables (outbox ones by Alembic)
+``web``        serve the shop (uvicorn) and print ``shop ready http://HOST:PORT``
+``relay``      the Celery relay worker with beat
+``checker``    the check-back responder; prints ``checker ready``
+``inventory``  the inventory consumer (``examples/flask_shop/inventory.py``); prints
+               ``inventory ready``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+
+from examples.fastapi_shop.settings import inventory_db, shop_settings
+from examples.flask_shop import inventory
+from outbox import migrate
+
+
+def _migrate() -> int:
+    from examples.fastapi_shop.shop import Base, rocketbox
+
+    engine = rocketbox.base_outbox.engine
+    Base.metadata.create_all(engine)
+    migrate.upgrade(engine)
+    engine.dispose()
+    inventory.migrate(inventory_db())
+    print("migrated", flush=True)
+    return 0
+
+
+def _web(host: str, port: int) -> int:
+    import uvicorn
+
+    from examples.fastapi_shop.shop import app
+
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+
+    async def serve() -> None:
+        task = asyncio.create_task(server.serve())
+        while not server.started:
+            if task.done():
+                await task  # it failed to start: raise why
+                return
+            await asyncio.sleep(0.05)
+        bound = server.servers[0].sockets[0].getsockname()[1]
+        print(f"shop ready http://{host}:{bound}", flush=True)
+        await task
+
+    asyncio.run(serve())  # uvicorn stops on SIGTERM and SIGINT
+    return 0
+
+
+def _relay() -> int:
+    from examples.fastapi_shop.shop import rocketbox
+    from outbox.celery import run_worker
+
+    broker = rocketbox.celery_broker
+    assert broker is not None
+    return run_worker(rocketbox.base_outbox, celery_broker=broker, celery_backend=None,
+                      concurrency=2, beat=True, loglevel="INFO", checker=False,
+                      settings=shop_settings()["celery_settings"])
+
+
+def _checker() -> int:
+    from examples.fastapi_shop.shop import rocketbox
+    from outbox.checker import run_checker
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    return run_checker(rocketbox.base_outbox,
+                       on_ready=lambda: print("checker ready", flush=True))
+
+
+def _inventory() -> int:
+    return inventory.serve(inventory_db(), shop_settings()["broker"])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m examples.fastapi_shop.run")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("migrate")
+    web = sub.add_parser("web")
+    web.add_argument("--host", default="127.0.0.1")
+    web.add_argument("--port", type=int, default=8000)
+    sub.add_parser("relay")
+    sub.add_parser("checker")
+    sub.add_parser("inventory")
+    args = parser.parse_args(argv)
+    if args.command == "migrate":
+        return _migrate()
+    if args.command == "web":
+        return _web(args.host, args.port)
+    if args.command == "relay":
+        return _relay()
+    if args.command == "checker":
+        return _checker()
+    return _inventory()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

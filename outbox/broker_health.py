@@ -1,0 +1,182 @@
+"""Configuration errors vs outages: the broker probe at start-up, and "unreachable since".
+
+A wrong host name, wrong credentials or an account without permissions are
+not outages: retrying never helps, and a relay that printed "ready" and then
+retried forever hid them. :func:`probe` connects once, as the relay and the
+checker will, and tells them apart:
+
+- **configuration** (raise :class:`~outbox.errors.ConfigurationError`, one
+  line naming the setting; the commands exit 2): the host name does not
+  resolve (DNS says it does not exist), the broker refuses the credentials
+  (``--access-key``/``--secret-key``), or the account may not act as the
+  producer group (``--group``, the ACL);
+- **transient** (returned, the caller goes on and retries with backoff): the
+  connection is refused, times out, or DNS is temporarily failing.
+
+While the relay cannot reach the broker at all, it records so in the
+``rocketbox_broker_state`` table (:func:`note_unreachable`, once per
+outage per process), and clears it once a request gets through
+(:func:`note_reachable`); ``rocketbox status`` shows "broker ... unreachable
+since ...". A database without that table (not migrated to 0003) is left
+alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import Connection, Engine, inspect, select, update
+from sqlalchemy.exc import SQLAlchemyError
+
+from broker_lite.client import Producer
+from broker_lite.errors import BrokerError, NoPermissionError, UnauthorizedError
+from outbox.config import Outbox
+from outbox.errors import ConfigurationError
+from outbox.models import aware
+from outbox.models import broker_state_table as b
+
+__all__ = ["BrokerState", "note_reachable", "note_unreachable", "pass_failed",
+           "pass_went_through", "probe", "read_broker_states"]
+
+log = logging.getLogger("rocketbox.relay")
+
+#: getaddrinfo answers that say the name does not exist (not "try again")
+_NO_SUCH_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
+
+
+def probe(outbox: Outbox, *, group: str | None = None) -> Exception | None:
+    """Connect to the broker once; raise for a configuration error, return a transient one.
+
+    ``group`` is the producer group to connect as (default: the relay's,
+    ``<producer_group>-relay``). Returns None when the broker answered.
+    """
+    producer = Producer(group or outbox.producer_group + "-relay", outbox.broker,
+                        access_key=outbox.access_key, secret_key=outbox.secret_key,
+                        timeout=outbox.relay.broker_timeout)
+    try:
+        producer.start()
+        producer.shutdown()
+    except UnauthorizedError as exc:
+        keys = ("--access-key/--secret-key" if outbox.access_key or outbox.secret_key
+                else "no --access-key/--secret-key given")
+        raise ConfigurationError(
+            f"broker {outbox.broker} refused the credentials ({keys}): {exc}") from None
+    except NoPermissionError as exc:
+        raise ConfigurationError(
+            f"broker {outbox.broker} refused the account for producer group "
+            f"{outbox.producer_group!r} (--access-key, --group; the broker's ACL): {exc}"
+        ) from None
+    except BrokerError as exc:
+        resolve = _resolve_error(exc)
+        if resolve is not None and resolve.errno in _NO_SUCH_HOST:
+            host = outbox.broker.rpartition(":")[0]
+            raise ConfigurationError(
+                f"--broker {outbox.broker}: host {host!r} does not resolve "
+                f"({resolve.strerror})") from None
+        return exc
+    return None
+
+
+def _resolve_error(exc: BaseException) -> socket.gaierror | None:
+    seen: BaseException | None = exc
+    for _ in range(10):  # the cause chain, bounded
+        if seen is None:
+            return None
+        if isinstance(seen, socket.gaierror):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerState:
+    """A broker the relay could not reach: since when, and what it said last."""
+
+    broker: str
+    unreachable_since: datetime
+    last_error: str | None
+    updated_at: datetime
+
+
+#: this process's view, so a relay writes the table when the state changes, not per pass:
+#: broker -> when this process last wrote "unreachable" (monotonic seconds)
+_noted: dict[str, float] = {}
+_cleared: set[str] = set()
+_state_lock = threading.Lock()
+#: while the outage lasts, refresh last_error and updated_at this often
+_REFRESH = 30.0
+
+
+def pass_failed(outbox: Outbox, error: BaseException) -> None:
+    """A relay pass could not reach the broker at all: record it (at most every 30 s)."""
+    now = time.monotonic()
+    with _state_lock:
+        last = _noted.get(outbox.broker)
+        if last is not None and now - last < _REFRESH:
+            return
+        _noted[outbox.broker] = now
+        _cleared.discard(outbox.broker)
+    note_unreachable(outbox.engine, outbox.broker, error)
+
+
+def pass_went_through(outbox: Outbox) -> None:
+    """A relay pass reached the broker: clear the mark (once per outage per process)."""
+    with _state_lock:
+        if outbox.broker in _cleared:
+            return
+        _cleared.add(outbox.broker)
+        _noted.pop(outbox.broker, None)
+    note_reachable(outbox.engine, outbox.broker)
+
+
+def note_unreachable(engine: Engine, broker: str, error: BaseException) -> bool:
+    """Record that ``broker`` cannot be reached (keeps the first ``since``); True if done."""
+    now = datetime.now(UTC)
+    text = str(error)[:2000]
+    try:
+        with engine.begin() as conn:
+            if not _has_table(conn):
+                return False
+            changed = conn.execute(update(b).where(b.c.broker == broker).values(
+                last_error=text, updated_at=now)).rowcount
+            conn.execute(update(b).where(b.c.broker == broker,
+                                         b.c.unreachable_since.is_(None))
+                         .values(unreachable_since=now))
+            if not changed:
+                conn.execute(b.insert().values(broker=broker, unreachable_since=now,
+                                               last_error=text, updated_at=now))
+    except SQLAlchemyError:  # two relays inserting at once, or the database is away
+        log.debug("could not record the broker as unreachable", exc_info=True)
+        return False
+    return True
+
+
+def note_reachable(engine: Engine, broker: str) -> None:
+    """Clear ``broker``'s unreachable mark, if it has one."""
+    try:
+        with engine.begin() as conn:
+            if _has_table(conn):
+                conn.execute(update(b).where(b.c.broker == broker,
+                                             b.c.unreachable_since.is_not(None))
+                             .values(unreachable_since=None, last_error=None,
+                                     updated_at=datetime.now(UTC)))
+    except SQLAlchemyError:
+        log.debug("could not clear the broker's unreachable mark", exc_info=True)
+
+
+def read_broker_states(conn: Connection) -> list[BrokerState]:
+    """The brokers the relay currently cannot reach (empty without the table)."""
+    if not _has_table(conn):
+        return []
+    return [BrokerState(r.broker, aware(r.unreachable_since), r.last_error, aware(r.updated_at))
+            for r in conn.execute(select(b).where(b.c.unreachable_since.is_not(None))
+                                  .order_by(b.c.broker))]
+
+
+def _has_table(conn: Connection) -> bool:
+    return inspect(conn).has_table(b.name)
