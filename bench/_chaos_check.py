@@ -1,6 +1,6 @@
 """What a chaos run found: the invariant, from three places, and the timings.
 
-The invariant (DESIGN.md): every transaction the database committed has
+The invariant (docs/design.md): every transaction the database committed has
 exactly one committed message in the broker, and a rolled-back one none.
 
 * **database**: ``chaos_unit`` rows (the truth: a unit the producer saw fail

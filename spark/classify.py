@@ -43,8 +43,38 @@ class AuditWindow:
     until_ms: int | None = None
 
 
+def _op_removals(records: DataFrame) -> DataFrame:
+    """``tx_id, tx_state`` per half copy an op record removes, by its body's queue offsets.
+
+    RocketMQ's op records name half-queue offsets only; broker_lite's also
+    carry ``__transactionId__``, used when the half itself is gone.
+    """
+    kind = F.col("kind")
+    copies = records.where((kind == KIND_HALF) & (F.col("tx_id") != "")).select(
+        F.col("tx_id").alias("_half_tx"), F.col("queue_id").alias("_qid"),
+        F.col("queue_offset").alias("_qoff"))
+    ops = records.where(kind == KIND_OP).select(
+        F.col("queue_id").alias("_qid"), F.col("tx_id").alias("_op_tx"), "tx_state",
+        F.explode(F.split(F.col("op_offsets"), ",")).alias("_q"))
+    ops = ops.where(F.col("_q") != "").withColumn("_qoff", F.col("_q").cast("long"))
+    joined = ops.join(copies, ["_qid", "_qoff"], "left")
+    return joined.select(
+        F.coalesce(F.col("_half_tx"), F.col("_op_tx")).alias("tx_id"), "tx_state",
+        F.lit(KIND_OP).alias("kind"),
+    ).where(F.col("tx_id") != "")
+
+
 def broker_facts(records: DataFrame) -> DataFrame:
-    """One row per tx_id of what the commit log says about it."""
+    """One row per tx_id of what the commit log says about it, in RocketMQ's model.
+
+    Halves by topic (the first copy is the half; later copies are renewed on
+    checks and carry ``check_times``), commits by sysflag, op records by the
+    half-queue offsets in their bodies, discards by their topic. An op record
+    without ``TX_STATE`` (RocketMQ's) is a commit when a commit record exists,
+    else a rollback.
+    """
+    direct = records.where((F.col("kind") != KIND_OP) & (F.col("tx_id") != ""))
+    events = direct.unionByName(_op_removals(records), allowMissingColumns=True)
     kind = F.col("kind")
     is_half, is_commit = kind == KIND_HALF, kind == KIND_COMMIT
     is_op, is_discard = kind == KIND_OP, kind == KIND_DISCARD
@@ -55,18 +85,21 @@ def broker_facts(records: DataFrame) -> DataFrame:
     first_commit = F.min(F.when(is_commit, F.struct(
         "offset", "store_ts", "topic", "body_sha256", "body_crc")))
     first_half = F.min(F.when(is_half, F.struct("offset", "store_ts", "real_topic")))
-    facts = records.where(F.col("tx_id") != "").groupBy("tx_id").agg(
+    facts = events.groupBy("tx_id").agg(
         first_half.alias("_half"),
         first_commit.alias("_commit"),
         F.count(F.when(is_commit, 1)).alias("n_commits"),
         F.array_sort(F.collect_list(F.when(is_commit, F.col("offset")))).alias("commit_offsets"),
-        op("COMMIT").alias("op_commit"),
-        op("ROLLBACK").alias("rolled_back"),
+        op("COMMIT").alias("_op_commit"),
+        op("ROLLBACK").alias("_op_rollback"),
+        op("").alias("_op_plain"),
         (op("DISCARD") | F.max(is_discard)).alias("discarded"),
         F.min(F.when(is_discard, F.col("offset"))).alias("discard_offset"),
         F.min(F.when(is_discard, F.col("store_ts"))).alias("discard_ts"),
-        F.count(F.when(is_op & (F.col("tx_state") == "CHECK"), 1)).alias("checks"),
+        F.coalesce(F.max(F.when(is_half | is_discard, F.col("check_times"))), F.lit(0))
+        .alias("checks"),
     )
+    committed = F.col("n_commits") > 0
     return facts.select(
         "tx_id",
         F.col("_half.offset").alias("half_offset"),
@@ -76,7 +109,9 @@ def broker_facts(records: DataFrame) -> DataFrame:
         F.col("_commit.store_ts").alias("commit_ts"),
         F.col("_commit.topic").alias("commit_topic"),
         F.col("_commit.body_sha256").alias("broker_body_sha256"),
-        "op_commit", "rolled_back", "discarded", "discard_offset", "discard_ts", "checks",
+        (F.col("_op_commit") | (F.col("_op_plain") & committed)).alias("op_commit"),
+        (F.col("_op_rollback") | (F.col("_op_plain") & ~committed)).alias("rolled_back"),
+        "discarded", "discard_offset", "discard_ts", "checks",
     )
 
 

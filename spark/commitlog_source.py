@@ -1,10 +1,14 @@
-"""The broker's commit log as Spark DataFrames: listed through Hadoop, decoded in tasks.
+"""Either broker's commit log as Spark DataFrames: listed through Hadoop, decoded in splits.
 
-Segments are listed with the Hadoop FileSystem API, so the directory may be
-any URI Hadoop reads (``file:``, ``hdfs:``, ``s3a:``...). They are read with
-``SparkContext.binaryFiles`` with one segment per partition, and each task
-decodes its segment with :mod:`spark.segments` (which imports broker_lite's
-record codec: on a cluster, ship ``broker_lite`` with ``--py-files``).
+Segments (broker_lite's ``commitlog/`` or Apache RocketMQ's ``store/commitlog/``)
+are listed with the Hadoop FileSystem API, so the directory may be any URI
+Hadoop reads. Each segment is cut into byte ranges of ``split_bytes``
+(default 64 MiB; Spark conf ``spark.rocketbox.audit.splitBytes``), one task
+each: a 1 GiB RocketMQ segment is 16 tasks, never one blob in memory. Tasks
+read their range with ranged reads through pyarrow's file systems (local
+paths, ``hdfs:``, ``s3:``) and decode it with :mod:`spark.segments`, which
+imports broker_lite's record codec: on a cluster, ship ``broker_lite`` with
+``--py-files``.
 """
 
 from __future__ import annotations
@@ -16,11 +20,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from spark.errors import AuditInputError
-from spark.segments import PROBLEM, RECORD_FIELDS, SEGMENT_NAME, decode_segments
+from spark.segments import PROBLEM, RECORD_FIELDS, SEGMENT_NAME, decode_splits
 
-__all__ = ["RECORD_SCHEMA", "SegmentFile", "decode_files", "list_segments", "split_problems"]
+__all__ = ["DEFAULT_SPLIT_BYTES", "RECORD_SCHEMA", "SegmentFile", "decode_files",
+           "list_segments", "split_problems", "splits_of"]
 
-_LONGS = {"offset", "store_ts", "born_ts", "prepared_offset", "body_crc"}
+DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
+SPLIT_CONF = "spark.rocketbox.audit.splitBytes"
+_LONGS = {"offset", "store_ts", "born_ts", "prepared_offset", "body_crc", "queue_id",
+          "queue_offset", "check_times"}
 RECORD_SCHEMA = StructType([
     StructField(name, LongType() if name in _LONGS else StringType(), nullable=False)
     for name in RECORD_FIELDS
@@ -60,14 +68,24 @@ def list_segments(spark: SparkSession, directory: str) -> list[SegmentFile]:
     return sorted(found, key=lambda f: f.name)
 
 
-def decode_files(spark: SparkSession, files: list[SegmentFile]) -> DataFrame:
-    """Decode ``files`` (one task per segment) into rows of :data:`RECORD_SCHEMA`."""
+def splits_of(files: list[SegmentFile], split_bytes: int) -> list[tuple[str, str, int, int]]:
+    """``(uri, name, lo, hi)`` byte ranges covering every file (an empty file: one range)."""
+    if split_bytes <= 0:
+        raise AuditInputError(f"{SPLIT_CONF} must be positive, not {split_bytes}")
+    return [(f.path, f.name, lo, min(lo + split_bytes, f.size))
+            for f in files for lo in range(0, max(f.size, 1), split_bytes)]
+
+
+def decode_files(spark: SparkSession, files: list[SegmentFile],
+                 split_bytes: int | None = None) -> DataFrame:
+    """Decode ``files`` (one task per byte range) into rows of :data:`RECORD_SCHEMA`."""
     if not files:
         return spark.createDataFrame([], RECORD_SCHEMA)
-    paths = ",".join(f.path for f in files)
-    raw = spark.sparkContext.binaryFiles(paths, minPartitions=len(files))
-    rows = raw.repartition(len(files)) if raw.getNumPartitions() < len(files) else raw
-    return spark.createDataFrame(rows.mapPartitions(decode_segments), RECORD_SCHEMA)
+    if split_bytes is None:
+        split_bytes = int(spark.conf.get(SPLIT_CONF, str(DEFAULT_SPLIT_BYTES)) or 0)
+    splits = splits_of(files, split_bytes)
+    rdd = spark.sparkContext.parallelize(splits, numSlices=len(splits))
+    return spark.createDataFrame(rdd.mapPartitions(decode_splits), RECORD_SCHEMA)
 
 
 def split_problems(decoded: DataFrame) -> tuple[DataFrame, DataFrame]:

@@ -1,12 +1,22 @@
-"""Decoding commit-log segments inside Spark tasks, with broker_lite's own codec.
+"""Decoding commit-log segments inside Spark tasks, split by byte range.
 
-One task decodes one segment file (named by its 20-digit start offset, as
-broker_lite's CommitLog names them). Only the records the audit needs leave the
-task: halves, commits, op records and discards, as flat tuples. A record that
-fails its CRCs, or a truncated tail, becomes a *problem* row naming the
-segment and the physical offset; decoding then looks for the next sound record
-(every record starts with a size and the magic code, and must pass both CRCs
-again), so the rest of the segment, and every other segment, is still audited.
+Works on either broker's log: broker_lite's and Apache RocketMQ 5's segments
+are the same format (:mod:`broker_lite.storage.record`). A segment (20-digit
+start offset as its name; RocketMQ's are 1 GiB) is cut into byte ranges, one
+task each. A task decodes the records that *start* in its range, reading past
+the range's end to finish its last one. Records straddle range boundaries, so
+a task that does not start at the segment's start looks for the first
+*anchored* record at or after its range start: a sound record (lengths add
+up, body CRC and ``__CRC32#`` when present) whose physical-offset field equals
+its own position. A body would have to embed a whole valid record carrying its
+own future position to fake that. The previous task's chain of total sizes
+lands on the same record, so each record is decoded once.
+
+Only the records the audit needs leave a task: halves, commits, op records
+and discards, as flat tuples. A record that fails its checks, or a torn tail,
+becomes a *problem* row naming the segment and the physical offset (reported
+by the task whose chain meets it, even just past its range); decoding then
+moves to the next anchored record, so the rest is still audited.
 """
 
 from __future__ import annotations
@@ -14,14 +24,22 @@ from __future__ import annotations
 import hashlib
 import re
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from broker_lite.core.topics import HALF_TOPIC, OP_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC
-from broker_lite.core.transactions import TX_STATE
-from broker_lite.storage.properties import REAL_TOPIC, TRANSACTION_ID, UNIQ_KEY
+from broker_lite.core.transactions import TX_STATE, op_offsets
+from broker_lite.errors import CorruptRecordError
+from broker_lite.storage.body import message_body
+from broker_lite.storage.properties import (
+    REAL_TOPIC,
+    TRANSACTION_CHECK_TIMES,
+    TRANSACTION_ID,
+    UNIQ_KEY,
+)
 from broker_lite.storage.record import (
     BLANK_MAGIC,
-    MESSAGE_MAGIC,
+    MAGIC_V1,
+    MAGIC_V2,
     TxType,
     decode_record,
     peek_route,
@@ -37,7 +55,9 @@ __all__ = [
     "PROBLEM",
     "RECORD_FIELDS",
     "SEGMENT_NAME",
+    "Fetch",
     "decode_segment",
+    "decode_split",
     "segment_start",
 ]
 
@@ -47,28 +67,37 @@ KIND_HALF, KIND_COMMIT, KIND_OP, KIND_DISCARD = "half", "commit", "op", "discard
 #: the ``kind`` of a row that reports a corrupt or truncated stretch of a segment
 PROBLEM = "problem"
 
-#: the fields of every row :func:`decode_segment` yields, in order
+#: the fields of every row :func:`decode_split` yields, in order
 RECORD_FIELDS = (
     "kind",            # half | commit | op | discard | problem
     "segment",         # the segment's file name
     "offset",          # physical offset of the record (or of the problem)
-    "tx_id",           # __transactionId__, else UNIQ_KEY
+    "tx_id",           # __transactionId__, else UNIQ_KEY (an op: __transactionId__ or "")
     "topic",           # the record's topic (the real topic for a commit)
     "real_topic",      # a half's REAL_TOPIC ("" otherwise)
-    "sysflag",         # sysflag_name(): prepared, commit, normal...
+    "sysflag",         # sysflag_name(): normal, commit, normal+compressed...
     "store_ts",        # store timestamp, ms
     "born_ts",         # born timestamp, ms
-    "prepared_offset",  # prepared-transaction offset (a commit's half)
-    "tx_state",        # an op's TX_STATE: COMMIT, ROLLBACK, DISCARD, CHECK
-    "body_sha256",     # hex sha256 of the body
-    "body_crc",        # the record's body CRC32
+    "prepared_offset",  # prepared-transaction offset (a commit's half copy)
+    "tx_state",        # a broker_lite op's TX_STATE: COMMIT, ROLLBACK ("" for RocketMQ's)
+    "body_sha256",     # hex sha256 of the body as produced (decompressed)
+    "body_crc",        # the record's body CRC
     "detail",          # a problem's reason ("" otherwise)
+    "queue_id",        # the record's queue id
+    "queue_offset",    # the record's queue offset (a half's: what op records name)
+    "op_offsets",      # an op's body: the half-queue offsets it removes, "12,13"
+    "check_times",     # TRANSACTION_CHECK_TIMES of a renewed half or a discard (else 0)
 )
-Row = tuple[str, str, int, str, str, str, str, int, int, int, str, str, int, str]
+Row = tuple[str, str, int, str, str, str, str, int, int, int, str, str, int, str,
+            int, int, str, int]
+#: ``fetch(position, length)``: bytes of the segment file from ``position``
+Fetch = Callable[[int, int], bytes]
 
-_MAGIC_BYTES = struct.pack(">I", MESSAGE_MAGIC)
-_AUDITED_TOPICS = frozenset({HALF_TOPIC.encode(), OP_TOPIC.encode(),
-                             TRANS_CHECK_MAX_TIME_TOPIC.encode()})
+_MAGICS = (struct.pack(">I", MAGIC_V1), struct.pack(">I", MAGIC_V2))
+_TOTAL = struct.Struct(">I")
+_PHYS = struct.Struct(">q")
+_HALF, _OP, _MAX = HALF_TOPIC.encode(), OP_TOPIC.encode(), TRANS_CHECK_MAX_TIME_TOPIC.encode()
+_OVERHANG = 4 * 1024 * 1024 + 64 * 1024  # RocketMQ's default maxMessageSize, plus slack
 
 
 def segment_start(name: str) -> int:
@@ -78,79 +107,156 @@ def segment_start(name: str) -> int:
 
 
 def _problem(segment: str, offset: int, reason: str) -> Row:
-    return (PROBLEM, segment, offset, "", "", "", "", 0, 0, 0, "", "", 0, reason)
-
-
-def _resync(view: memoryview, data: bytes, pos: int, limit: int) -> int:
-    """The position of the next sound record after ``pos``, or ``limit``."""
-    at = pos + 1
-    while True:
-        found = data.find(_MAGIC_BYTES, at + 4, limit)
-        if found < 0:
-            return limit
-        start = found - 4
-        checked = verify_record(view, start, limit)
-        if not isinstance(checked, str) and checked[1] == MESSAGE_MAGIC:
-            return start
-        at = start + 1
+    return (PROBLEM, segment, offset, "", "", "", "", 0, 0, 0, "", "", 0, reason, 0, 0, "", 0)
 
 
 def _kind(sysflag: int, topic: bytes) -> str | None:
-    tx = sysflag & 0xC
-    if tx == TxType.PREPARED and topic == HALF_TOPIC.encode():
-        return KIND_HALF
-    if tx == TxType.COMMIT:
+    if sysflag & 0xC == TxType.COMMIT:
         return KIND_COMMIT
-    if topic in _AUDITED_TOPICS:
-        return KIND_OP if topic == OP_TOPIC.encode() else KIND_DISCARD
-    return None
+    if topic == _HALF:
+        return KIND_HALF
+    if topic == _OP:
+        return KIND_OP
+    return KIND_DISCARD if topic == _MAX else None
 
 
-def decode_segment(name: str, data: bytes) -> Iterator[Row]:
-    """Every audited record of one segment, plus a row per corrupt stretch.
+class _Window:
+    """The bytes of one segment from ``base``, fetched again (longer) when a record needs it."""
 
-    ``name`` is the file's path or name (its last part is the start offset).
-    Decoding stops at a blank end-of-file record or where written data ends.
-    """
+    def __init__(self, fetch: Fetch, size: int, base: int, want: int) -> None:
+        self.fetch, self.size, self.base = fetch, size, base
+        self.data = b""
+        self.view = memoryview(self.data)
+        self.grow(want)
+
+    def grow(self, want: int) -> None:
+        end = min(self.size, self.base + max(want, len(self.data)))
+        self.data = self.fetch(self.base, end - self.base)
+        self.view = memoryview(self.data)
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.data)
+
+    def ensure(self, pos: int) -> None:
+        """Make the record (or 12 header bytes) at segment position ``pos`` fully present."""
+        local = pos - self.base
+        if local + 12 > len(self.data) and self.end < self.size:
+            self.grow(local + 12 + _OVERHANG)
+        if local + 4 <= len(self.data):
+            total = _TOTAL.unpack_from(self.data, local)[0]
+            if len(self.data) < local + total and self.end < self.size and \
+                    pos + total <= self.size:
+                self.grow(local + total)
+
+
+def _anchored(win: _Window, start: int, pos: int, stop: int) -> int:
+    """The first anchored record at segment position >= ``pos`` (before ``stop``), or -1."""
+    at = pos - win.base
+    while True:
+        if win.base + at >= stop:
+            return -1
+        found = [i for i in (win.data.find(m, at + 4) for m in _MAGICS) if i >= 0]
+        if not found:
+            if win.end >= min(stop + _OVERHANG, win.size):
+                return -1
+            win.grow(len(win.data) + _OVERHANG)
+            continue
+        cand = min(found) - 4
+        cpos = win.base + cand
+        if cpos >= stop:
+            return -1
+        win.ensure(cpos)
+        local = cpos - win.base
+        if local + 36 <= len(win.data) and \
+                _PHYS.unpack_from(win.data, local + 28)[0] == start + cpos:
+            checked = verify_record(win.view, local, len(win.data))
+            if not isinstance(checked, str) and checked[1] != BLANK_MAGIC:
+                return cpos
+        at = cand + 1
+
+
+def decode_split(name: str, fetch: Fetch, size: int, lo: int, hi: int) -> Iterator[Row]:
+    """Audited rows of the records starting in ``[lo, hi)`` of one segment file of ``size``."""
     segment = name.rstrip("/").rsplit("/", 1)[-1]
     start = segment_start(name)
     if start < 0:
-        yield _problem(segment, 0, "not a segment file name (20 digits expected)")
+        if lo == 0:
+            yield _problem(segment, 0, "not a segment file name (20 digits expected)")
         return
-    view = memoryview(data)
-    limit = len(data)
-    pos = 0
-    while pos < limit:
-        checked = verify_record(view, pos, limit)
+    win = _Window(fetch, size, lo, hi - lo + _OVERHANG if hi < size else hi - lo)
+    pos = lo if lo == 0 else _anchored(win, start, lo, hi)
+    while 0 <= pos < size:
+        win.ensure(pos)
+        local = pos - win.base
+        checked = verify_record(win.view, local, len(win.data))
         if isinstance(checked, str):
-            if checked == "end of written data" and data.count(0, pos) == limit - pos:
-                return
+            if win.data.count(0, local) == len(win.data) - local:
+                return  # zeros to the end of what is held: the end of written data
             yield _problem(segment, start + pos, checked)
-            pos = _resync(view, data, pos, limit)
+            if pos >= hi:
+                return
+            pos = _anchored(win, start, pos + 1, hi)
             continue
         total, magic, _ = checked
-        if magic == BLANK_MAGIC:
+        if magic == BLANK_MAGIC or pos >= hi:
             return
-        sysflag, _qid, _qoff, topic = peek_route(view, pos)
-        kind = _kind(sysflag, topic)
-        if kind is not None:
-            yield _row(kind, segment, view, pos)
+        row = _row_at(segment, win.view, local)
+        if row is not None:
+            yield row
         pos += total
 
 
-def _row(kind: str, segment: str, view: memoryview, pos: int) -> Row:
+def _row_at(segment: str, view: memoryview, pos: int) -> Row | None:
+    sysflag, _qid, _qoff, topic = peek_route(view, pos)
+    kind = _kind(sysflag, topic)
+    if kind is None:
+        return None
     rec = decode_record(view, pos, verified=True)
+    try:
+        body = message_body(rec)
+    except CorruptRecordError as exc:
+        return _problem(segment, rec.physical_offset, str(exc).split(": ", 1)[-1])
     props = rec.properties
+    tx_id = props.get(TRANSACTION_ID, "")
+    if kind != KIND_OP:
+        tx_id = tx_id or props.get(UNIQ_KEY, "")
+    times = props.get(TRANSACTION_CHECK_TIMES, "")
     return (
-        kind, segment, rec.physical_offset,
-        props.get(TRANSACTION_ID) or props.get(UNIQ_KEY, ""),
+        kind, segment, rec.physical_offset, tx_id,
         rec.topic, props.get(REAL_TOPIC, ""), sysflag_name(rec.sysflag),
         rec.store_timestamp, rec.born_timestamp, rec.prepared_tx_offset,
-        props.get(TX_STATE, ""), hashlib.sha256(rec.body).hexdigest(), rec.body_crc, "",
+        props.get(TX_STATE, "") if kind == KIND_OP else "", hashlib.sha256(body).hexdigest(),
+        rec.body_crc, "", rec.queue_id, rec.queue_offset,
+        ",".join(map(str, op_offsets(rec.body))) if kind == KIND_OP else "",
+        int(times) if times.isdigit() else 0,
     )
 
 
-def decode_segments(files: Iterable[tuple[str, bytes]]) -> Iterator[Row]:
-    """:func:`decode_segment` over ``(path, bytes)`` pairs (a Spark partition)."""
-    for path, data in files:
-        yield from decode_segment(path, data)
+def decode_segment(name: str, data: bytes) -> Iterator[Row]:
+    """Every audited record of one whole segment held in memory, plus problem rows."""
+    def fetch(position: int, length: int) -> bytes:
+        return data[position : position + length]
+    return decode_split(name, fetch, len(data), 0, len(data))
+
+
+def open_fetch(uri: str) -> tuple[Fetch, int]:
+    """``(fetch, size)`` for a file at a Hadoop-style URI, read through pyarrow's file systems."""
+    from pyarrow import fs as pafs
+
+    filesystem, path = pafs.FileSystem.from_uri(uri)
+    handle = filesystem.open_input_file(path)
+
+    def fetch(position: int, length: int) -> bytes:
+        return bytes(handle.read_at(length, position))
+    return fetch, int(handle.size())
+
+
+def decode_splits(splits: Iterable[tuple[str, str, int, int]]) -> Iterator[Row]:
+    """:func:`decode_split` over ``(uri, name, lo, hi)`` tuples (a Spark partition)."""
+    opened: dict[str, tuple[Fetch, int]] = {}
+    for uri, name, lo, hi in splits:
+        if uri not in opened:
+            opened[uri] = open_fetch(uri)
+        fetch, size = opened[uri]
+        yield from decode_split(name, fetch, size, lo, min(hi, size))

@@ -20,9 +20,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    from broker_lite.cli import bench, consume, demo, inspect_cmd, send, serve, topic
+    from broker_lite.cli import (
+        bench,
+        consume,
+        demo,
+        inspect_cmd,
+        migrate_cmd,
+        send,
+        serve,
+        topic,
+    )
 
-    for module in (serve, send, consume, topic, bench, inspect_cmd, demo):
+    for module in (serve, send, consume, topic, bench, inspect_cmd, migrate_cmd, demo):
         module.register(sub)
     return parser
 

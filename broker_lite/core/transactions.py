@@ -1,14 +1,22 @@
 """The transaction service: halves, end-transaction, op records and the check service.
 
-It follows ROCKETMQ_SEMANTICS.md ("Broker"), with RocketMQ's known defects
-fixed:
+It follows ROCKETMQ_SEMANTICS.md ("Broker") and stores everything in RocketMQ
+5's own model (``TransactionalMessageBridge``, ``EndTransactionProcessor``), so
+RocketMQ's tools read a broker_lite log and the audit reads either broker's:
 
-* a half is stored on ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0 with
-  ``REAL_TOPIC``/``REAL_QID``; it is invisible on the real topic;
+* a half is stored on ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0 with the
+  transaction bits of its sysflag cleared, ``REAL_TOPIC``/``REAL_QID`` and
+  ``__transactionId__``; it is invisible on the real topic;
 * commit writes a new record on the real topic (sysflag COMMIT, prepared-tx
-  offset = the half's offset), *then* an op record on
-  ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` (tag ``d``, body = the half-queue offset);
-  rollback writes only the op record;
+  offset = the commit-log offset of the half copy the request names, the
+  half's properties without ``REAL_TOPIC``, ``REAL_QID``, ``TRAN_MSG``),
+  *then* an op record on ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` queue 0 (tag ``d``,
+  body = that copy's half-queue offset and a comma); rollback writes only the
+  op record;
+* each check re-puts a renewed copy of the half on the half topic, with
+  ``TRANSACTION_CHECK_TIMES`` = the checks so far; a half checked too often
+  is copied to ``TRANS_CHECK_MAX_TIME_TOPIC`` (and gets no op record, as in
+  RocketMQ);
 * **ours:** end-transaction is idempotent per transaction id; the first
   resolution wins and a conflicting later one gets
   :class:`TransactionConflictError` (RocketMQ #5574, #2694, #8158);
@@ -16,18 +24,21 @@ fixed:
   ``tx_timeout`` old by the *broker's* store time (#9640), or the
   ``CHECK_IMMUNITY_TIME_IN_SECONDS`` the message asks for, which never spends a
   check (#8311); then one check per ``tx_check_interval``. A check is counted
-  only when a live producer of the group was there to receive it (#1694).
-  After ``tx_check_max`` checks (or ``tx_max_age_hours``) the half is moved to
-  ``TRANS_CHECK_MAX_TIME_TOPIC``. So no half outlives
+  (and a copy re-put) only when a live producer of the group was there to
+  receive it (#1694). After ``tx_check_max`` checks (or ``tx_max_age_hours``)
+  the half is discarded. So no half outlives
   ``tx_timeout + tx_check_interval * tx_check_max`` (docs/design.md §2 (3)), give or
   take how often the service runs;
-* **ours:** every resolution and every check is an op record, so all of this
-  state is rebuilt from the log after a restart: a resolved half is never
-  checked again (#2117, #4436) and check counts are kept.
+* **ours:** the state is rebuilt from the log after a restart (half copies,
+  op records, discards): a resolved half is never checked again (#2117,
+  #4436) and check counts are kept.
 
-The op record's ``TX_STATE`` property says what it records: ``COMMIT``,
-``ROLLBACK``, ``DISCARD`` or ``CHECK`` (with ``TRANSACTION_CHECK_TIMES``); a
-resolution that answered a check-back also carries ``FROM_CHECK=true``.
+What broker_lite needs beyond RocketMQ's model rides in extra properties,
+which RocketMQ ignores: an op record carries ``__transactionId__`` and
+``TX_STATE`` (``COMMIT`` or ``ROLLBACK``; ``FROM_CHECK=true`` when it answered a
+check-back), a renewed copy ``TX_STATE=CHECK``. An op record without
+``TX_STATE`` (RocketMQ's) counts as a commit when a commit record names the
+half, else as a rollback.
 """
 
 from __future__ import annotations
@@ -36,7 +47,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from broker_lite.core.clients import Channel, ClientRegistry
 from broker_lite.core.config import BrokerConfig
@@ -48,7 +59,7 @@ from broker_lite.errors import (
     TransactionNotFoundError,
 )
 from broker_lite.protocol import messages as m
-from broker_lite.storage import MessageStore, MessageToStore, StoredRecord, TxType
+from broker_lite.storage import MessageStore, MessageToStore, StoredRecord, SysFlag, TxType
 from broker_lite.storage.properties import (
     CHECK_IMMUNITY_TIME_IN_SECONDS,
     FROM_CHECK,
@@ -67,11 +78,18 @@ __all__ = ["FROM_CHECK", "TX_STATE", "HalfEntry", "TransactionService", "deliver
 
 log = logging.getLogger("broker_lite.core.transactions")
 
+#: the op record's tag (``TransactionalMessageUtil.REMOVE_TAG``)
+REMOVE_TAG = "d"
 _PENDING, _COMMITTED, _ROLLED_BACK, _DISCARDED = "pending", "committed", "rolled_back", "discarded"
 _OP_NAMES = {_COMMITTED: "COMMIT", _ROLLED_BACK: "ROLLBACK", _DISCARDED: "DISCARD"}
 _STATE_OF_OP = {v: k for k, v in _OP_NAMES.items()}
-_DROP_ON_COMMIT = (TRAN_MSG, REAL_TOPIC, REAL_QID, CHECK_IMMUNITY_TIME_IN_SECONDS,
-                   TRANSACTION_CHECK_TIMES)
+_DROP_ON_COMMIT = (TRAN_MSG, REAL_TOPIC, REAL_QID, TX_STATE)  # EndTransactionProcessor, + ours
+
+
+def op_offsets(body: bytes) -> list[int]:
+    """The half-queue offsets an op record's body lists (``"12,13,"``); junk is skipped."""
+    return [int(part) for part in body.decode("ascii", "replace").split(",")
+            if part.strip().isdigit()]
 
 
 @dataclass(slots=True)
@@ -91,6 +109,15 @@ class HalfEntry:
     last_check_ms: int = 0
     commit_offset: int = -1
     commit_queue_offset: int = -1
+    #: every stored copy of the half (the first, then one per check): offset -> queue offset
+    copies: dict[int, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.copies.setdefault(self.half_offset, self.queue_offset)
+
+    @property
+    def latest_offset(self) -> int:
+        return max(self.copies)
 
 
 def delivered_view(record: StoredRecord, *, topic: str | None = None,
@@ -139,18 +166,34 @@ class TransactionService:
             yield from records
 
     def _rebuild(self) -> None:
+        by_queue_offset: dict[int, HalfEntry] = {}
         for record in self._records(HALF_TOPIC):
-            entry = self._entry_from_half(record)
-            self._entries[entry.transaction_id] = entry
-            self._pending[entry.transaction_id] = entry
+            props = record.properties
+            entry = self._entries.get(props.get(TRANSACTION_ID) or props.get(UNIQ_KEY, ""))
+            if entry is None:
+                entry = self._entry_from_half(record)
+                self._entries[entry.transaction_id] = entry
+                self._pending[entry.transaction_id] = entry
+            else:  # a renewed copy: one more check
+                entry.copies[record.physical_offset] = record.queue_offset
+                times = props.get(TRANSACTION_CHECK_TIMES, "")
+                if times.isdigit() and int(times) >= entry.check_times:
+                    entry.check_times = int(times)
+                    entry.last_check_ms = record.store_timestamp
+            by_queue_offset[record.queue_offset] = entry
         for op in self._records(OP_TOPIC):
-            self._apply_op(op)
+            self._apply_op(op, by_queue_offset)
+        for record in self._records(TRANS_CHECK_MAX_TIME_TOPIC):
+            gone = self._entries.get(record.properties.get(TRANSACTION_ID, ""))
+            if gone is not None and gone.state == _PENDING:
+                gone.state = _DISCARDED
+                self._pending.pop(gone.transaction_id, None)
         for entry in list(self._pending.values()):
             commit = self._find_commit(entry)
             if commit is not None:  # crashed between the commit record and its op
                 entry.commit_offset = commit.physical_offset
                 entry.commit_queue_offset = commit.queue_offset
-                self._resolve(entry, _COMMITTED)
+                self._resolve(entry, _COMMITTED, commit.prepared_tx_offset)
         if self._entries:
             log.info("transactions rebuilt: %d halves, %d pending", len(self._entries),
                      len(self._pending))
@@ -169,31 +212,34 @@ class TransactionService:
             immunity_ms=int(float(immunity) * 1000) if immunity else 0,
         )
 
-    def _apply_op(self, op: StoredRecord) -> None:
-        entry = self._entries.get(op.properties.get(TRANSACTION_ID, ""))
-        if entry is None:
-            return
+    def _apply_op(self, op: StoredRecord, by_queue_offset: dict[int, HalfEntry]) -> None:
+        if op.tags != REMOVE_TAG:
+            return  # RocketMQ logs such an op as illegal and skips it
         kind = op.properties.get(TX_STATE, "")
-        if kind == "CHECK":
-            entry.check_times = max(entry.check_times,
-                                    int(op.properties.get(TRANSACTION_CHECK_TIMES, "0")))
-            entry.last_check_ms = op.store_timestamp
-        elif kind in _STATE_OF_OP:
-            entry.state = _STATE_OF_OP[kind]
+        for offset in op_offsets(op.body):
+            entry = by_queue_offset.get(offset)
+            if entry is None or entry.state != _PENDING:
+                continue
+            if kind in _STATE_OF_OP:
+                entry.state = _STATE_OF_OP[kind]
+            else:  # RocketMQ's own op record says "removed", not how
+                entry.state = _COMMITTED if self._find_commit(entry) else _ROLLED_BACK
             self._pending.pop(entry.transaction_id, None)
 
     def _find_commit(self, entry: HalfEntry) -> StoredRecord | None:
         for record in self._store.lookup_key(entry.transaction_id):
-            if record.tx_type == TxType.COMMIT and record.prepared_tx_offset == entry.half_offset:
+            if record.tx_type == TxType.COMMIT and record.prepared_tx_offset in entry.copies:
                 return record
         return None
 
-    def _resolve(self, entry: HalfEntry, state: str, extra: dict[str, str] | None = None) -> int:
-        """Write the op record for ``entry`` and mark it resolved. Returns its end offset."""
-        props = {TAGS: "d", TRANSACTION_ID: entry.transaction_id, TX_STATE: _OP_NAMES[state]}
-        props.update(extra or {})
-        put = self._store.put_nowait(MessageToStore(
-            topic=OP_TOPIC, body=str(entry.queue_offset).encode(), properties=props))
+    def _resolve(self, entry: HalfEntry, state: str, copy_offset: int,
+                 extra: dict[str, str] | None = None) -> int:
+        """Write the op record removing ``entry``'s half copy; mark it resolved. Returns its end."""
+        props = {TAGS: REMOVE_TAG, TRANSACTION_ID: entry.transaction_id,
+                 TX_STATE: _OP_NAMES[state], **(extra or {})}
+        body = b"%d," % entry.copies[copy_offset]
+        put = self._store.put_nowait(MessageToStore(topic=OP_TOPIC, body=body,
+                                                    properties=props))
         entry.state = state
         self._pending.pop(entry.transaction_id, None)
         return put.end_offset
@@ -209,7 +255,8 @@ class TransactionService:
         """Up to ``limit`` unresolved halves, oldest first (copies: they do not change)."""
         with self._lock:
             entries = sorted(self._pending.values(), key=lambda e: e.half_offset)[:limit]
-            return [HalfEntry(**{f: getattr(e, f) for f in HalfEntry.__dataclass_fields__})
+            return [HalfEntry(**{f: getattr(e, f) for f in HalfEntry.__dataclass_fields__
+                                 if f != "copies"}, copies=dict(e.copies))
                     for e in entries]
 
     def next_check_ms(self, entry: HalfEntry) -> int:
@@ -236,7 +283,7 @@ class TransactionService:
                           TRANSACTION_ID: transaction_id, UNIQ_KEY: transaction_id})
             put = self._store.put_nowait(MessageToStore(
                 topic=HALF_TOPIC, queue_id=0, body=store_msg.body, flag=store_msg.flag,
-                sysflag=TxType.PREPARED, properties=props,
+                sysflag=store_msg.sysflag & ~SysFlag.TX_MASK, properties=props,
                 born_timestamp=store_msg.born_timestamp, born_host=store_msg.born_host))
             immunity = props.get(CHECK_IMMUNITY_TIME_IN_SECONDS)
             entry = HalfEntry(transaction_id, producer_group, real_topic, real_queue_id,
@@ -275,11 +322,13 @@ class TransactionService:
             if wanted is None:
                 return m.EndTransactionResponse(outcome="unknown"), 0
             end_offset = 0
+            copy = request.commit_log_offset if request.commit_log_offset >= 0 \
+                else entry.half_offset
             if wanted == _COMMITTED:
-                end_offset = self._write_commit(entry)
-                end_offset = max(end_offset, self._fault_double_commit(entry))
+                end_offset = self._write_commit(entry, copy)
+                end_offset = max(end_offset, self._fault_double_commit(entry, copy))
             extra = {FROM_CHECK: "true"} if request.from_check else None
-            end_offset = max(end_offset, self._resolve(entry, wanted, extra))
+            end_offset = max(end_offset, self._resolve(entry, wanted, copy, extra))
         if wanted == _COMMITTED:
             self._notify(entry.real_topic, entry.real_queue_id)
         return self._ended(entry, already=False), end_offset
@@ -289,28 +338,28 @@ class TransactionService:
             raise TransactionMismatchError(
                 f"transaction {entry.transaction_id!r} belongs to producer group "
                 f"{entry.producer_group!r}, not {request.producer_group!r}")
-        if request.commit_log_offset >= 0 and request.commit_log_offset != entry.half_offset:
+        if request.commit_log_offset >= 0 and request.commit_log_offset not in entry.copies:
             raise TransactionMismatchError(
                 f"commit-log offset {request.commit_log_offset} does not match the half of "
                 f"{entry.transaction_id!r} at {entry.half_offset}")
-        if request.queue_offset >= 0 and request.queue_offset != entry.queue_offset:
+        if request.queue_offset >= 0 and request.queue_offset not in entry.copies.values():
             raise TransactionMismatchError(
                 f"half-queue offset {request.queue_offset} does not match the half of "
                 f"{entry.transaction_id!r} at {entry.queue_offset}")
 
-    def _write_commit(self, entry: HalfEntry) -> int:
-        half = self._store.get(entry.half_offset)
+    def _write_commit(self, entry: HalfEntry, copy_offset: int) -> int:
+        half = self._store.get(copy_offset)
         props = {k: v for k, v in half.properties.items() if k not in _DROP_ON_COMMIT}
         put = self._store.put_nowait(MessageToStore(
             topic=entry.real_topic, queue_id=entry.real_queue_id, body=half.body,
-            flag=half.flag, sysflag=TxType.COMMIT, properties=props,
-            born_timestamp=half.born_timestamp, born_host=half.born_host,
-            prepared_tx_offset=entry.half_offset))
+            flag=half.flag, sysflag=(half.sysflag & ~SysFlag.TX_MASK) | TxType.COMMIT,
+            properties=props, born_timestamp=half.born_timestamp, born_host=half.born_host,
+            reconsume_times=half.reconsume_times, prepared_tx_offset=copy_offset))
         entry.commit_offset = put.physical_offset
         entry.commit_queue_offset = put.queue_offset
         return put.end_offset
 
-    def _fault_double_commit(self, entry: HalfEntry) -> int:
+    def _fault_double_commit(self, entry: HalfEntry, copy_offset: int) -> int:
         """Test hook (``fault_double_commit_every``): a second commit record every N-th commit.
 
         Off (0) in every production path. It models a broker that committed one
@@ -324,7 +373,7 @@ class TransactionService:
         if self._commits % every:
             return 0
         first = (entry.commit_offset, entry.commit_queue_offset)
-        end_offset = self._write_commit(entry)
+        end_offset = self._write_commit(entry, copy_offset)
         entry.commit_offset, entry.commit_queue_offset = first  # clients see the first
         log.warning("fault hook: commit of %s written twice", entry.transaction_id)
         return end_offset
@@ -362,11 +411,7 @@ class TransactionService:
                     continue  # nobody to ask: neither counted nor lost
                 entry.check_times += 1
                 entry.last_check_ms = now
-                self._store.put_nowait(MessageToStore(
-                    topic=OP_TOPIC, body=str(entry.queue_offset).encode(),
-                    properties={TAGS: "c", TRANSACTION_ID: entry.transaction_id,
-                                TX_STATE: "CHECK",
-                                TRANSACTION_CHECK_TIMES: str(entry.check_times)}))
+                self._renew(entry)
                 sends.append((channel, self._check_request(entry)))
         for channel, request in sends:
             try:
@@ -374,6 +419,18 @@ class TransactionService:
             except Exception:
                 log.exception("check-back of %s could not be sent", request.transaction_id)
         return len(sends)
+
+    def _renew(self, entry: HalfEntry) -> None:
+        """Re-put the latest copy of the half with the new check count (``putBackHalfMsgQueue``)."""
+        half = self._store.get(entry.latest_offset)
+        props = dict(half.properties)
+        props[TRANSACTION_CHECK_TIMES] = str(entry.check_times)
+        props[TX_STATE] = "CHECK"
+        put = self._store.put_nowait(MessageToStore(
+            topic=HALF_TOPIC, queue_id=0, body=half.body, flag=half.flag, sysflag=half.sysflag,
+            properties=props, born_timestamp=half.born_timestamp, born_host=half.born_host,
+            reconsume_times=half.reconsume_times))
+        entry.copies[put.physical_offset] = put.queue_offset
 
     def _check_request(self, entry: HalfEntry) -> m.CheckTransactionRequest:
         half = self._store.get(entry.half_offset)
@@ -384,13 +441,15 @@ class TransactionService:
             queue_offset=entry.queue_offset, check_times=entry.check_times, message=view)
 
     def _discard(self, entry: HalfEntry) -> None:
-        half = self._store.get(entry.half_offset)
-        props = dict(half.properties)
+        """Copy the half to TRANS_CHECK_MAX_TIME_TOPIC (``resolveDiscardMsg``); no op record."""
+        half = self._store.get(entry.latest_offset)
+        props = {k: v for k, v in half.properties.items() if k != TX_STATE}
         props[TRANSACTION_CHECK_TIMES] = str(entry.check_times)
         self._store.put_nowait(MessageToStore(
             topic=TRANS_CHECK_MAX_TIME_TOPIC, queue_id=0, body=half.body, flag=half.flag,
-            properties=props, born_timestamp=half.born_timestamp, born_host=half.born_host,
-            prepared_tx_offset=entry.half_offset))
-        self._resolve(entry, _DISCARDED)
+            sysflag=half.sysflag, properties=props, born_timestamp=half.born_timestamp,
+            born_host=half.born_host, reconsume_times=half.reconsume_times))
+        entry.state = _DISCARDED
+        self._pending.pop(entry.transaction_id, None)
         log.warning("transaction %s discarded to %s after %d checks", entry.transaction_id,
                     TRANS_CHECK_MAX_TIME_TOPIC, entry.check_times)

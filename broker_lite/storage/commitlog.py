@@ -53,10 +53,13 @@ class ScanEntry(NamedTuple):
 class CommitLog:
     """Segmented append-only log of records."""
 
-    def __init__(self, directory: Path, segment_size: int, *, readonly: bool = False) -> None:
+    def __init__(self, directory: Path, segment_size: int, *, readonly: bool = False,
+                 require_crc_tail: bool = False) -> None:
         if segment_size < 4096:
             raise ValueError(f"segment_size must be at least 4096 bytes, got {segment_size}")
         self.segment_size = segment_size
+        #: every record must carry RocketMQ's ``__CRC32#`` tail (a store that writes it)
+        self.require_crc_tail = require_crc_tail
         self.queue = MappedFileQueue(directory, segment_size, readonly=readonly)
         self._write_offset = self.queue.min_offset
         self._flushed_offset = self._write_offset
@@ -137,7 +140,7 @@ class CommitLog:
         """The record at ``offset``, checked against both its CRCs."""
         mf = self._locate(offset)
         pos = offset - mf.start_offset
-        checked = verify_record(mf.buffer, pos, mf.limit)
+        checked = verify_record(mf.buffer, pos, mf.limit, self.require_crc_tail)
         if isinstance(checked, str):
             raise CorruptRecordError(checked, offset=offset)
         if checked[1] == BLANK_MAGIC:
@@ -165,6 +168,7 @@ class CommitLog:
         stops at the first corruption) and by ``inspect --verify``.
         """
         limit = self._write_offset if end is None else end
+        require_tail = self.require_crc_tail
         offset = start
         while True:
             mf = self.queue.find(offset)
@@ -174,7 +178,7 @@ class CommitLog:
             view = memoryview(mf.buffer)
             seg_limit = mf.limit
             while offset < limit:
-                checked = verify_record(view, pos, seg_limit)
+                checked = verify_record(view, pos, seg_limit, require_tail)
                 if isinstance(checked, str):
                     if checked != "end of written data":
                         yield Corruption(offset, checked, mf.path.name)

@@ -37,8 +37,11 @@ class StoreConfig:
     index_entries: int = 1_000_000
     #: segments whose last write is older than this many hours may be deleted
     retention_hours: float = 72.0
-    #: the host:port written as the store host of every record
+    #: the host:port written as the store host of every record (``[v6]:port`` for IPv6)
     store_host: str = "127.0.0.1:10911"
+    #: end every record with RocketMQ's ``__CRC32#`` property, a CRC of the whole
+    #: record (RocketMQ's ``enabledAppendPropCRC``); fixed when the directory is created
+    append_prop_crc: bool = True
 
     def __post_init__(self) -> None:
         if self.flush not in ("async", "sync"):

@@ -13,6 +13,7 @@ from broker_lite.errors import InvalidMessageError
 
 __all__ = [
     "CHECK_IMMUNITY_TIME_IN_SECONDS",
+    "CRC32_PROPERTY",
     "DELAY",
     "FROM_CHECK",
     "KEYS",
@@ -52,7 +53,9 @@ TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 TRAN_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
 CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 SHARDING_KEY = "__SHARDINGKEY"
-#: on a transaction op record: COMMIT, ROLLBACK, DISCARD or CHECK
+CRC32_PROPERTY = "__CRC32#"
+INNER_NUM = "INNER_NUM"
+#: broker_lite's, on an op record (COMMIT or ROLLBACK) and a renewed half copy (CHECK)
 TX_STATE = "TX_STATE"
 #: on a resolution's op record when the producer answered a check-back
 FROM_CHECK = "FROM_CHECK"

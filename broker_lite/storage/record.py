@@ -1,64 +1,71 @@
-"""The commit-log record codec: plain functions, no I/O.
+"""The commit-log record codec, byte for byte RocketMQ 5's: plain functions, no I/O.
 
-Layout (big-endian), following RocketMQ's CommitLog record:
+Layout (big-endian), as ``MessageExtEncoder.encode`` and
+``CommitLog.DefaultAppendMessageCallback.doAppend`` write it:
 
-====  =====  ===========================================================
-off   size   field
-====  =====  ===========================================================
-0     4      total size of the record, this field included
-4     4      magic code (``MESSAGE_MAGIC``; ``BLANK_MAGIC`` marks end of file)
-8     4      body CRC32
-12    4      queue id
-16    4      flag (user flag)
-20    8      queue offset (index of the record in its consume queue)
-28    8      physical offset (where the record starts in the commit log)
-36    4      sysflag (transaction type, compression, multi-tags bits)
-40    8      born timestamp, ms
-48    8      born host (IPv4 + port)
-56    8      store timestamp, ms
-64    8      store host (IPv4 + port)
-72    4      reconsume times
-76    8      prepared-transaction offset
-84    4      body length, then the body
-..    2      topic length, then the topic (UTF-8)
-..    2      properties length, then ``k\\x01v\\x02`` pairs (UTF-8)
-====  =====  ===========================================================
+=====  ========  =============================================================
+off    size      field
+=====  ========  =============================================================
+0      4         total size of the record, this field included
+4      4         magic: ``MAGIC_V1`` (1-byte topic length), ``MAGIC_V2`` (2-byte)
+8      4         body CRC: ``crc32(body) & 0x7FFFFFFF`` (``UtilAll.crc32``)
+12     4         queue id
+16     4         flag (user flag)
+20     8         queue offset (0 for PREPARED and ROLLBACK records)
+28     8         physical offset (where the record starts in the commit log)
+36     4         sysflag (``MessageSysFlag``)
+40     8         born timestamp, ms
+48     8 / 20    born host: IPv4 + port, or IPv6 + port when sysflag has 0x10
+..     8         store timestamp, ms
+..     8 / 20    store host: IPv4 + port, or IPv6 + port when sysflag has 0x20
+..     4         reconsume times
+..     8         prepared-transaction offset
+..     4         body length, then the body
+..     1 / 2     topic length (V1: 1 byte, V2: 2), then the topic (UTF-8)
+..     2         properties length, then ``k\\x01v\\x02`` pairs (UTF-8)
+=====  ========  =============================================================
 
-The body CRC covers only the body, as in RocketMQ. To make sure a flipped byte
-in the header, topic or properties is never served either, every record ends
-with one more property, ``__CRC32#`` (RocketMQ 5 appends a CRC property the
-same way), holding eight hex digits: the CRC32 of every byte of the record
-outside the body and outside those eight digits. The body CRC is inside the
-covered bytes, so together the two CRCs cover the whole record. The decoder
-checks and hides that property.
+V2 is written only for topics longer than 127 bytes (RocketMQ:
+``autoMessageVersionOnTopicLen``). With RocketMQ's ``enabledAppendPropCRC``
+(on by default here) the properties end with a 20-byte ``__CRC32#`` property:
+the name, ``\\x01``, ten decimal digits of the CRC least significant first
+(zero padded on the right), ``\\x02``; the CRC is ``crc32 & 0x7FFFFFFF`` of every
+byte of the record before those 20. Properties that do not already end with
+``\\x02`` get one before it. The decoder checks and hides that property.
 
 A blank end-of-file record is ``total size`` (the rest of the segment) and
-``BLANK_MAGIC``; readers move on to the next segment.
+``BLANK_MAGIC``; only those 8 bytes are written. Readers move on to the next
+segment.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import mmap
-import socket
 import struct
-import zlib
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import lru_cache
+
+from zlib_ng.zlib_ng import crc32, crc32_combine  # zlib's CRC-32, 3x faster, and combine
 
 from broker_lite.storage.properties import KEYS, TAGS, UNIQ_KEY, decode_properties, split_keys
 
 __all__ = [
     "BLANK_MAGIC",
+    "CRC_TAIL_SIZE",
     "HEADER_SIZE",
-    "MESSAGE_MAGIC",
+    "MAGIC_V1",
+    "MAGIC_V2",
+    "MESSAGE_MAGICS",
     "MIN_BLANK_SIZE",
+    "QUEUED_TX_TYPES",
     "Buffer",
     "HostAddress",
-    "RecordHeader",
     "StoredRecord",
     "SysFlag",
     "TxType",
+    "crc_digits",
     "decode_record",
     "encode_record",
     "encode_record_fast",
@@ -72,25 +79,30 @@ __all__ = [
     "verify_record",
 ]
 
-MESSAGE_MAGIC = 0xDAA320AB
-BLANK_MAGIC = 0xCBD43194
+MAGIC_V1 = 0xDAA320A7  # MessageDecoder.MESSAGE_MAGIC_CODE (-626843481)
+MAGIC_V2 = 0xDAA320AB  # MessageDecoder.MESSAGE_MAGIC_CODE_V2 (-626843477)
+MESSAGE_MAGICS = frozenset({MAGIC_V1, MAGIC_V2})
+BLANK_MAGIC = 0xCBD43194  # CommitLog.BLANK_MAGIC_CODE (-875286124)
 
-_HEADER = struct.Struct(">IIIiiqqiq8sq8siqI")
-HEADER_SIZE = _HEADER.size  # 88: everything up to and including the body length
+_MASK31 = 0x7FFFFFFF
+_IPV4, _IPV6 = 8, 20  # host field sizes: address + 4-byte port
+_HEAD4 = struct.Struct(">IIIiiqqiq8sq8siqI")
+HEADER_SIZE = _HEAD4.size  # 88: an IPv4 record up to and including the body length
 _TOTAL_MAGIC = struct.Struct(">II")
-_U16 = struct.Struct(">H")
-_U32 = struct.Struct(">I")
-_ROUTE = struct.Struct(">iiqqi")  # queue id, flag, queue offset, physical offset, sysflag
+#: total size, magic, body CRC, sysflag (36), body length (84: where IPv4 hosts put it)
+_FAST = struct.Struct(">III24xi44xi")
 _FIRST = struct.Struct(">III")  # total size, magic, body CRC
-_TAIL = _U16
+_ROUTE = struct.Struct(">iiqqi")  # queue id, flag, queue offset, physical offset, sysflag
+_I32 = struct.Struct(">i")
+_U16 = struct.Struct(">H")
 MIN_BLANK_SIZE = _TOTAL_MAGIC.size
 
-_CRC_PREFIX = b"__CRC32#\x01"
-_CRC_PREFIX_LEN = len(_CRC_PREFIX)
-_CRC_TRAILER_SIZE = _CRC_PREFIX_LEN + 8 + 1  # name, separator, 8 hex digits, \x02
-_MIN_RECORD_SIZE = HEADER_SIZE + 2 + 2 + _CRC_TRAILER_SIZE
+_CRC_KEY = b"__CRC32#\x01"  # MessageConst.PROPERTY_CRC32 + NAME_VALUE_SEPARATOR
+CRC_TAIL_SIZE = len(_CRC_KEY) + 10 + 1  # CommitLog.CRC32_RESERVED_LEN: 20
+MAX_PROPERTIES_LENGTH = 32767  # Short.MAX_VALUE, the properties length field's limit
+_MIN_RECORD_SIZE = HEADER_SIZE + 1 + 2
 
-HostAddress = bytes  # 8 bytes: IPv4 address, then the port as a 4-byte int
+HostAddress = bytes  # 8 bytes (IPv4 + port) or 20 bytes (IPv6 + port)
 Buffer = bytes | bytearray | memoryview | mmap.mmap  # what the codec reads from
 
 
@@ -104,36 +116,51 @@ class TxType(IntEnum):
 
 
 class SysFlag(IntEnum):
-    """The other sysflag bits broker_lite knows by name."""
+    """The sysflag bits RocketMQ 5 defines (``MessageSysFlag``)."""
 
     COMPRESSED = 0x1
     MULTI_TAGS = 0x2
     TX_MASK = 0xC
+    BORNHOST_V6 = 0x10
+    STOREHOST_V6 = 0x20
+    NEED_UNWRAP = 0x40
+    INNER_BATCH = 0x80
+    COMPRESSION_TYPE = 0x700  # bits 8-10: 1 LZ4, 2 ZSTD, 3 (or 0) ZLIB
 
+
+#: PREPARED and ROLLBACK records enter no consume queue (queue offset 0), as in doAppend
+QUEUED_TX_TYPES = frozenset({TxType.NOT_TYPE, TxType.COMMIT})
 
 _TX_NAMES = {0: "normal", 0x4: "prepared", 0x8: "commit", 0xC: "rollback"}
+_HOST_BITS = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
 
 
 def sysflag_name(sysflag: int) -> str:
-    """``normal``, ``prepared``, ``commit`` or ``rollback`` (plus ``+compressed``)."""
+    """``normal``, ``prepared``, ``commit`` or ``rollback`` (plus ``+compressed``, ``+batch``)."""
     name = _TX_NAMES[sysflag & SysFlag.TX_MASK]
     if sysflag & SysFlag.COMPRESSED:
         name += "+compressed"
+    if sysflag & SysFlag.INNER_BATCH:
+        name += "+batch"
     return name
 
 
 def pack_host(host: str, port: int) -> HostAddress:
-    """Pack an IPv4 address and port into the 8 bytes a record keeps."""
+    """Pack an IPv4 (8 bytes) or IPv6 (20 bytes) address and port as a record keeps it."""
+    host = host.strip("[]")
     try:
-        raw = socket.inet_aton(host)
-    except OSError:
+        raw = ipaddress.ip_address(host).packed
+    except ValueError:
         raw = b"\x00\x00\x00\x00"
     return raw + struct.pack(">i", port)
 
 
 def format_host(packed: HostAddress) -> str:
-    """``"127.0.0.1:9876"`` from the packed form."""
-    return f"{socket.inet_ntoa(packed[:4])}:{struct.unpack('>i', packed[4:])[0]}"
+    """``"127.0.0.1:9876"`` or ``"[::1]:9876"`` from the packed form."""
+    port = struct.unpack(">i", packed[-4:])[0]
+    if len(packed) == _IPV6:
+        return f"[{ipaddress.IPv6Address(packed[:16])}]:{port}"
+    return f"{ipaddress.IPv4Address(packed[:4])}:{port}"
 
 
 @lru_cache(maxsize=8192)
@@ -148,9 +175,34 @@ def tag_hash(tag: str | None) -> int:
     return h - 0x100000000 if h & 0x80000000 else h
 
 
-def record_size(body_len: int, topic_len: int, props_len: int) -> int:
-    """Total encoded size of a record with these lengths."""
-    return HEADER_SIZE + body_len + 2 + topic_len + 2 + props_len + _CRC_TRAILER_SIZE
+def crc_digits(crc: int) -> bytes:
+    """``MessageDecoder.createCrc32``'s ten digits: least significant first, '0'-padded."""
+    return (b"%d" % crc)[::-1].ljust(10, b"0")
+
+
+@lru_cache(maxsize=8)
+def _head_struct(born_len: int, store_len: int) -> struct.Struct:
+    return struct.Struct(f">IIIiiqqiq{born_len}sq{store_len}siqI")
+
+
+def _props_with_separator(properties: bytes, crc_tail: bool) -> bytes:
+    if crc_tail and properties and properties[-1] != 2:
+        return properties + b"\x02"  # needAppendLastPropertySeparator
+    return properties
+
+
+def record_size(body_len: int, topic_len: int, props_len: int, *, sysflag: int = 0,
+                crc_tail: bool = True) -> int:
+    """Total encoded size (``MessageExtEncoder.calMsgLength``) of a record with these lengths.
+
+    ``props_len`` is the encoded properties' length; ``sysflag`` only matters
+    for its IPv6 host bits.
+    """
+    hosts = (_IPV6 if sysflag & SysFlag.BORNHOST_V6 else _IPV4) \
+        + (_IPV6 if sysflag & SysFlag.STOREHOST_V6 else _IPV4)
+    tail = CRC_TAIL_SIZE if crc_tail else 0
+    return (HEADER_SIZE - 2 * _IPV4 + hosts + body_len + (1 if topic_len <= 127 else 2)
+            + topic_len + 2 + props_len + tail)
 
 
 def encode_record(
@@ -169,58 +221,66 @@ def encode_record(
     store_host: HostAddress,
     reconsume_times: int,
     prepared_tx_offset: int,
+    crc_tail: bool = True,
 ) -> bytes:
     """Encode one record. ``topic`` and ``properties`` come already UTF-8 encoded."""
     return encode_record_fast(topic, body, properties, queue_id, flag, queue_offset,
                               physical_offset, sysflag, born_timestamp, born_host,
-                              store_timestamp, store_host, reconsume_times, prepared_tx_offset)
+                              store_timestamp, store_host, reconsume_times, prepared_tx_offset,
+                              crc_tail)
 
 
 def encode_record_fast(
     topic: bytes, body: bytes, properties: bytes, queue_id: int, flag: int,
     queue_offset: int, physical_offset: int, sysflag: int, born_timestamp: int,
     born_host: HostAddress, store_timestamp: int, store_host: HostAddress,
-    reconsume_times: int, prepared_tx_offset: int,
+    reconsume_times: int, prepared_tx_offset: int, crc_tail: bool = True,
 ) -> bytes:
-    """:func:`encode_record` with positional arguments, for the store's hot path."""
-    body_len = len(body)
+    """:func:`encode_record` with positional arguments, for the store's hot path.
+
+    The host bits of ``sysflag`` are set from the hosts' sizes, as RocketMQ
+    sets them from the addresses' families.
+    """
+    born_len = len(born_host)
+    store_len = len(store_host)
+    if born_len == _IPV4 and store_len == _IPV4:
+        head_struct = _HEAD4
+        sysflag &= ~_HOST_BITS
+    else:
+        if born_len not in (_IPV4, _IPV6) or store_len not in (_IPV4, _IPV6):
+            raise ValueError(f"a packed host is 8 or 20 bytes, not {born_len}/{store_len}")
+        head_struct = _head_struct(born_len, store_len)
+        sysflag = (sysflag & ~_HOST_BITS) | (SysFlag.BORNHOST_V6 if born_len == _IPV6 else 0) \
+            | (SysFlag.STOREHOST_V6 if store_len == _IPV6 else 0)
     topic_len = len(topic)
-    props_len = len(properties)
-    head = _HEADER.pack(
-        HEADER_SIZE + body_len + 4 + topic_len + props_len + _CRC_TRAILER_SIZE,
-        MESSAGE_MAGIC, zlib.crc32(body), queue_id, flag, queue_offset, physical_offset,
+    if topic_len <= 127:
+        magic, topic_field = MAGIC_V1, bytes((topic_len,))
+    else:
+        magic, topic_field = MAGIC_V2, _U16.pack(topic_len)
+    properties = _props_with_separator(properties, crc_tail)
+    props_len = len(properties) + (CRC_TAIL_SIZE if crc_tail else 0)
+    if props_len > MAX_PROPERTIES_LENGTH:
+        raise ValueError(f"properties of {props_len} bytes are over the limit of "
+                         f"{MAX_PROPERTIES_LENGTH} bytes")
+    body_len = len(body)
+    body_crc = crc32(body)
+    head = head_struct.pack(
+        head_struct.size + body_len + len(topic_field) + topic_len + 2 + props_len,
+        magic, body_crc & _MASK31, queue_id, flag, queue_offset, physical_offset,
         sysflag, born_timestamp, born_host, store_timestamp, store_host, reconsume_times,
         prepared_tx_offset, body_len,
     )
-    tail = _TAIL.pack(topic_len) + topic + _U16.pack(props_len + _CRC_TRAILER_SIZE) \
-        + properties + _CRC_PREFIX
-    crc = zlib.crc32(tail, zlib.crc32(head))
-    return b"".join((head, body, tail, b"%08X\x02" % crc))
-
-
-@dataclass(frozen=True, slots=True)
-class RecordHeader:
-    """The fixed header of a record, enough to route it without its body."""
-
-    total_size: int
-    body_crc: int
-    queue_id: int
-    flag: int
-    queue_offset: int
-    physical_offset: int
-    sysflag: int
-    born_timestamp: int
-    born_host: HostAddress
-    store_timestamp: int
-    store_host: HostAddress
-    reconsume_times: int
-    prepared_tx_offset: int
-    body_length: int
+    tail = topic_field + topic + _U16.pack(props_len) + properties
+    if not crc_tail:
+        return b"".join((head, body, tail))
+    crc = crc32(tail, crc32_combine(crc32(head), body_crc, body_len)) & _MASK31
+    return b"".join((head, body, tail, _CRC_KEY, (b"%d" % crc)[::-1].ljust(10, b"0"),
+                     b"\x02"))
 
 
 @dataclass(frozen=True, slots=True)
 class StoredRecord:
-    """One decoded commit-log record."""
+    """One decoded commit-log record. ``body`` is as stored (compressed if flagged)."""
 
     physical_offset: int
     total_size: int
@@ -238,6 +298,8 @@ class StoredRecord:
     store_host: HostAddress
     reconsume_times: int
     prepared_tx_offset: int
+    magic: int = MAGIC_V1
+    crc_tail: bool = False
 
     @property
     def tx_type(self) -> TxType:
@@ -266,24 +328,57 @@ def read_header(buf: Buffer, pos: int) -> tuple[int, int]:
     return int(total), int(magic)
 
 
+def _body_length_at(buf: Buffer, pos: int) -> int:
+    """Where the body length field of the record at ``pos`` is (it moves with IPv6 hosts)."""
+    sysflag = _I32.unpack_from(buf, pos + 36)[0]
+    return pos + 68 + (_IPV6 if sysflag & SysFlag.BORNHOST_V6 else _IPV4) \
+        + (_IPV6 if sysflag & SysFlag.STOREHOST_V6 else _IPV4)
+
+
+def _topic_at(buf: Buffer, magic: int, body_end: int) -> tuple[int, int]:
+    """``(topic start, topic length)`` for a record whose body ends at ``body_end``."""
+    if magic == MAGIC_V1:
+        return body_end + 1, buf[body_end]
+    return body_end + 2, _U16.unpack_from(buf, body_end)[0]
+
+
+def _has_tail(view: memoryview, end: int, props_len: int) -> bool:
+    if props_len < CRC_TAIL_SIZE or view[end - CRC_TAIL_SIZE : end - 11] != _CRC_KEY:
+        return False
+    return props_len == CRC_TAIL_SIZE or view[end - CRC_TAIL_SIZE - 1] == 2
+
+
+def _verify_short(buf: Buffer, pos: int, limit: int) -> tuple[int, int, str] | str:
+    """:func:`verify_record` for fewer than 88 bytes: a blank record, or no record."""
+    if limit - pos >= MIN_BLANK_SIZE:
+        total, magic = _TOTAL_MAGIC.unpack_from(buf, pos)
+        if magic == BLANK_MAGIC:
+            return (total, magic, "") if total == limit - pos else \
+                f"blank record of size {total} does not reach the segment end"
+        if magic in MESSAGE_MAGICS:
+            return f"bad total size {total}"
+    return "truncated header" if any(bytes(buf[pos:limit])) else "end of written data"
+
+
 def verify_record(
-    buf: Buffer, pos: int, limit: int
+    buf: Buffer, pos: int, limit: int, require_tail: bool = False
 ) -> tuple[int, int, str] | str:
     """Check the record at ``pos`` (which must end by ``limit``).
 
     Returns ``(total_size, magic, "")`` when the record is sound or is a blank
-    end-of-file record, or a short reason string when it is not. Never raises
-    for bad bytes, so recovery and ``inspect --verify`` can name the problem.
-    Pass a ``memoryview`` when checking many records of one buffer: it saves
-    making one per call.
+    end-of-file record, or a short reason string when it is not. Checks the
+    lengths add up (as ``CommitLog.checkMessageAndReturnSize``), then the
+    ``__CRC32#`` tail's CRC when there is one (it covers every byte before it,
+    the body and its CRC field included, as RocketMQ's ``forceVerifyPropCRC``
+    checks it), else the body CRC; ``require_tail``: there must be a tail.
+    Never raises for bad bytes, so recovery and ``inspect --verify`` can name
+    the problem. Pass a ``memoryview`` when checking many records of one
+    buffer: it saves making one per call.
     """
-    if limit - pos < _FIRST.size:
-        if limit - pos >= MIN_BLANK_SIZE and _TOTAL_MAGIC.unpack_from(buf, pos)[1] == BLANK_MAGIC:
-            total = _TOTAL_MAGIC.unpack_from(buf, pos)[0]
-            return (total, BLANK_MAGIC, "") if total == limit - pos else "truncated blank record"
-        return "truncated header" if any(bytes(buf[pos:limit])) else "end of written data"
-    total, magic, body_crc = _FIRST.unpack_from(buf, pos)
-    if magic != MESSAGE_MAGIC:
+    if limit - pos < HEADER_SIZE:
+        return _verify_short(buf, pos, limit)
+    total, magic, body_crc, sysflag, body_len = _FAST.unpack_from(buf, pos)
+    if magic not in MESSAGE_MAGICS:
         if magic == BLANK_MAGIC:
             if total != limit - pos:
                 return f"blank record of size {total} does not reach the segment end"
@@ -295,31 +390,51 @@ def verify_record(
     if total < _MIN_RECORD_SIZE or end > limit:
         return f"bad total size {total}"
     view = buf if type(buf) is memoryview else memoryview(buf)
-    body_at = pos + HEADER_SIZE
-    body_end = body_at + _U32.unpack_from(buf, body_at - 4)[0]
-    if body_end + 4 + _CRC_TRAILER_SIZE > end:
-        return f"bad body length {body_end - body_at}"
-    if zlib.crc32(view[body_at:body_end]) != body_crc:
-        return "body CRC mismatch"
-    digits_at = end - 9
-    crc = zlib.crc32(view[body_end:digits_at], zlib.crc32(view[pos:body_at]))
-    if view[digits_at : end - 1] != b"%08X" % crc or view[end - 1] != 2:
+    if sysflag & _HOST_BITS:
+        body_at = _body_length_at(view, pos) + 4
+        if body_at + 3 > end:
+            return f"bad total size {total}"
+        body_len = _I32.unpack_from(view, body_at - 4)[0]
+    else:
+        body_at = pos + HEADER_SIZE
+    body_end = body_at + body_len
+    if body_len < 0 or body_end + (3 if magic == MAGIC_V1 else 4) > end:
+        return f"bad body length {body_len}"
+    if magic == MAGIC_V1:
+        props_at = body_end + view[body_end] + 3
+    else:
+        props_at = body_end + _U16.unpack_from(view, body_end)[0] + 4
+    if props_at > end:
+        return f"bad topic length {props_at - body_end}"
+    props_len = _U16.unpack_from(view, props_at - 2)[0]
+    if props_at + props_len != end:
+        return f"total size {total} does not match the fields' lengths"
+    if _has_tail(view, end, props_len):
+        crc = crc32(view[pos : end - CRC_TAIL_SIZE]) & _MASK31
+        if view[end - 11 : end - 1] == crc_digits(crc) and view[end - 1] == 2:
+            return total, magic, ""
+        if crc32(view[body_at:body_end]) & _MASK31 != body_crc:
+            return "body CRC mismatch"  # the narrower reason, when it is the body
         return "record CRC mismatch"
-    if view[digits_at - _CRC_PREFIX_LEN : digits_at] != _CRC_PREFIX:
-        return "record CRC property missing"
+    if require_tail:
+        return "record CRC property (__CRC32#) missing"
+    if crc32(view[body_at:body_end]) & _MASK31 != body_crc:
+        return "body CRC mismatch"
     return total, magic, ""
 
 
 def peek_route(buf: Buffer, pos: int) -> tuple[int, int, int, bytes]:
     """``(sysflag, queue_id, queue_offset, topic)`` of a verified record, without decoding it."""
     queue_id, _flag, queue_offset, _phys, sysflag = _ROUTE.unpack_from(buf, pos + 12)
-    body_end = pos + HEADER_SIZE + _U32.unpack_from(buf, pos + HEADER_SIZE - 4)[0]
-    topic_len = _U16.unpack_from(buf, body_end)[0]
-    return sysflag, queue_id, queue_offset, bytes(buf[body_end + 2 : body_end + 2 + topic_len])
+    magic = _TOTAL_MAGIC.unpack_from(buf, pos)[1]
+    body_at = _body_length_at(buf, pos) + 4
+    body_end = body_at + _I32.unpack_from(buf, body_at - 4)[0]
+    topic_at, topic_len = _topic_at(buf, magic, body_end)
+    return sysflag, queue_id, queue_offset, bytes(buf[topic_at : topic_at + topic_len])
 
 
 def decode_record(
-    buf: Buffer, pos: int, *, verified: bool = False
+    buf: Buffer, pos: int, *, verified: bool = False, require_tail: bool = False
 ) -> StoredRecord:
     """Decode the record at ``pos``. Unless ``verified``, checks it first.
 
@@ -327,39 +442,27 @@ def decode_record(
     sound message record.
     """
     if not verified:
-        checked = verify_record(buf, pos, len(buf))
+        checked = verify_record(buf, pos, len(buf), require_tail)
         if isinstance(checked, str):
             raise ValueError(checked)
-        if checked[1] != MESSAGE_MAGIC:
+        if checked[1] == BLANK_MAGIC:
             raise ValueError("blank end-of-file record, not a message")
-    (
-        total,
-        _magic,
-        body_crc,
-        queue_id,
-        flag,
-        queue_offset,
-        physical_offset,
-        sysflag,
-        born_ts,
-        born_host,
-        store_ts,
-        store_host,
-        reconsume,
-        prepared,
-        body_len,
-    ) = _HEADER.unpack_from(buf, pos)
     view = memoryview(buf)
-    at = pos + HEADER_SIZE
+    sysflag = _I32.unpack_from(view, pos + 36)[0]
+    born_len = _IPV6 if sysflag & SysFlag.BORNHOST_V6 else _IPV4
+    store_len = _IPV6 if sysflag & SysFlag.STOREHOST_V6 else _IPV4
+    head = _HEAD4 if born_len == store_len == _IPV4 else _head_struct(born_len, store_len)
+    (total, magic, body_crc, queue_id, flag, queue_offset, physical_offset, _sysflag,
+     born_ts, born_host, store_ts, store_host, reconsume, prepared, body_len,
+     ) = head.unpack_from(view, pos)
+    at = pos + head.size
     body = bytes(view[at : at + body_len])
-    at += body_len
-    (topic_len,) = _U16.unpack_from(buf, at)
-    at += 2
-    topic = bytes(view[at : at + topic_len]).decode("utf-8")
-    at += topic_len
-    (props_len,) = _U16.unpack_from(buf, at)
-    at += 2
-    props = decode_properties(bytes(view[at : at + props_len - _CRC_TRAILER_SIZE]))
+    topic_at, topic_len = _topic_at(view, magic, at + body_len)
+    topic = bytes(view[topic_at : topic_at + topic_len]).decode("utf-8")
+    props_at = topic_at + topic_len + 2
+    end = pos + total
+    tail = _has_tail(view, end, end - props_at)
+    props = decode_properties(bytes(view[props_at : end - CRC_TAIL_SIZE if tail else end]))
     return StoredRecord(
         physical_offset=physical_offset,
         total_size=total,
@@ -377,4 +480,6 @@ def decode_record(
         store_host=store_host,
         reconsume_times=reconsume,
         prepared_tx_offset=prepared,
+        magic=magic,
+        crc_tail=tail,
     )

@@ -16,7 +16,13 @@ from broker_lite.storage.checkpoint import Checkpoint
 from broker_lite.storage.commitlog import Corruption, ScanEntry
 from broker_lite.storage.consume_queue import ConsumeQueue
 from broker_lite.storage.key_index import KeyIndex, index_keys
-from broker_lite.storage.record import SysFlag, TxType, decode_record, peek_route, tag_hash
+from broker_lite.storage.record import (
+    QUEUED_TX_TYPES,
+    SysFlag,
+    decode_record,
+    peek_route,
+    tag_hash,
+)
 
 __all__ = ["RecoveryReport", "Redispatcher"]
 
@@ -51,7 +57,7 @@ class Redispatcher:
         pos = entry.offset - entry.segment.start_offset
         sysflag, queue_id, queue_offset, topic_b = peek_route(buf, pos)
         cq = None
-        if sysflag & SysFlag.TX_MASK != TxType.ROLLBACK:
+        if sysflag & SysFlag.TX_MASK in QUEUED_TX_TYPES:
             topic = self._topics.get(topic_b)
             if topic is None:
                 topic = self._topics[topic_b] = topic_b.decode()

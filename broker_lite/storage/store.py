@@ -35,14 +35,17 @@ from broker_lite.storage.flush import FlushService
 from broker_lite.storage.key_index import KeyIndex, index_keys
 from broker_lite.storage.layout import check_layout, read_layout
 from broker_lite.storage.properties import (
+    CRC32_PROPERTY,
+    MAX_PROPERTIES_BYTES,
     TAGS,
     encode_properties,
 )
 from broker_lite.storage.record import (
+    CRC_TAIL_SIZE,
+    QUEUED_TX_TYPES,
     HostAddress,
     StoredRecord,
     SysFlag,
-    TxType,
     encode_record_fast,
     pack_host,
     record_size,
@@ -90,6 +93,7 @@ class MessageToStore:
     born_host: HostAddress = _NO_HOST
     reconsume_times: int = 0
     prepared_tx_offset: int = 0
+    store_timestamp: int = 0  # ms; 0 means "now" (set only when rewriting a log)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +131,10 @@ class MessageStore:
         self._checkpoint_lock = threading.Lock()
         self._closed = False
         self._store_host = pack_host(*_split_host(config.store_host))
-        self._log = CommitLog(root / "commitlog", config.segment_size)
+        self._store_host_bits = SysFlag.STOREHOST_V6 if len(self._store_host) == 20 else 0
+        self._crc_tail = config.append_prop_crc
+        self._log = CommitLog(root / "commitlog", config.segment_size,
+                              require_crc_tail=config.append_prop_crc)
         self._queue_dir = root / "consumequeue"
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._topic_bytes: dict[str, bytes] = {}
@@ -217,9 +224,19 @@ class MessageStore:
         if not 0 <= msg.queue_id < 65536:
             raise InvalidMessageError(f"{msg.queue_id} is not in [0, 65535]", field="queue_id")
         props = msg.properties
+        if CRC32_PROPERTY in props:  # RocketMQ drops a stale one before appending its own
+            props = {k: v for k, v in props.items() if k != CRC32_PROPERTY}
         props_b = encode_properties(props)
-        size = record_size(len(body), len(topic_b), len(props_b))
-        dispatch = (msg.sysflag & SysFlag.TX_MASK) != TxType.ROLLBACK
+        if self._crc_tail and len(props_b) > MAX_PROPERTIES_BYTES - CRC_TAIL_SIZE - 1:
+            raise InvalidMessageError(
+                f"{len(props_b)} bytes encoded, over the limit of "
+                f"{MAX_PROPERTIES_BYTES - CRC_TAIL_SIZE - 1} (the __CRC32# tail takes "
+                f"{CRC_TAIL_SIZE})", field="properties")
+        host_bits = self._store_host_bits | (SysFlag.BORNHOST_V6 if len(msg.born_host) == 20
+                                             else 0)
+        size = record_size(len(body), len(topic_b), len(props_b), sysflag=host_bits,
+                           crc_tail=self._crc_tail)
+        dispatch = (msg.sysflag & SysFlag.TX_MASK) in QUEUED_TX_TYPES
         keys = index_keys(props)
         tag = tag_hash(props.get(TAGS))
         with self._lock:
@@ -231,11 +248,11 @@ class MessageStore:
             unit_file = cq.prepare(queue_offset) if cq is not None else None
             if keys:
                 self._index.prepare(len(keys), offset)
-            now = int(time.time() * 1000)
+            now = msg.store_timestamp or int(time.time() * 1000)
             self._log.write(encode_record_fast(
                 topic_b, body, props_b, msg.queue_id, msg.flag, queue_offset, offset,
                 msg.sysflag, msg.born_timestamp or now, msg.born_host, now, self._store_host,
-                msg.reconsume_times, msg.prepared_tx_offset,
+                msg.reconsume_times, msg.prepared_tx_offset, self._crc_tail,
             ))
             if cq is not None and unit_file is not None:
                 cq.write_unit(unit_file, queue_offset, offset, size, tag)
@@ -431,4 +448,4 @@ class MessageStore:
 
 def _split_host(host_port: str) -> tuple[str, int]:
     host, _, port = host_port.rpartition(":")
-    return host or "0.0.0.0", int(port or 0)
+    return host.strip("[]") or "0.0.0.0", int(port or 0)

@@ -95,16 +95,16 @@ def _record_event(msg: ReceivedMessage) -> tuple[Event, str]:
     topic = msg.delivered_topic
     props = msg.properties
     at = _ms(msg.store_timestamp)
+    if topic == n.HALF_TOPIC and props.get(n.TX_STATE) == "CHECK":  # a copy renewed by a check
+        return Event(at, "broker", "check-back sent",
+                     f"check #{props.get(n.TRANSACTION_CHECK_TIMES, '?')} to the producer "
+                     "group"), "check"
     if topic == n.HALF_TOPIC:
         return Event(at, "broker", "half stored",
                      f"producer group {props.get(n.PGROUP, '?')}, real topic {msg.topic}, "
                      f"commit-log offset {msg.commit_log_offset}"), "half"
     if topic == n.OP_TOPIC:
         state = props.get(n.TX_STATE, "?")
-        if state == "CHECK":
-            return Event(at, "broker", "check-back sent",
-                         f"check #{props.get(n.TRANSACTION_CHECK_TIMES, '?')} to the producer "
-                         "group"), "check"
         via = " (the producer's answer to a check-back)" if props.get(n.FROM_CHECK) else ""
         return Event(at, "broker", f"resolved {state}", f"op record{via}"), "op"
     if topic == n.TRANS_CHECK_MAX_TIME_TOPIC:

@@ -42,11 +42,12 @@ class Half:
     body: bytes
     put: PutResult
     props: dict[str, str]
+    copies: list[PutResult] = field(default_factory=list)
 
 
 @dataclass
 class BrokerSeed:
-    """Writes transaction records as the broker's TransactionService does."""
+    """Writes transaction records as the broker's TransactionService does (RocketMQ's model)."""
 
     store: MessageStore
     halves: dict[str, Half] = field(default_factory=dict)
@@ -55,8 +56,8 @@ class BrokerSeed:
         props = {TAGS: "t", REAL_TOPIC: topic, REAL_QID: "0", PGROUP: GROUP, TRAN_MSG: "true",
                  TRANSACTION_ID: tx_id, UNIQ_KEY: tx_id}
         put = self.store.put(MessageToStore(topic=HALF_TOPIC, queue_id=0, body=body,
-                                            sysflag=TxType.PREPARED, properties=props))
-        self.halves[tx_id] = Half(tx_id, topic, body, put, props)
+                                            properties=props))  # transaction bits cleared
+        self.halves[tx_id] = Half(tx_id, topic, body, put, props, [put])
         return self.halves[tx_id]
 
     def commit(self, tx_id: str, *, op: bool = True) -> PutResult:
@@ -69,27 +70,35 @@ class BrokerSeed:
             self.op(tx_id, "COMMIT")
         return put
 
-    def op(self, tx_id: str, state: str, **extra: str) -> PutResult:
+    def check(self, tx_id: str, times: int) -> PutResult:
+        """A renewed copy of the half, as each check re-puts one."""
         half = self.halves[tx_id]
-        props = {TAGS: "d" if state != "CHECK" else "c", TRANSACTION_ID: tx_id, TX_STATE: state,
-                 **extra}
-        return self.store.put(MessageToStore(topic=OP_TOPIC, body=str(half.put.queue_offset)
-                                             .encode(), properties=props))
+        props = {**half.props, TRANSACTION_CHECK_TIMES: str(times), TX_STATE: "CHECK"}
+        put = self.store.put(MessageToStore(topic=HALF_TOPIC, queue_id=0, body=half.body,
+                                            properties=props))
+        half.copies.append(put)
+        return put
+
+    def op(self, tx_id: str, state: str, **extra: str) -> PutResult:
+        """An op record removing the half (a ``CHECK`` renews the half instead)."""
+        half = self.halves[tx_id]
+        if state == "CHECK":
+            return self.check(tx_id, int(extra.get(TRANSACTION_CHECK_TIMES, "1")))
+        props = {TAGS: "d", TRANSACTION_ID: tx_id, TX_STATE: state, **extra}
+        return self.store.put(MessageToStore(topic=OP_TOPIC, body=b"%d," % half.put.queue_offset,
+                                             properties=props))
 
     def rollback(self, tx_id: str) -> PutResult:
         return self.op(tx_id, "ROLLBACK")
 
-    def discard(self, tx_id: str, checks: int = 15) -> PutResult:
+    def discard(self, tx_id: str, checks: int = 2) -> PutResult:
         half = self.halves[tx_id]
-        for n in range(1, 3):
-            self.op(tx_id, "CHECK", **{TRANSACTION_CHECK_TIMES: str(n)})
+        for n in range(1, checks + 1):
+            self.check(tx_id, n)
         props = dict(half.props)
         props[TRANSACTION_CHECK_TIMES] = str(checks)
-        put = self.store.put(MessageToStore(topic=TRANS_CHECK_MAX_TIME_TOPIC, queue_id=0,
-                                            body=half.body, properties=props,
-                                            prepared_tx_offset=half.put.physical_offset))
-        self.op(tx_id, "DISCARD")
-        return put
+        return self.store.put(MessageToStore(topic=TRANS_CHECK_MAX_TIME_TOPIC, queue_id=0,
+                                             body=half.body, properties=props))
 
     def normal(self, topic: str, body: bytes) -> PutResult:
         return self.store.put(MessageToStore(topic=topic, body=body, properties={TAGS: "n"}))

@@ -64,9 +64,13 @@ def test_key_index_finds_unique_and_user_keys(open_store: Opener) -> None:
 
 
 def test_transaction_records_are_routed_by_type(open_store: Opener) -> None:
+    """As RocketMQ's doAppend: PREPARED and ROLLBACK records get queue offset 0, no queue."""
     store = open_store()
-    half = store.put(MessageToStore(
+    prepared = store.put(MessageToStore(
         topic="RMQ_SYS_TRANS_HALF_TOPIC", body=b"half", sysflag=TxType.PREPARED,
+        properties={"UNIQ_KEY": "tx-0"}))
+    half = store.put(MessageToStore(  # RocketMQ stores a half with the transaction bits cleared
+        topic="RMQ_SYS_TRANS_HALF_TOPIC", body=b"half",
         properties={"REAL_TOPIC": "Pay", "REAL_QID": "1", "UNIQ_KEY": "tx-1"}))
     commit = store.put(MessageToStore(
         topic="Pay", queue_id=1, body=b"half", sysflag=TxType.COMMIT,
@@ -75,12 +79,16 @@ def test_transaction_records_are_routed_by_type(open_store: Opener) -> None:
         topic="Pay", queue_id=1, body=b"", sysflag=TxType.ROLLBACK,
         properties={"UNIQ_KEY": "tx-2"}))
     assert store.queue_offsets("RMQ_SYS_TRANS_HALF_TOPIC", 0) == (0, 1)
+    assert prepared.queue_offset == 0 and half.queue_offset == 0
+    assert store.queue_units("RMQ_SYS_TRANS_HALF_TOPIC", 0, 0, 9)[0].commitlog_offset == (
+        half.physical_offset)
     records, _ = store.read_queue("Pay", 1, 0, 10)
     assert [r.physical_offset for r in records] == [commit.physical_offset]
     assert records[0].prepared_tx_offset == half.physical_offset
     assert rollback.queue_offset == 0
     assert store.get(rollback.physical_offset).tx_type == TxType.ROLLBACK
-    assert {r.tx_type for r in store.lookup_key("tx-1")} == {TxType.PREPARED, TxType.COMMIT}
+    assert {r.tx_type for r in store.lookup_key("tx-1")} == {TxType.NOT_TYPE, TxType.COMMIT}
+    assert store.get(prepared.physical_offset).tx_type == TxType.PREPARED
 
 
 @pytest.mark.parametrize("topic", ["", "has space", "x" * 128, "dot.ted", "ü"])
