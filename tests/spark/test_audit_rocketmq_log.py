@@ -94,8 +94,11 @@ def test_audit_classifies_a_rocketmq_log_read_in_splits(
     expected: dict[str, set[str]] = {}
 
     def row(tx: str, state: str, body: bytes, at: float) -> None:
-        rows.append(status_row(tx, "Orders", body, state, base + timedelta(seconds=at),
-                               len(rows) + 1))
+        created = base + timedelta(seconds=at)
+        # every COMMIT row here had its half sent: the relay recorded it as relayed, so a
+        # commit the broker lacks is ``lost``, not ``undelivered``
+        relay = {"relayed_at": created + timedelta(milliseconds=5)} if state == "COMMIT" else {}
+        rows.append(status_row(tx, "Orders", body, state, created, len(rows) + 1, **relay))
 
     for i in range(30):  # ok: committed directly; ops batched three at a time
         tx = f"OK{i:03d}"
