@@ -61,7 +61,7 @@ import hashlib
 import inspect
 import json
 import os
-import selectors
+import re
 import shutil
 import signal
 import socket
@@ -82,6 +82,7 @@ from _common import (
     RESULTS_DIR,
     TMP_DIR,
     Samples,
+    add_repository_paths,
     auto_create_topics,
     describe_machine,
     extract_commit,
@@ -116,6 +117,10 @@ from broker_lite.client import (
 )
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
+
+add_repository_paths()
+
+from procgroup import ExitedEarly, Process  # noqa: E402
 
 BODY_SIZE = 1024
 #: queues of every broker topic (the broker's default), streams per consume case
@@ -168,52 +173,27 @@ FIELDS: dict[Any, Any] = {b"body": BODY}
 # -- the servers -----------------------------------------------------------------------
 
 
-class ServerProcess:
-    """A server started as a child process, with its log file and CPU-time readings."""
+class ServerProcess(Process):
+    """A server started as a child process (procgroup), with its log file and CPU time."""
 
-    def __init__(self, name: str, argv: Sequence[str], log_path: Path, *, cwd: Path,
-                 stdout: int | None = None) -> None:
-        self.name = name
-        self.log_path = log_path
-        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(list(argv), cwd=cwd,
-                                     stdout=self._log if stdout is None else stdout,
-                                     stderr=self._log,
-                                     stdin=subprocess.DEVNULL)
+    def __init__(self, name: str, argv: Sequence[str], log_path: Path, *, cwd: Path) -> None:
+        log_path.unlink(missing_ok=True)
+        super().__init__(argv, log=log_path, cwd=cwd, name=name)
         self._ticks = os.sysconf("SC_CLK_TCK")
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
+        self.start()
 
     def cpu_seconds(self) -> float:
         """User + system CPU seconds the process (all its threads) has used so far."""
-        with open(f"/proc/{self.proc.pid}/stat", encoding="ascii") as fh:
+        with open(f"/proc/{self.pid}/stat", encoding="ascii") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / self._ticks
 
-    def log_tail(self, lines: int = 20) -> str:
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+    def stop(self, sig: signal.Signals | None = signal.SIGTERM,
+             timeout: float = STOP_TIMEOUT) -> int | None:
+        return super().stop(sig, timeout)
 
-    def fail(self, why: str) -> RuntimeError:
-        return RuntimeError(f"{self.name}: {why}\n--- log tail ---\n{self.log_tail()}")
 
-    def stop(self) -> None:
-        """SIGTERM, wait (bounded), then SIGKILL."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self._log.close()
+_BROKER_READY = re.compile(r"^broker_lite ready native=(\S+)", re.MULTILINE)
 
 
 def start_broker(root: Path, flush: FlushMode) -> tuple[ServerProcess, str]:
@@ -228,40 +208,12 @@ def start_broker(root: Path, flush: FlushMode) -> tuple[ServerProcess, str]:
     argv = [sys.executable, "-m", "broker_lite", "serve", "--data-dir", str(data_dir),
             "--port", "0", "--flush", flush, "--log-level", "warning", *auto_create_topics()]
     server = ServerProcess(f"broker-lite serve --flush {flush}", argv,
-                           root / f"broker-{flush}.log", cwd=root, stdout=subprocess.PIPE)
+                           root / f"broker-{flush}.log", cwd=root)
     try:
-        line = _read_ready_line(server, READY_TIMEOUT)
+        return server, server.wait_for(_BROKER_READY, READY_TIMEOUT).group(1)
     except BaseException:
         server.stop()
         raise
-    address = next((w.split("=", 1)[1] for w in line.split() if w.startswith("native=")), "")
-    if not address:
-        server.stop()
-        raise server.fail(f"unexpected ready line {line!r}")
-    return server, address
-
-
-def _read_ready_line(server: ServerProcess, timeout: float) -> str:
-    """Wait (at most ``timeout`` s) for the broker's one stdout line."""
-    stdout = server.proc.stdout
-    assert stdout is not None
-    deadline = time.monotonic() + timeout
-    buf = b""
-    with selectors.DefaultSelector() as sel:
-        sel.register(stdout, selectors.EVENT_READ)
-        while b"\n" not in buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise server.fail(f"no ready line within {timeout:g}s")
-            if not sel.select(min(left, 0.5)):
-                if server.proc.poll() is not None:
-                    raise server.fail(f"exited with code {server.proc.returncode}")
-                continue
-            chunk = os.read(stdout.fileno(), 4096)
-            if not chunk:
-                raise server.fail(f"closed stdout (exit code {server.proc.wait()})")
-            buf += chunk
-    return buf.split(b"\n", 1)[0].decode()
 
 
 def free_port() -> int:
@@ -286,34 +238,18 @@ def start_redis(root: Path, flush: FlushMode) -> tuple[ServerProcess, int]:
         server = ServerProcess(f"redis-server appendfsync {REDIS_FSYNC[flush]}", argv,
                                root / f"redis-{flush}.log", cwd=data_dir)
         try:
-            if _wait_redis(server, port, READY_TIMEOUT):
-                return server, port
+            with contextlib.closing(redis.Redis(host="127.0.0.1", port=port,
+                                                socket_connect_timeout=0.5)) as client:
+                server.wait_until(client.ping, READY_TIMEOUT, what="PING", interval=0.02,
+                                  ignore=(redis.exceptions.ConnectionError,
+                                          redis.exceptions.BusyLoadingError))
+            return server, port
+        except ExitedEarly:
+            server.stop()  # most likely the port was taken: another one
         except BaseException:
             server.stop()
             raise
-        server.stop()
     raise RuntimeError("redis-server did not start (three ports tried)")
-
-
-def _wait_redis(server: ServerProcess, port: int, timeout: float) -> bool:
-    """True once Redis answers PING; False if it exited (port taken); raises on timeout."""
-    deadline = time.monotonic() + timeout
-    client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)
-    try:
-        while time.monotonic() < deadline:
-            if server.proc.poll() is not None:
-                return False
-            try:
-                if client.ping():
-                    return True
-            except redis.exceptions.BusyLoadingError:
-                pass
-            except redis.exceptions.ConnectionError:
-                pass
-            time.sleep(0.02)  # polling a child process, with a deadline
-    finally:
-        client.close()
-    raise server.fail(f"no answer to PING within {timeout:g}s")
 
 
 def redis_version() -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ["broker_lite", "outbox", "integrations", "spark", "migrations"]
+PACKAGES = ["broker_lite", "outbox", "integrations", "spark", "migrations", "procgroup"]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 pytestmark = pytest.mark.skipif(not LINT_IMPORTS.exists(),
