@@ -78,17 +78,18 @@ import redis
 import redis.asyncio as aioredis
 from _common import (
     BENCH_DIR,
-    REPO_ROOT,
     RESULTS_DIR,
+    SRC_ENV,
     TMP_DIR,
     Samples,
     add_repository_paths,
     auto_create_topics,
+    code_state,
     describe_machine,
-    extract_commit,
-    git_state,
     load_average,
     machine_summary,
+    run_at_commit,
+    scratch_dir,
     settle,
     source_digest,
     update_readme_section,
@@ -158,8 +159,6 @@ REQUEST_TIMEOUT = 60.0
 GROUP = "bench-broker"
 
 #: set in the child process of ``--at-commit``: where the extracted code is, and its commit
-SRC_ENV = "ROCKETBOX_BENCH_SRC"
-COMMIT_ENV = "ROCKETBOX_BENCH_COMMIT"
 
 FlushMode = Literal["async", "sync"]
 Kind = Literal["send", "tx", "consume"]
@@ -910,47 +909,6 @@ def measured_digest() -> str:
         source_digest(package_dir() / part) for part in MEASURED_PARTS).encode()).hexdigest()
 
 
-def code_state() -> dict[str, Any]:
-    src = os.environ.get(SRC_ENV)
-    digest = measured_digest()
-    if src:
-        if not package_dir().is_relative_to(Path(src).resolve()):
-            raise RuntimeError(f"broker_lite imported from {package_dir()}, not from {src}")
-        return {"source": "commit", "commit": os.environ.get(COMMIT_ENV),
-                "broker_lite_digest": digest}
-    git = git_state()
-    return {"source": "working tree", "commit": git["commit"],
-            "dirty_paths": git["dirty_paths"], "broker_lite_digest": digest}
-
-
-def run_at_commit(rev: str, argv: Sequence[str]) -> int:
-    """Re-run this script in a child that imports broker_lite as committed at ``rev``."""
-    dest = TMP_DIR / f"src-{os.getpid()}"
-    try:
-        commit = extract_commit(rev, "broker_lite", dest)
-        console.print(f"measuring broker_lite at commit {commit[:12]} (extracted to {dest})")
-        env = dict(os.environ, **{SRC_ENV: str(dest), COMMIT_ENV: commit})
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(dest), env.get("PYTHONPATH")) if p)
-        return subprocess.run([sys.executable, __file__, *argv], env=env, cwd=REPO_ROOT,
-                              check=False).returncode
-    finally:
-        shutil.rmtree(dest, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            TMP_DIR.rmdir()
-
-
-@contextlib.contextmanager
-def scratch_dir() -> Iterator[Path]:
-    root = TMP_DIR / f"broker-{os.getpid()}"
-    root.mkdir(parents=True, exist_ok=True)
-    try:
-        yield root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            TMP_DIR.rmdir()
-
-
 # -- reporting -------------------------------------------------------------------------------
 
 
@@ -1125,14 +1083,14 @@ def select(cases: list[Comparison], names: str) -> list[Comparison]:
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    code = code_state()
+    code = code_state(package_dir(), {"broker_lite_digest": measured_digest()})
     load_before = load_average()
     if load_before and load_before[0] > 0.5 * (os.cpu_count() or 1):
         console.print(f"[yellow]warning:[/] load average {load_before[0]} at start: other work "
                       "on this machine will add noise", highlight=False)
     cases = select(build_cases(args.messages), args.cases)
     profiles: dict[str, Any] = {}
-    with scratch_dir() as root:
+    with scratch_dir("broker") as root:
         machine = describe_machine(root)
         console.print(f"[bold]broker benchmark[/] on {machine_summary(machine)}",
                       highlight=False)
@@ -1202,7 +1160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         update_readme_section(BENCH_DIR / "README.md", "broker", markdown_section(result))
         return 0
     if args.at_commit and SRC_ENV not in os.environ:
-        return run_at_commit(args.at_commit, argv)
+        return run_at_commit(__file__, args.at_commit, argv)
     result = measure(args)
     if args.quick or args.cases:
         console.print("quick or partial run: results not saved")

@@ -59,23 +59,20 @@ from _common import (
     BENCH_DIR,
     REPO_ROOT,
     RESULTS_DIR,
+    SRC_ENV,
     TMP_DIR,
     Samples,
     auto_create_topics,
+    code_state,
     describe_machine,
-    extract_commit,
-    git_state,
     load_average,
     machine_summary,
+    run_at_commit,
     settle,
     update_readme_section,
     utc_now,
     write_json,
 )
-
-#: set in the child process of ``--at-commit``: where the extracted code is, and its commit
-SRC_ENV = "ROCKETBOX_BENCH_SRC"
-COMMIT_ENV = "ROCKETBOX_BENCH_COMMIT"
 
 # Put the code measured first on the import path (the working tree, or the
 # commit extracted by --at-commit).
@@ -503,7 +500,7 @@ def main() -> int:
                              "archive), not the working tree")
     args = parser.parse_args()
     if args.at_commit and SRC_ENV not in os.environ:
-        return run_at_commit(args.at_commit, sys.argv[1:])
+        return run_at_commit(__file__, args.at_commit, sys.argv[1:])
     if args.render:
         update_readme_section(README, "grpc", render(json_load(RESULT_FILE)))
         return 0
@@ -516,7 +513,7 @@ def main() -> int:
         "benchmark": "grpc", "started": utc_now(), "count": args.count,
         "official_count": args.official_count, "repeat": args.repeat,
         "concurrency": args.concurrency, "machine": describe_machine(TMP_DIR),
-        "git": code_state(), "load_start": load_average(), "cases": [],
+        "git": code_state(_broker_lite_dir()), "load_start": load_average(), "cases": [],
     }
     print(f"gRPC door vs native door: {machine_summary(data['machine'])}")
     try:
@@ -549,31 +546,10 @@ def main() -> int:
     return 0
 
 
-def code_state() -> dict[str, Any]:
-    """Which code is measured: a commit extracted by --at-commit, or the working tree."""
+def _broker_lite_dir() -> Path:
     import broker_lite
 
-    where = Path(broker_lite.__file__).resolve().parent
-    src = os.environ.get(SRC_ENV)
-    if src:
-        if not where.is_relative_to(Path(src).resolve()):
-            raise RuntimeError(f"broker_lite imported from {where}, not from {src}")
-        return {"source": "commit", "commit": os.environ.get(COMMIT_ENV), "dirty_paths": []}
-    return {"source": "working tree", **git_state()}
-
-
-def run_at_commit(rev: str, argv: list[str]) -> int:
-    """Re-run this script in a child that imports broker_lite as committed at ``rev``."""
-    dest = TMP_DIR / f"grpc-src-{os.getpid()}"
-    try:
-        commit = extract_commit(rev, "broker_lite", dest)
-        print(f"measuring broker_lite at commit {commit[:12]} (extracted to {dest})")
-        env = dict(os.environ, **{SRC_ENV: str(dest), COMMIT_ENV: commit})
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(dest), env.get("PYTHONPATH")) if p)
-        return subprocess.run([sys.executable, __file__, *argv], env=env, cwd=REPO_ROOT,
-                              check=False).returncode
-    finally:
-        shutil.rmtree(dest, ignore_errors=True)
+    return Path(broker_lite.__file__).resolve().parent
 
 
 def json_load(path: Path) -> dict[str, Any]:

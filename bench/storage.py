@@ -48,13 +48,11 @@ import json
 import os
 import pstats
 import shutil
-import subprocess
 import sys
 import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -62,15 +60,15 @@ from typing import Any, Literal
 from _common import (
     BENCH_DIR,
     MB,
-    REPO_ROOT,
     RESULTS_DIR,
-    TMP_DIR,
+    SRC_ENV,
     Samples,
+    code_state,
     describe_machine,
-    extract_commit,
-    git_state,
     load_average,
     machine_summary,
+    run_at_commit,
+    scratch_dir,
     settle,
     source_digest,
     update_readme_section,
@@ -113,10 +111,6 @@ TARGETS = {
                         "sync, 64 asyncio appenders (FlushGate), records/s"),
     "recovery-warm": ("mb_per_s", 300.0, "crash recovery with CRC checks, MB/s"),
 }
-
-#: set in the child process of ``--at-commit``: where the extracted code is, and its commit
-SRC_ENV = "ROCKETBOX_BENCH_SRC"
-COMMIT_ENV = "ROCKETBOX_BENCH_COMMIT"
 
 FlushMode = Literal["async", "sync"]
 #: wide enough for the results table when output is not a terminal
@@ -169,35 +163,6 @@ def storage_dir() -> Path:
     itself a namespace package, which has no ``__file__``.
     """
     return Path(inspect.getfile(MessageStore)).resolve().parent
-
-
-def code_state() -> dict[str, Any]:
-    """Which code is measured: a commit extracted by --at-commit, or the working tree."""
-    src = os.environ.get(SRC_ENV)
-    if src:
-        if not storage_dir().is_relative_to(Path(src).resolve()):
-            raise RuntimeError(f"broker_lite imported from {storage_dir()}, not from {src}")
-        return {"source": "commit", "commit": os.environ.get(COMMIT_ENV),
-                "storage_digest": source_digest(storage_dir())}
-    git = git_state()
-    return {"source": "working tree", "commit": git["commit"],
-            "dirty_paths": git["dirty_paths"], "storage_digest": source_digest(storage_dir())}
-
-
-def run_at_commit(rev: str, argv: Sequence[str]) -> int:
-    """Re-run this script in a child that imports broker_lite as committed at ``rev``."""
-    dest = TMP_DIR / f"src-{os.getpid()}"
-    try:
-        commit = extract_commit(rev, "broker_lite", dest)
-        console.print(f"measuring broker_lite at commit {commit[:12]} (extracted to {dest})")
-        env = dict(os.environ, **{SRC_ENV: str(dest), COMMIT_ENV: commit})
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(dest), env.get("PYTHONPATH")) if p)
-        return subprocess.run([sys.executable, __file__, *argv], env=env, cwd=REPO_ROOT,
-                              check=False).returncode
-    finally:
-        shutil.rmtree(dest, ignore_errors=True)
-        with suppress(OSError):
-            TMP_DIR.rmdir()
 
 
 # -- measurements --------------------------------------------------------------------
@@ -566,19 +531,6 @@ def run_all(cases: Sequence[Comparison], repeat: int, progress: Progress) -> Non
                 progress.advance(task)
 
 
-@contextmanager
-def scratch_dir() -> Iterator[Path]:
-    """A fresh data directory under bench/results/tmp, removed afterwards."""
-    root = TMP_DIR / f"storage-{os.getpid()}"
-    root.mkdir(parents=True, exist_ok=True)
-    try:
-        yield root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-        with suppress(OSError):
-            TMP_DIR.rmdir()
-
-
 # -- profiling -----------------------------------------------------------------------
 
 
@@ -803,13 +755,13 @@ def save(result: dict[str, Any]) -> None:
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Run every selected case; return the result document."""
-    code = code_state()
+    code = code_state(storage_dir(), {"storage_digest": source_digest(storage_dir())})
     record = encoded_record()
     load_before = load_average()
     if load_before and load_before[0] > 0.5 * (os.cpu_count() or 1):
         console.print(f"[yellow]warning:[/] load average {load_before[0]} at start: other work "
                       "on this machine will add noise", highlight=False)
-    with scratch_dir() as root:
+    with scratch_dir("storage") as root:
         machine = describe_machine(root)
         console.print(f"[bold]storage benchmark[/] on {machine_summary(machine)}", highlight=False)
         console.print(f"code: {code_summary(code)}; data dir {root}", highlight=False)
@@ -861,7 +813,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         update_readme_section(BENCH_DIR / "README.md", "storage", markdown_section(result))
         return 0
     if args.at_commit and SRC_ENV not in os.environ:
-        return run_at_commit(args.at_commit, argv)
+        return run_at_commit(__file__, args.at_commit, argv)
     result = measure(args)
     if args.quick or args.cases:
         console.print("quick or partial run: results not saved")
