@@ -10,6 +10,7 @@ the generated section of ``bench/README.md``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as _dt
 import gc
@@ -23,7 +24,7 @@ import statistics
 import subprocess
 import sys
 import tarfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ __all__ = [
     "source_digest",
     "update_readme_section",
     "utc_now",
+    "windowed",
     "write_json",
 ]
 
@@ -370,3 +372,22 @@ def scratch_dir(name: str) -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
         with contextlib.suppress(OSError):
             TMP_DIR.rmdir()
+
+
+async def windowed(requests: int, window: int,
+                   one: Callable[[int], Awaitable[object]]) -> None:
+    """Make ``requests`` calls ``one(i)``, ``i`` = 0, 1, ..., keeping ``window`` in flight.
+
+    The same driver serves both systems: ``window`` workers each start the
+    next request as soon as their previous one is answered.
+    """
+    next_index = 0
+
+    async def worker() -> None:
+        nonlocal next_index
+        while next_index < requests:
+            index = next_index
+            next_index += 1
+            await one(index)
+
+    await asyncio.gather(*(worker() for _ in range(min(window, requests))))

@@ -68,7 +68,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -94,6 +94,7 @@ from _common import (
     source_digest,
     update_readme_section,
     utc_now,
+    windowed,
     write_json,
 )
 from rich.console import Console
@@ -270,24 +271,6 @@ def redis_py_parser() -> str:
 
 
 # -- the load generator ----------------------------------------------------------------
-
-
-async def windowed(requests: int, window: int, one: Callable[[int], Awaitable[None]]) -> None:
-    """Make ``requests`` calls ``one(i)``, ``i`` = 0, 1, ..., keeping ``window`` in flight.
-
-    The same driver serves both systems: ``window`` workers each start the
-    next request as soon as their previous one is answered.
-    """
-    next_index = 0
-
-    async def worker() -> None:
-        nonlocal next_index
-        while next_index < requests:
-            index = next_index
-            next_index += 1
-            await one(index)
-
-    await asyncio.gather(*(worker() for _ in range(min(window, requests))))
 
 
 def chunk(index: int, count: int, per_request: int) -> int:

@@ -71,6 +71,7 @@ from _common import (
     settle,
     update_readme_section,
     utc_now,
+    windowed,
     write_json,
 )
 
@@ -171,17 +172,8 @@ def floor_server() -> Iterator[str]:
 
 async def _drive(count: int, concurrency: int, one: Callable[[int], Awaitable[Any]]) -> float:
     """``concurrency`` workers call ``one(i)`` for i in range(count); returns seconds."""
-    next_i = 0
-
-    async def worker() -> None:
-        nonlocal next_i
-        while next_i < count:
-            i = next_i
-            next_i += 1
-            await one(i)
-
     t0 = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(min(concurrency, count))))
+    await windowed(count, concurrency, one)
     return time.perf_counter() - t0
 
 

@@ -62,15 +62,17 @@ def order_from_the_shop(address: str) -> list[str]:
     return created
 
 
-def wait_reserved(inventory_url: str, refs: Sequence[str], relay: Process) -> None:
-    """Wait until the inventory has reserved exactly the orders ``refs``."""
+def wait_reserved(inventory_url: str, refs: Sequence[str], relay: Process,
+                  ignore: tuple[type[BaseException], ...] = ()) -> None:
+    """Wait until the inventory has reserved exactly the orders ``refs`` (``ignore``: errors
+    that mean "not yet", e.g. a table the consumer has not created yet)."""
     inventory = create_engine(inventory_url)
     try:
         def reserved() -> list[str]:
             with inventory.connect() as conn:
                 return sorted(conn.execute(text(
                     "SELECT order_ref FROM inventory_reservation")).scalars())
-        wait_until(lambda: reserved() == sorted(refs), timeout=40,
+        wait_until(lambda: reserved() == sorted(refs), timeout=40, ignore=ignore,
                    message=lambda: f"reserved {reserved()}\n{relay.output()[-3000:]}")
     finally:
         inventory.dispose()

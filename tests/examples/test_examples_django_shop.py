@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from examples_support import READY_TIMEOUT, example_env, http, run, running
+from examples_support import READY_TIMEOUT, example_env, http, run, running, wait_reserved
 from sqlalchemy import create_engine, text
 from support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_until
 
@@ -46,17 +46,7 @@ def _exercise(env: dict[str, str], tmp: Path, inventory_url: str) -> None:
             created.append(body["ref"])
         assert _post(address, {"item": "unicorn", "ref": "bad-1"})[0] == 422
         assert _post(address, {"item": "tea", "qty": 50, "ref": "bad-2"})[0] == 500
-        inventory = create_engine(inventory_url)
-        try:
-            def reserved() -> list[str]:
-                with inventory.connect() as conn:
-                    return sorted(conn.execute(text(
-                        "SELECT order_ref FROM inventory_reservation")).scalars())
-            wait_until(lambda: reserved() == sorted(created), timeout=40,
-                       ignore=(Exception,),
-                       message=lambda: f"reserved {reserved()}\n{relay.output()[-3000:]}")
-        finally:
-            inventory.dispose()
+        wait_reserved(inventory_url, created, relay, ignore=(Exception,))
         status_json = json.loads(run([*MANAGE, "rocketbox_status", "--json"], env, tmp))
         assert status_json["totals"]["parked"] == 0
 
