@@ -124,7 +124,8 @@ class Outcome:
     """What the kills did, for the summary."""
 
     kills: int
-    #: ``crash-`` orders whose batch set off a kill (the hook's marker files)
+    #: ``crash-`` orders in the batches the hook killed (its marker files; one kill can
+    #: hold several)
     crash_orders: int
     #: commits the broker's check-back made: every half of a killed batch, crash- or not
     checkbacks: int
@@ -149,8 +150,7 @@ def print_summary(console: Console, orders: int, answers: collections.Counter[st
     table.add_row("  committed by check-back (halves a kill left open)",
                   str(outcome.checkbacks))
     table.add_row("relay kills (between half and commit)", str(outcome.kills))
-    table.add_row("  crash- orders that set one off (each kill leaves its whole "
-                  "batch's halves open)", str(outcome.crash_orders))
+    table.add_row("  crash- orders in the killed batches", str(outcome.crash_orders))
     table.add_row("  relay down (restarts), in all", f"{outcome.downtime:.1f}s")
     table.add_row("  longest outage", f"{outcome.longest:.1f}s")
     table.add_row("  kill period (first kill to last restart)", f"{outcome.kill_period:.1f}s")
