@@ -44,8 +44,6 @@ import argparse
 import asyncio
 import os
 import re
-import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -62,12 +60,14 @@ from _common import (
     SRC_ENV,
     TMP_DIR,
     Samples,
+    add_repository_paths,
     auto_create_topics,
     code_state,
     describe_machine,
     load_average,
     machine_summary,
     run_at_commit,
+    scratch_dir,
     settle,
     update_readme_section,
     utc_now,
@@ -79,6 +79,7 @@ from _common import (
 # commit extracted by --at-commit).
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH_DIR]
 sys.path.insert(0, os.environ.get(SRC_ENV) or str(REPO_ROOT))
+add_repository_paths()  # after it: procgroup, from this checkout
 
 import grpc  # noqa: E402
 from rocketmq import ClientConfiguration, Credentials, Message, Producer  # noqa: E402
@@ -95,6 +96,7 @@ from broker_lite.client import (  # noqa: E402
     ReceivedMessage,
 )
 from broker_lite.client import Message as NativeMessage  # noqa: E402
+from procgroup import Process  # noqa: E402
 
 RESULT_FILE = RESULTS_DIR / "grpc.json"
 README = BENCH_DIR / "README.md"
@@ -114,18 +116,10 @@ def broker(data_dir: Path) -> Iterator[tuple[str, str]]:
     argv = [sys.executable, "-m", "broker_lite", "serve", "--data-dir", str(data_dir),
             "--port", "0", "--grpc-port", "0", "--log-level", "warning",
             *auto_create_topics(source)]
-    proc = subprocess.Popen(argv, cwd=source,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        match = _READY.search(line)
-        if match is None:
-            raise RuntimeError(f"broker did not start: {line!r}")
+    with Process(argv, log=data_dir.with_name(f"{data_dir.name}.log"), cwd=source,
+                 name="broker-lite serve") as proc:
+        match = proc.start().wait_for(_READY, 60)
         yield match[1], match[2]
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 _FLOOR_SERVER = """
@@ -155,16 +149,10 @@ asyncio.run(main())
 
 
 @contextmanager
-def floor_server() -> Iterator[str]:
+def floor_server(log: Path) -> Iterator[str]:
     """A do-nothing ``grpc.aio`` servicer answering SendMessage at once: gRPC's own cost."""
-    proc = subprocess.Popen([sys.executable, "-c", _FLOOR_SERVER], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        proc.terminate()
-        proc.wait(30)
+    with Process([sys.executable, "-c", _FLOOR_SERVER], log=log, name="floor server") as proc:
+        yield proc.start().wait_for(r"^(127\.0\.0\.1:\d+)\n", 60)[1]
 
 
 # -- native side --------------------------------------------------------------------------
@@ -499,8 +487,6 @@ def main() -> int:
     if args.quick:
         args.count, args.official_count, args.repeat = 2_000, 1_000, 1
     wanted = [c for c in (args.cases.split(",") if args.cases else [*CASES, "official"]) if c]
-    data_dir = TMP_DIR / f"grpc-{os.getpid()}"
-    shutil.rmtree(data_dir, ignore_errors=True)
     data: dict[str, Any] = {
         "benchmark": "grpc", "started": utc_now(), "count": args.count,
         "official_count": args.official_count, "repeat": args.repeat,
@@ -508,23 +494,20 @@ def main() -> int:
         "git": code_state(_broker_lite_dir()), "load_start": load_average(), "cases": [],
     }
     print(f"gRPC door vs native door: {machine_summary(data['machine'])}")
-    try:
-        with broker(data_dir) as (native, endpoint):
-            print(f"broker: native={native} grpc={endpoint}")
-            for case in CASES:
-                if case not in wanted:
-                    continue
-                if case == "send":
-                    with floor_server() as floor:
-                        data["cases"].append(run_case(case, native, endpoint, args.count,
-                                                      args.concurrency, args.repeat, floor))
-                else:
+    with scratch_dir("grpc") as root, broker(root / "broker") as (native, endpoint):
+        print(f"broker: native={native} grpc={endpoint}")
+        for case in CASES:
+            if case not in wanted:
+                continue
+            if case == "send":
+                with floor_server(root / "floor.log") as floor:
                     data["cases"].append(run_case(case, native, endpoint, args.count,
-                                                  args.concurrency, args.repeat))
-            if "official" in wanted:
-                data["official"] = run_official(endpoint, args.official_count)
-    finally:
-        shutil.rmtree(data_dir, ignore_errors=True)
+                                                  args.concurrency, args.repeat, floor))
+            else:
+                data["cases"].append(run_case(case, native, endpoint, args.count,
+                                              args.concurrency, args.repeat))
+        if "official" in wanted:
+            data["official"] = run_official(endpoint, args.official_count)
     data["load_end"] = load_average()
     data["finished"] = utc_now()
     text = render(data)
