@@ -35,7 +35,7 @@ from examples.demo.audit import (
 from examples.demo.parts import REPO, DemoError, RelaySupervisor, poll
 from procgroup import Process, ProcessError
 
-__all__ = ["DemoError", "main"]
+__all__ = ["DemoError", "build_parser", "main"]
 
 SHOP = "examples.flask_shop.run"
 _READY = re.compile(r"broker_lite ready native=(\S+) grpc=(\S+)")
@@ -284,7 +284,8 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
     return 0 if not result.divergences else 1
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """``rocketbox demo``'s command line."""
     parser = argparse.ArgumentParser(
         prog="rocketbox demo", description="The end-to-end demo on embedded defaults "
         "(SQLite, broker_lite, Celery on SQLite): orders over HTTP, rollbacks, relay "
@@ -303,6 +304,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--spark-timeout", type=float, default=600.0,
                         help="seconds the Spark audit may take before it is skipped "
                              "(default: %(default)s; a busy machine needs minutes)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     orders = 30 if args.quick else args.orders
     if orders < 1:
