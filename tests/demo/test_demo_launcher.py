@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from demo_support import processes_mentioning
 from support import wait_until
 
 from outbox.demo import NEEDS_CHECKOUT, find_checkout
@@ -52,18 +53,6 @@ def test_from_the_checkout_it_runs_the_demo_with_every_argument() -> None:
     assert done.stdout.startswith("usage: rocketbox demo") and "--orders" in done.stdout
 
 
-def _processes_mentioning(text: str) -> list[str]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if text in cmdline:
-            found.append(f"{entry.name}: {cmdline}")
-    return found
-
-
 @pytest.mark.timeout(180)
 def test_sigterm_to_rocketbox_demo_stops_the_demo_and_every_part(tmp_path: Path) -> None:
     work = tmp_path / "demo-run"
@@ -74,11 +63,11 @@ def test_sigterm_to_rocketbox_demo_stops_the_demo_and_every_part(tmp_path: Path)
         broker_log = work / "logs" / "broker.log"
         wait_until(lambda: broker_log.exists() and "ready" in broker_log.read_text(),
                    timeout=120, message="the demo's broker did not start")
-        assert _processes_mentioning(str(work))  # its parts are up
+        assert processes_mentioning(str(work))  # its parts are up
         launcher.send_signal(signal.SIGTERM)
         assert launcher.wait(120) == 130  # the demo stopped as on Ctrl-C
-        wait_until(lambda: _processes_mentioning(str(work)) == [], timeout=30,
-                   message=lambda: "\n".join(_processes_mentioning(str(work))))
+        wait_until(lambda: processes_mentioning(str(work)) == [], timeout=30,
+                   message=lambda: "\n".join(processes_mentioning(str(work))))
     finally:
         subprocess.run(["pkill", "-KILL", "-s", str(launcher.pid)], check=False)
         launcher.wait(30)
