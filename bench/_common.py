@@ -38,6 +38,7 @@ __all__ = [
     "SRC_ENV",
     "TMP_DIR",
     "Samples",
+    "benchmark_main",
     "code_state",
     "describe_machine",
     "extract_commit",
@@ -391,3 +392,32 @@ async def windowed(requests: int, window: int,
             await one(index)
 
     await asyncio.gather(*(worker() for _ in range(min(window, requests))))
+
+
+def benchmark_main(script: str | Path, name: str, argv: Sequence[str],
+                   parse_args: Callable[[Sequence[str]], Any],
+                   measure: Callable[[Any], dict[str, Any]],
+                   markdown_section: Callable[[dict[str, Any]], str]) -> int:
+    """The usual ``main`` of a benchmark: ``--render``, ``--at-commit``, measure, save.
+
+    ``--render`` rewrites the ``name`` section of bench/README.md from
+    ``results/NAME.json``; ``--at-commit REV`` re-runs ``script`` on that commit;
+    otherwise it measures and, unless ``--quick`` or ``--cases``, writes the JSON
+    and the README section.
+    """
+    args = parse_args(argv)
+    result_file, readme = RESULTS_DIR / f"{name}.json", BENCH_DIR / "README.md"
+    if args.render:
+        saved = json.loads(result_file.read_text(encoding="utf-8"))
+        update_readme_section(readme, name, markdown_section(saved))
+        return 0
+    if args.at_commit and SRC_ENV not in os.environ:
+        return run_at_commit(script, args.at_commit, argv)
+    result = measure(args)
+    if args.quick or args.cases:
+        print("quick or partial run: results not saved", flush=True)
+        return 0
+    write_json(result_file, result)
+    update_readme_section(readme, name, markdown_section(result))
+    print(f"wrote {result_file} and the {name} section of {readme}", flush=True)
+    return 0

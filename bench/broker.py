@@ -59,7 +59,6 @@ import contextlib
 import dataclasses
 import hashlib
 import inspect
-import json
 import os
 import re
 import shutil
@@ -77,25 +76,20 @@ import _pyspy as pyspy
 import redis
 import redis.asyncio as aioredis
 from _common import (
-    BENCH_DIR,
-    RESULTS_DIR,
-    SRC_ENV,
     TMP_DIR,
     Samples,
     add_repository_paths,
     auto_create_topics,
+    benchmark_main,
     code_state,
     describe_machine,
     load_average,
     machine_summary,
-    run_at_commit,
     scratch_dir,
     settle,
     source_digest,
-    update_readme_section,
     utc_now,
     windowed,
-    write_json,
 )
 from rich.console import Console
 from rich.progress import (
@@ -1128,28 +1122,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def save(result: dict[str, Any]) -> None:
-    write_json(RESULTS_DIR / "broker.json", result)
-    update_readme_section(BENCH_DIR / "README.md", "broker", markdown_section(result))
-    console.print(f"wrote {RESULTS_DIR / 'broker.json'} and the broker section of "
-                  f"{BENCH_DIR / 'README.md'}")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv)
-    if args.render:
-        result = json.loads((RESULTS_DIR / "broker.json").read_text(encoding="utf-8"))
-        update_readme_section(BENCH_DIR / "README.md", "broker", markdown_section(result))
-        return 0
-    if args.at_commit and SRC_ENV not in os.environ:
-        return run_at_commit(__file__, args.at_commit, argv)
-    result = measure(args)
-    if args.quick or args.cases:
-        console.print("quick or partial run: results not saved")
-    else:
-        save(result)
-    return 0
+    return benchmark_main(__file__, "broker", list(sys.argv[1:] if argv is None else argv),
+                          parse_args, measure, markdown_section)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,6 @@ import asyncio
 import cProfile
 import inspect
 import io
-import json
 import os
 import pstats
 import shutil
@@ -58,22 +57,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 from _common import (
-    BENCH_DIR,
     MB,
-    RESULTS_DIR,
-    SRC_ENV,
     Samples,
+    benchmark_main,
     code_state,
     describe_machine,
     load_average,
     machine_summary,
-    run_at_commit,
     scratch_dir,
     settle,
     source_digest,
-    update_readme_section,
     utc_now,
-    write_json,
 )
 from rich.console import Console
 from rich.progress import (
@@ -746,13 +740,6 @@ def select(cases: list[Comparison], names: str) -> list[Comparison]:
     return [c for c in cases if c.name in wanted]
 
 
-def save(result: dict[str, Any]) -> None:
-    write_json(RESULTS_DIR / "storage.json", result)
-    update_readme_section(BENCH_DIR / "README.md", "storage", markdown_section(result))
-    console.print(f"wrote {RESULTS_DIR / 'storage.json'} and the storage section of "
-                  f"{BENCH_DIR / 'README.md'}")
-
-
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Run every selected case; return the result document."""
     code = code_state(storage_dir(), {"storage_digest": source_digest(storage_dir())})
@@ -806,20 +793,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv)
-    if args.render:
-        result = json.loads((RESULTS_DIR / "storage.json").read_text(encoding="utf-8"))
-        update_readme_section(BENCH_DIR / "README.md", "storage", markdown_section(result))
-        return 0
-    if args.at_commit and SRC_ENV not in os.environ:
-        return run_at_commit(__file__, args.at_commit, argv)
-    result = measure(args)
-    if args.quick or args.cases:
-        console.print("quick or partial run: results not saved")
-    else:
-        save(result)
-    return 0
+    return benchmark_main(__file__, "storage", list(sys.argv[1:] if argv is None else argv),
+                          parse_args, measure, markdown_section)
 
 
 if __name__ == "__main__":
