@@ -18,6 +18,8 @@ Modules, by idea:
 - :mod:`~broker_lite.grpc_door.receive`: ReceiveMessage, AckMessage,
   ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue;
 - :mod:`~broker_lite.grpc_door.pop`: the in-memory receive/ack state;
+- :mod:`~broker_lite.grpc_door.pop_entries`: its entries and receipt handles;
+- :mod:`~broker_lite.grpc_door.pop_state`: ``pop.json``, what is in flight across a restart;
 - :mod:`~broker_lite.grpc_door.telemetry`: Telemetry (settings, check-back),
   Heartbeat, NotifyClientTermination;
 - :mod:`~broker_lite.grpc_door.settings`: clients and their settings;
