@@ -398,10 +398,13 @@ class Broker:
     def _info(self, config: TopicConfig) -> m.TopicInfo:
         return m.TopicInfo(topic=config.name, queues=config.queues, perm=config.perm,
                            max_offsets=[self.store.queue_offsets(config.name, q)[1]
-                                        for q in range(config.queues)])
+                                        for q in range(config.queues)],
+                           attributes=dict(config.attributes))
 
     def create_topic(self, request: m.TopicCreateRequest) -> m.TopicInfo:
-        return self._info(self.topics.create(request.topic, request.queues, request.perm))
+        return self._info(self.topics.create(
+            request.topic, request.queues, request.perm, attributes=request.attributes,
+            removed=tuple(request.removed_attributes)))
 
     def list_topics(self) -> list[m.TopicInfo]:
         return [self._info(t) for t in self.topics.all()]

@@ -339,6 +339,10 @@ class TopicCreateRequest(_Body, frozen=True):
     queues: int = 4
     #: RocketMQ permission bits: 4 read, 2 write (6 = both)
     perm: int = 6
+    #: topic attributes to set (``message.type``: NORMAL, FIFO, DELAY, TRANSACTION, MIXED)
+    attributes: dict[str, str] = {}
+    #: topic attributes to remove
+    removed_attributes: list[str] = []
 
 
 class TopicInfo(_Body, frozen=True):
@@ -346,6 +350,7 @@ class TopicInfo(_Body, frozen=True):
     queues: int
     perm: int
     max_offsets: list[int] = []
+    attributes: dict[str, str] = {}
 
 
 class TopicListResponse(_Body, frozen=True):
