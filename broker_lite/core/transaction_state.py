@@ -22,14 +22,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from broker_lite.core.topics import HALF_TOPIC, OP_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC
-from broker_lite.protocol import messages as m
 from broker_lite.storage import MessageStore, StoredRecord, TxType
 from broker_lite.storage.properties import (
     CHECK_IMMUNITY_TIME_IN_SECONDS,
     PGROUP,
     REAL_QID,
     REAL_TOPIC,
-    TAGS,
     TRAN_PREPARED_QUEUE_OFFSET,
     TRANSACTION_CHECK_TIMES,
     TRANSACTION_ID,
@@ -46,7 +44,6 @@ __all__ = [
     "ROLLED_BACK",
     "HalfEntry",
     "HalfTable",
-    "delivered_view",
     "find_commit",
     "op_offsets",
     "rebuild",
@@ -142,27 +139,6 @@ class HalfTable:
     def settle(self, entry: HalfEntry, state: str) -> None:
         entry.state = state
         self.pending.pop(entry.key, None)
-
-
-def delivered_view(record: StoredRecord, *, topic: str | None = None,
-                   queue_id: int | None = None) -> m.DeliveredMessage:
-    """A stored record as consumers (and check-back listeners) see it."""
-    props = record.properties
-    keys = props.get("KEYS")
-    return m.DeliveredMessage(
-        msg_id=props.get(UNIQ_KEY, ""),
-        topic=record.topic if topic is None else topic,
-        queue_id=record.queue_id if queue_id is None else queue_id,
-        queue_offset=record.queue_offset,
-        commit_log_offset=record.physical_offset,
-        body=record.body,
-        tags=props.get(TAGS),
-        keys=keys.split(" ") if keys else [],
-        properties=props,
-        born_timestamp=record.born_timestamp,
-        store_timestamp=record.store_timestamp,
-        reconsume_times=record.reconsume_times,
-    )
 
 
 def find_commit(store: MessageStore, entry: HalfEntry) -> StoredRecord | None:

@@ -63,7 +63,6 @@ from broker_lite.core.transaction_state import (
     REMOVE_TAG,
     ROLLED_BACK,
     HalfEntry,
-    delivered_view,
     find_commit,
     op_offsets,
     rebuild,
@@ -75,7 +74,7 @@ from broker_lite.errors import (
     TransactionNotFoundError,
 )
 from broker_lite.protocol import messages as m
-from broker_lite.storage import MessageStore, MessageToStore, SysFlag, TxType
+from broker_lite.storage import MessageStore, MessageToStore, StoredRecord, SysFlag, TxType
 from broker_lite.storage.properties import (
     CHECK_IMMUNITY_TIME_IN_SECONDS,
     FROM_CHECK,
@@ -97,6 +96,27 @@ __all__ = ["FROM_CHECK", "TX_STATE", "HalfEntry", "TransactionService", "deliver
 log = logging.getLogger("broker_lite.core.transactions")
 
 _DROP_ON_COMMIT = (TRAN_MSG, REAL_TOPIC, REAL_QID, TX_STATE)  # EndTransactionProcessor, + ours
+
+
+def delivered_view(record: StoredRecord, *, topic: str | None = None,
+                   queue_id: int | None = None) -> m.DeliveredMessage:
+    """A stored record as consumers (and check-back listeners) see it."""
+    props = record.properties
+    keys = props.get("KEYS")
+    return m.DeliveredMessage(
+        msg_id=props.get(UNIQ_KEY, ""),
+        topic=record.topic if topic is None else topic,
+        queue_id=record.queue_id if queue_id is None else queue_id,
+        queue_offset=record.queue_offset,
+        commit_log_offset=record.physical_offset,
+        body=record.body,
+        tags=props.get(TAGS),
+        keys=keys.split(" ") if keys else [],
+        properties=props,
+        born_timestamp=record.born_timestamp,
+        store_timestamp=record.store_timestamp,
+        reconsume_times=record.reconsume_times,
+    )
 
 
 class TransactionService:

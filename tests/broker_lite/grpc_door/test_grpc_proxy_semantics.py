@@ -10,22 +10,22 @@ log (``support.halves``), as the RocketMQ target's tests count them.
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from grpc_support import FAST_GRPC_BROKER, config, make_message, raw_metadata, raw_stub, running
-from rocketmq import (
-    FilterExpression,
-    Message,
-    Producer,
-    SimpleConsumer,
-    TransactionChecker,
-    TransactionResolution,
+from grpc_support import (
+    FAST_GRPC_BROKER,
+    Checker,
+    config,
+    make_message,
+    raw_metadata,
+    raw_stub,
+    running,
 )
+from rocketmq import FilterExpression, Producer, SimpleConsumer, TransactionResolution
 from rocketmq.grpc_protocol import Code
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
@@ -41,24 +41,6 @@ PROXY = "--grpc-proxy-semantics"
 NOT_FOUND = "cannot found transaction data"
 TX_TOPIC = "Payments"
 TRANSACTION = {"message.type": "TRANSACTION"}
-
-
-class Checker(TransactionChecker):
-    """Answers every check-back with ``resolution``; records the message ids asked."""
-
-    def __init__(self, resolution: int) -> None:
-        self.resolution = resolution
-        self._lock = threading.Lock()
-        self.asked: list[str] = []
-
-    def check(self, message: Message) -> int:
-        with self._lock:
-            self.asked.append(message.message_id)
-        return self.resolution
-
-    def count(self) -> int:
-        with self._lock:
-            return len(self.asked)
 
 
 @contextlib.contextmanager
@@ -163,7 +145,7 @@ def test_an_end_after_the_window_fails_and_check_back_commits_exactly_once(
                 late.commit()
             got = _receive(consumer, 1)  # the check-back committed it
             assert [m.message_id for m in got] == [receipt.message_id]
-            assert checker.asked == [receipt.message_id]
+            assert [m.message_id for m in checker.asked] == [receipt.message_id]
             assert _drain(consumer) == []
         assert len(halves_stored(broker.stderr_text(), key="row-3")) == 1
 
@@ -185,7 +167,7 @@ def test_transaction_data_does_not_survive_a_restart_but_the_half_does(tmp_path:
             got = _receive(consumer, 1)
             assert [m.message_id for m in got] == [receipt.message_id]
             assert _drain(consumer) == []
-        assert checker.asked == [receipt.message_id]
+        assert [m.message_id for m in checker.asked] == [receipt.message_id]
         assert halves_stored(broker.stderr_text(), key="row-4") == []  # none sent again
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from grpc_support import Clock
 
 from broker_lite.core import Broker, BrokerConfig
 from broker_lite.grpc_door import GrpcDoorConfig, GrpcDoorError
@@ -21,14 +22,6 @@ from broker_lite.protocol import messages as m
 from broker_lite.storage import StoreConfig
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(30)]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _table(clock: Clock, max_per_key: int = 15) -> TransactionDataTable:
