@@ -356,7 +356,9 @@ class TransactionService:
         return m.CheckTransactionRequest(
             producer_group=entry.producer_group, transaction_id=entry.transaction_id,
             msg_id=entry.transaction_id, commit_log_offset=entry.half_offset,
-            queue_offset=entry.queue_offset, check_times=entry.check_times, message=view)
+            queue_offset=entry.queue_offset, check_times=entry.check_times, message=view,
+            renewed_commit_log_offset=entry.latest_offset,
+            renewed_queue_offset=entry.copies[entry.latest_offset])
 
     def _discard(self, entry: HalfEntry) -> None:
         """Copy the half to TRANS_CHECK_MAX_TIME_TOPIC (``resolveDiscardMsg``); no op record."""

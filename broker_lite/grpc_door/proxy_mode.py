@@ -35,6 +35,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from broker_lite.core import Broker
@@ -123,11 +124,22 @@ class ProxyMode:
 
     # -- check-back ----------------------------------------------------------------------
 
-    def check_sent(self, request: m.CheckTransactionRequest) -> TransactionData:
-        """A check-back goes to a client: its answer may end the half, once, in the window."""
-        return self.transactions.add(request.producer_group, request.transaction_id,
-                                     commit_log_offset=request.commit_log_offset,
-                                     queue_offset=request.queue_offset)
+    def check_sent(self, request: m.CheckTransactionRequest) -> m.CheckTransactionRequest:
+        """A check-back goes to a client: its answer may end the half, once, in the window.
+
+        As RocketMQ's, the check names the half's copy it just renewed, not the
+        first one: that copy's offsets are kept, and the message the client is
+        shown carries that copy's queue offset.
+        """
+        commit_log_offset, queue_offset = request.commit_log_offset, request.queue_offset
+        if request.renewed_commit_log_offset >= 0:
+            commit_log_offset = request.renewed_commit_log_offset
+            queue_offset = request.renewed_queue_offset
+        self.transactions.add(request.producer_group, request.transaction_id,
+                              commit_log_offset=commit_log_offset, queue_offset=queue_offset)
+        message = msgspec.structs.replace(request.message, queue_offset=queue_offset,
+                                          commit_log_offset=commit_log_offset)
+        return msgspec.structs.replace(request, message=message)
 
     # -- EndTransaction ------------------------------------------------------------------
 

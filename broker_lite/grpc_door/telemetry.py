@@ -59,7 +59,8 @@ class TelemetryChannel:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, client_id: str, remote_address: str,
                  store_host: str, *,
-                 on_check: Callable[[m.CheckTransactionRequest], object] | None = None) -> None:
+                 on_check: Callable[[m.CheckTransactionRequest],
+                                    m.CheckTransactionRequest] | None = None) -> None:
         self.client_id = client_id
         self.remote_address = remote_address
         self._loop = loop
@@ -94,7 +95,7 @@ class TelemetryChannel:
         if not self._alive:
             return
         if self._on_check is not None:
-            self._on_check(request)
+            request = self._on_check(request)
         command = spb.RecoverOrphanedTransactionCommand(
             message=to_proto(request.message, store_host=self._store_host),
             transaction_id=request.transaction_id)

@@ -230,6 +230,10 @@ class CheckTransactionRequest(_Body, frozen=True):
     queue_offset: int
     check_times: int
     message: DeliveredMessage
+    #: the renewed copy of the half this check wrote (RocketMQ's check names that copy,
+    #: ``putBackHalfMsgQueue``): its commit-log and half-queue offsets; -1: none
+    renewed_commit_log_offset: int = -1
+    renewed_queue_offset: int = -1
 
 
 class CheckTransactionResponse(_Body, frozen=True):

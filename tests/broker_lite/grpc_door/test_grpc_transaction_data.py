@@ -114,6 +114,47 @@ def test_an_end_is_answered_before_the_broker_applies_it_and_a_refusal_is_only_l
     assert any("not applied" in r.getMessage() for r in caplog.records)
 
 
+def test_a_check_back_names_the_renewed_copy_and_its_answer_ends_the_half_once(
+        broker: Broker) -> None:
+    """RocketMQ checks (and keeps transaction data for) the copy it just put back."""
+    proxy = ProxyMode(broker, GrpcDoorConfig(proxy_semantics=True))
+    sent = broker.send("Pay", m.WireMessage(topic="Pay", body=b"row", msg_id="tx-2",
+                                            transactional=True), dedupe=False).result
+    endpoint = _Endpoint()
+    broker.register(m.HeartbeatRequest(client_id="c", producer_groups=["Pay"]), endpoint)
+    entry = broker.transactions.get("tx-2")
+    assert entry is not None and broker.transactions.check(entry.store_ts + 60_000) == 1
+    shown = proxy.check_sent(endpoint.checks[0])
+    renewed = max(entry.copies)
+    assert renewed != sent.commit_log_offset
+    assert (shown.message.commit_log_offset, shown.message.queue_offset) == (
+        renewed, entry.copies[renewed])
+    data = proxy.take("Pay", "tx-2")
+    assert (data.commit_log_offset, data.queue_offset) == (renewed, entry.copies[renewed])
+    broker.end_transaction(m.EndTransactionRequest(
+        producer_group="Pay", transaction_id="tx-2", state=m.TxState.COMMIT, from_check=True,
+        commit_log_offset=data.commit_log_offset, queue_offset=data.queue_offset))
+    assert entry.state == "committed"
+    with pytest.raises(GrpcDoorError):
+        proxy.take("Pay", "tx-2")
+
+
+class _Endpoint:
+    """A producer's channel as the core sees it; keeps the checks it is sent."""
+
+    client_id = "c"
+    remote_address = "127.0.0.1:1"
+
+    def __init__(self) -> None:
+        self.checks: list[m.CheckTransactionRequest] = []
+
+    def is_alive(self) -> bool:
+        return True
+
+    def send_check(self, request: m.CheckTransactionRequest) -> None:
+        self.checks.append(request)
+
+
 def test_the_topic_type_is_enforced_except_on_mixed_retry_and_dlq_topics(broker: Broker) -> None:
     proxy = ProxyMode(broker, GrpcDoorConfig(proxy_semantics=True))
     half = m.WireMessage(topic="Pay", body=b"x", transactional=True)
