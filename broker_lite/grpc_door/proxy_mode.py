@@ -96,13 +96,13 @@ class ProxyMode:
 
     def check_send(self, topic: str, wires: Sequence[m.WireMessage]) -> None:
         """Refuse what the proxy (or the broker behind it) refuses; GrpcDoorError."""
-        kind = message_type(wires[0])
-        if kind == "TRANSACTION" and len(wires) > 1:
+        kind = message_type(wires[0])  # the proxy types a request by its first message
+        if len(wires) > 1 and any(w.transactional for w in wires):
             raise GrpcDoorError(
                 Code.INTERNAL_SERVER_ERROR,
-                f"the message is illegal: {len(wires)} transactional messages in one "
-                "SendMessage; RocketMQ stores no transactional batch (its broker answers "
-                "MESSAGE_ILLEGAL): send each half on its own")
+                f"the message is illegal: a SendMessage of {len(wires)} messages with "
+                "transactional ones; RocketMQ stores no transactional batch (its broker "
+                "answers MESSAGE_ILLEGAL): send each half on its own")
         if topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
             return
         expected = self.topic_type(topic)

@@ -172,6 +172,22 @@ def test_transaction_data_does_not_survive_a_restart_but_the_half_does(tmp_path:
 
 
 @pytest.mark.timeout(90)
+def test_check_backs_stop_at_the_maximum_and_the_half_is_discarded(tmp_path: Path) -> None:
+    flags = ("--tx-timeout", "1", "--tx-check-interval", "0.5", "--tx-check-max", "2")
+    with _proxy_broker(tmp_path / "b", *flags) as broker:
+        checker = Checker(TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED)
+        with running(Producer(config(broker.grpc), (TX_TOPIC,), checker=checker)) as producer, \
+                running(_consumer(broker.grpc, "ledger")) as consumer:
+            receipt = producer.send(make_message(TX_TOPIC, "undecided", keys=["row-8"]),
+                                    producer.begin_transaction())
+            wait_until(lambda: "discarded to TRANS_CHECK_MAX_TIME_TOPIC" in
+                       broker.stderr_text(), timeout=30, message="the half was never discarded")
+            assert [m.message_id for m in checker.asked] == [receipt.message_id] * 2
+            assert _drain(consumer) == []  # a discarded half is never delivered
+        assert checker.count() == 2
+
+
+@pytest.mark.timeout(90)
 def test_a_half_sent_twice_is_two_halves_and_two_messages(tmp_path: Path) -> None:
     """A client's retry re-sends the same message id; RocketMQ stores it again."""
     with _proxy_broker(tmp_path / "b") as broker:
