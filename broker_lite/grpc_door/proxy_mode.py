@@ -84,6 +84,8 @@ class ProxyMode:
 
     def __init__(self, broker: Broker, config: GrpcDoorConfig) -> None:
         self._broker = broker
+        self._config = config
+        self._halves = 0
         self.transactions = TransactionDataTable(
             expire_seconds=config.transaction_data_expire_seconds,
             max_per_key=config.transaction_data_max_num)
@@ -112,8 +114,13 @@ class ProxyMode:
                 f"topic {topic!r} takes {expected} messages, this one is {kind} (topic "
                 f"attribute message.type; create it with -a +message.type={kind})")
 
-    def half_stored(self, topic: str, wire: m.WireMessage, result: m.SendResult) -> None:
-        """Keep the half's transaction data, and log the one line a test counts."""
+    def half_stored(self, topic: str, wire: m.WireMessage, result: m.SendResult) -> float:
+        """Keep the half's transaction data, and log the one line a test counts.
+
+        Returns how long to hold the answer back: 0, except under the test hook
+        ``fault_slow_half_every`` (a send that times out after the half was stored).
+        """
+        self._halves += 1
         self.transactions.add(topic, result.transaction_id,
                               commit_log_offset=result.commit_log_offset,
                               queue_offset=result.queue_offset)
@@ -121,6 +128,12 @@ class ProxyMode:
             "topic": topic, "keys": list(wire.keys), "transaction_id": result.transaction_id,
             "message_id": result.msg_id, "queue_offset": result.queue_offset,
             "commit_log_offset": result.commit_log_offset}, separators=(",", ":")))
+        every = self._config.fault_slow_half_every
+        if every and self._halves % every == 0:
+            log.warning("fault hook: the answer for half %s is held %g s", result.transaction_id,
+                        self._config.fault_slow_half_seconds)
+            return self._config.fault_slow_half_seconds
+        return 0.0
 
     # -- check-back ----------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ fails without it) and is answered OK once handed to the broker.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -90,16 +91,19 @@ async def send_message(door: GrpcDoor, caller: Caller, request: Any) -> Any:
     if ends:
         await wait_flushed(door.ctx, max(ends))
     entries = []
+    hold = 0.0
     for wire, outcome in zip(wires, outcomes, strict=True):
         if isinstance(outcome, Sent):
             result = outcome.result
             if proxy is not None and wire.transactional:
-                proxy.half_stored(topic, wire, result)
+                hold = max(hold, proxy.half_stored(topic, wire, result))
             entries.append(spb.SendResultEntry(
                 status=ok(), message_id=result.msg_id, transaction_id=result.transaction_id,
                 offset=result.queue_offset))
         else:
             entries.append(spb.SendResultEntry(status=status_for(outcome)))
+    if hold:  # a test hook only (fault_slow_half_every)
+        await asyncio.sleep(hold)
     return spb.SendMessageResponse(status=_overall({e.status.code for e in entries}),
                                    entries=entries)
 

@@ -206,6 +206,31 @@ def test_a_half_sent_twice_is_two_halves_and_two_messages(tmp_path: Path) -> Non
             assert _drain(consumer, 1) == []
 
 
+@pytest.mark.timeout(90)
+def test_a_send_that_times_out_after_the_half_was_stored_leaves_two_halves(
+        tmp_path: Path) -> None:
+    """The official client re-sends a timed-out half with the same message id; the
+    door (test hook: every 2nd half answered after 4 s) stores both, as RocketMQ does."""
+    flags = ("--tx-timeout", "30", "--grpc-fault-slow-half-every", "2",
+             "--grpc-fault-slow-half-seconds", "4")
+    with _proxy_broker(tmp_path / "b", *flags) as broker:
+        checker = Checker(TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED)
+        cfg = config(broker.grpc, timeout=2)
+        with running(Producer(cfg, (TX_TOPIC,), checker=checker)) as producer, \
+                running(_consumer(broker.grpc, "ledger")) as consumer:
+            producer.send(make_message(TX_TOPIC, "prompt", keys=["row-9"]),
+                          producer.begin_transaction())  # half 1: answered at once
+            retried = producer.begin_transaction()  # half 2 times out, half 3 is its re-send
+            receipt = producer.send(make_message(TX_TOPIC, "retried", keys=["row-10"]),
+                                    retried)
+            halves = halves_stored(broker.stderr_text(), key="row-10")
+            assert [h["transaction_id"] for h in halves] == [receipt.transaction_id] * 2
+            retried.commit()  # ends the newest half; the first is left to check-back
+            got = _receive(consumer, 1)
+            assert [m.message_id for m in got] == [receipt.message_id]
+        assert len(halves_stored(broker.stderr_text(), key="row-9")) == 1
+
+
 @pytest.mark.timeout(60)
 def test_transactional_batches_and_messages_of_the_wrong_type_are_refused(
         tmp_path: Path) -> None:
