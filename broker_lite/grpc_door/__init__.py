@@ -24,7 +24,10 @@ Modules, by idea:
   Heartbeat, NotifyClientTermination;
 - :mod:`~broker_lite.grpc_door.settings`: clients and their settings;
 - :mod:`~broker_lite.grpc_door.convert`: protobuf <-> core structs;
-- :mod:`~broker_lite.grpc_door.status`: errors -> ``Status`` codes.
+- :mod:`~broker_lite.grpc_door.status`: errors -> ``Status`` codes;
+- :mod:`~broker_lite.grpc_door.proxy_mode`: ``--grpc-proxy-semantics``, the door as
+  strict as RocketMQ's proxy (docs/grpc-proxy-semantics.md);
+- :mod:`~broker_lite.grpc_door.transaction_data`: its in-memory transaction data.
 """
 
 from __future__ import annotations

@@ -87,16 +87,18 @@ async def send_message(door: GrpcDoor, caller: Caller, request: Any) -> Any:
                                      dedupe=proxy is None)]
     else:
         outcomes = door.broker.send_batch(topic, wires, born_host=caller.peer)
+    hold = 0.0
+    if proxy is not None:  # logged and kept as soon as stored, before any flush wait
+        for wire, outcome in zip(wires, outcomes, strict=True):
+            if wire.transactional and isinstance(outcome, Sent):
+                hold = max(hold, proxy.half_stored(topic, wire, outcome.result))
     ends = [o.end_offset for o in outcomes if isinstance(o, Sent)]
     if ends:
         await wait_flushed(door.ctx, max(ends))
     entries = []
-    hold = 0.0
-    for wire, outcome in zip(wires, outcomes, strict=True):
+    for outcome in outcomes:
         if isinstance(outcome, Sent):
             result = outcome.result
-            if proxy is not None and wire.transactional:
-                hold = max(hold, proxy.half_stored(topic, wire, result))
             entries.append(spb.SendResultEntry(
                 status=ok(), message_id=result.msg_id, transaction_id=result.transaction_id,
                 offset=result.queue_offset))
