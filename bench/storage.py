@@ -90,8 +90,6 @@ from rich.table import Table
 
 from broker_lite.serving.flushgate import FlushGate
 from broker_lite.storage import CommitLog, MessageStore, MessageToStore, StoreConfig
-from broker_lite.storage.properties import encode_properties
-from broker_lite.storage.record import encode_record, pack_host
 
 BODY_SIZE = 1024
 TOPIC = "BenchTopic"
@@ -137,26 +135,17 @@ def make_message(i: int) -> MessageToStore:
     )
 
 
-def encoded_record() -> bytes:
-    """The bytes the store writes for one benchmark message (for the bounds)."""
-    msg = make_message(0)
-    props = encode_properties(msg.properties)
-    now = int(time.time() * 1000)
-    return encode_record(
-        topic=TOPIC.encode(), body=msg.body, properties=props, queue_id=0, flag=0,
-        queue_offset=0, physical_offset=0, sysflag=0, born_timestamp=now,
-        born_host=b"\x00" * 8, store_timestamp=now, store_host=pack_host("127.0.0.1", 10911),
-        reconsume_times=0, prepared_tx_offset=0,
-    )
+def encoded_record(root: Path) -> bytes:
+    """The bytes the store writes for one benchmark message (for the bounds).
 
-
-def check_record_size(root: Path, record: bytes) -> None:
-    """Fail early if the store writes records of another size than the bounds do."""
+    Read back from a probe store, so that it is the measured code's format
+    (also under ``--at-commit``).
+    """
     with MessageStore(StoreConfig(data_dir=root / "probe", segment_size=SEGMENT_SIZE)) as store:
-        size = store.put(make_message(0)).size
+        put = store.put(make_message(0))
+        record = store.get_raw(put.physical_offset, put.size)
     shutil.rmtree(root / "probe", ignore_errors=True)
-    if size != len(record):
-        raise RuntimeError(f"the store wrote {size} bytes, the bounds write {len(record)}")
+    return record
 
 
 # -- code under test -------------------------------------------------------------------
@@ -804,7 +793,6 @@ def save(result: dict[str, Any]) -> None:
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Run every selected case; return the result document."""
     code = code_state()
-    record = encoded_record()
     load_before = load_average()
     if load_before and load_before[0] > 0.5 * (os.cpu_count() or 1):
         console.print(f"[yellow]warning:[/] load average {load_before[0]} at start: other work "
@@ -813,7 +801,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         machine = describe_machine(root)
         console.print(f"[bold]storage benchmark[/] on {machine_summary(machine)}", highlight=False)
         console.print(f"code: {code_summary(code)}; data dir {root}", highlight=False)
-        check_record_size(root, record)
+        record = encoded_record(root)
         progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                             MofNCompleteColumn(), TimeElapsedColumn(), console=console)
         with progress:
