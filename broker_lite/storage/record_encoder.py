@@ -91,28 +91,24 @@ def encode_record_into(
                          f"{MAX_PROPERTIES_LENGTH} bytes")
     topic_len = len(topic)
     body_len = len(body)
+    # topic length, topic, properties length, properties: one piece, one copy
+    tail = b"".join((topic_len.to_bytes(1 if topic_len <= 127 else 2, "big"), topic,
+                     field_len.to_bytes(2, "big"), properties))
     body_at = pos + head.size
     body_end = body_at + body_len
-    topic_at = body_end + (1 if topic_len <= 127 else 2)
-    props_at = topic_at + topic_len + 2
-    end = props_at + field_len
+    props_end = body_end + len(tail)
+    end = props_end + CRC_TAIL_SIZE if crc_tail else props_end
     if end - pos != size:
         raise ValueError(f"the record's fields take {end - pos} bytes, not the {size} reserved")
+    body_crc = crc32(body)
     head.pack_into(buf, pos, size, MAGIC_V1 if topic_len <= 127 else MAGIC_V2,
-                   crc32(body) & _MASK31, queue_id, flag, queue_offset, physical_offset,
+                   body_crc & _MASK31, queue_id, flag, queue_offset, physical_offset,
                    sysflag, born_timestamp, born_host, store_timestamp, store_host,
                    reconsume_times, prepared_tx_offset, body_len)
     buf[body_at:body_end] = body
-    if topic_len <= 127:
-        buf[body_end] = topic_len
-    else:
-        buf[body_end : body_end + 2] = topic_len.to_bytes(2, "big")
-    buf[topic_at : props_at - 2] = topic
-    buf[props_at - 2 : props_at] = field_len.to_bytes(2, "big")
-    props_end = props_at + props_len
-    buf[props_at:props_end] = properties
+    buf[body_end:props_end] = tail
     if crc_tail:
-        crc = crc32(memoryview(buf)[pos:props_end]) & _MASK31
+        crc = crc32(tail, crc32(memoryview(buf)[pos:body_end])) & _MASK31
         buf[props_end:end] = b"".join((_CRC_KEY, (b"%d" % crc)[::-1].ljust(10, b"0"),
                                        b"\x02"))
     return end
