@@ -60,9 +60,9 @@ from broker_lite.protocol import (
 )
 from broker_lite.protocol import messages as m
 from broker_lite.protocol.signing import hello_signature_ok
-from broker_lite.protocol.translate import check_out
 from broker_lite.server.checkback import answer_check
 from broker_lite.server.handlers import HANDLERS, INLINE, Handler, InlineHandler
+from broker_lite.server.translate import check_out
 from broker_lite.serving.context import ServerContext
 from broker_lite.serving.durability import flush_future, flush_outcome
 

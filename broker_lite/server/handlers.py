@@ -37,9 +37,9 @@ from broker_lite.errors import (
 )
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
-from broker_lite.protocol.translate import end_in, end_out, message_in, send_result_out
 from broker_lite.server.fit import fit
 from broker_lite.server.ops_handlers import OPS_HANDLERS
+from broker_lite.server.translate import end_in, end_out, message_in, send_result_out
 from broker_lite.serving.context import MAX_LONG_POLL_MS, ServerContext, Session
 from broker_lite.serving.durability import wait_flushed
 from broker_lite.serving.longpoll import NO_NEW_MESSAGE, long_poll_pull

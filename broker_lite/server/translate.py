@@ -1,10 +1,10 @@
-"""The native protocol's edge: its bodies to the core's model and back.
+"""The native door's edge: the protocol's bodies to the core's model and back.
 
 Pure functions, field for field (the native bodies were cut to the core's
-shapes). The native server calls them on each request it hands the core and on
-each answer it writes; the gRPC door has its own edge
-(:mod:`broker_lite.grpc_door.convert`). The client never imports this module,
-so it never loads the core.
+shapes). The handlers call them on each request they hand the core and on
+each answer they write; the gRPC door has its own edge
+(:mod:`broker_lite.grpc_door.convert`), so neither door leans on the other's
+format.
 """
 
 from __future__ import annotations
