@@ -9,10 +9,13 @@ grouped by what the caller does next::
     ├── SerializationError        the body could not be serialized
     ├── InvalidMessageError       publish(): the broker would refuse this message
     └── RelayError                a row could not be relayed now (retriable)
-        └── BrokerUnreachableError
+        ├── BrokerUnreachableError    no request got through: no row is at fault
+        └── RowRefusedError           the broker refused one row (``kind`` says why)
 """
 
 from __future__ import annotations
+
+from enum import StrEnum
 
 __all__ = [
     "BrokerUnreachableError",
@@ -21,6 +24,8 @@ __all__ = [
     "NoTransactionError",
     "OutboxError",
     "RelayError",
+    "RowFault",
+    "RowRefusedError",
     "SerializationError",
 ]
 
@@ -70,3 +75,31 @@ class RelayError(OutboxError):
 
 class BrokerUnreachableError(RelayError):
     """The broker did not answer."""
+
+
+class RowFault(StrEnum):
+    """Why a broker refused one row: what fixes it."""
+
+    #: the broker may take it later (busy, a disk full, a transaction in flight)
+    TRANSIENT = "transient"
+    #: the setup: unknown topic, no permission, refused credentials; an operator fixes it
+    CONFIG = "config"
+    #: the row itself can never go as it is (too large, malformed)
+    ROW_INVALID = "row_invalid"
+
+
+class RowRefusedError(RelayError):
+    """The broker refused one row (its half or its end); the other rows went on.
+
+    ``str()`` is the broker's own message; ``__cause__`` the broker's error.
+    The relay counts an attempt and retries with backoff whatever the
+    ``kind`` (an operator may fix a topic or an ACL meanwhile), and parks the
+    row after ``max_attempts``. ``retriable`` is true only for ``transient``.
+    """
+
+    def __init__(self, message: str, *, tx_id: str, kind: RowFault, target: str) -> None:
+        super().__init__(message)
+        self.tx_id = tx_id
+        self.kind = kind
+        self.target = target
+        self.retriable = kind is RowFault.TRANSIENT
