@@ -35,16 +35,16 @@ from types import FrameType
 from typing import Any
 
 from broker_lite.client import (
+    ClientConfig,
     LocalTransactionState,
     Message,
     ReceivedMessage,
     TransactionProducer,
 )
-from broker_lite.client.config import ClientConfig
 from broker_lite.errors import BrokerError
 from outbox.checkback import PG_XID_PROPERTY, CheckAnswer, check_state
 from outbox.config import Outbox
-from outbox.publisher import broker_client_config
+from outbox.targets.broker_lite import broker_client_config
 
 __all__ = ["CheckbackResponder", "StatusTableListener", "answer_check", "run_checker"]
 

@@ -35,8 +35,9 @@ from integrations.django.db import forget_engines, sqlalchemy_url
 from outbox.config import Outbox, RelaySettings
 from outbox.errors import ConfigurationError
 from outbox.migrate import engine_for
-from outbox.publisher import BrokerLitePublisher, ProcessPublishers, Publisher
 from outbox.serializers import JsonSerializer
+from outbox.targets import ProcessPublishers, Publisher
+from outbox.targets.broker_lite import BrokerLitePublisher
 from outbox.validation import DEFAULT_MAX_BODY_SIZE
 
 if TYPE_CHECKING:

@@ -37,9 +37,10 @@ from integrations._unit import current_unit
 from outbox.config import Outbox, RelaySettings
 from outbox.errors import ConfigurationError, NoTransactionError
 from outbox.migrate import engine_for
-from outbox.publisher import BrokerLitePublisher, ProcessPublishers, Publisher
 from outbox.serializers import JsonSerializer, Serializer
 from outbox.sqlite import tune_sqlite_engine
+from outbox.targets import ProcessPublishers, Publisher
+from outbox.targets.broker_lite import BrokerLitePublisher
 
 if TYPE_CHECKING:
     from celery import Celery

@@ -43,8 +43,9 @@ from celery.signals import (
 from outbox.celery import redis_transport, sqla
 from outbox.config import Outbox
 from outbox.errors import ConfigurationError
-from outbox.publisher import BrokerLitePublisher, ProcessPublishers, Publisher
 from outbox.relay import Relay, backoff_seconds, worker_id
+from outbox.targets import ProcessPublishers, Publisher
+from outbox.targets.broker_lite import BrokerLitePublisher
 
 __all__ = ["CelerySettings", "PublisherFactory", "RocketboxState", "make_celery",
            "redis_visibility_timeout", "rocketbox_state"]
@@ -216,7 +217,7 @@ def make_celery(outbox: Outbox, *, broker_url: str, backend_url: str | None = No
     """A Celery app with rocketbox's tasks, the sweeper lane and (optionally) the checker step.
 
     ``conf`` entries override the defaults (any Celery setting, lower-case).
-    ``publisher_factory`` replaces :class:`~outbox.publisher.BrokerLitePublisher`
+    ``publisher_factory`` replaces :class:`~outbox.targets.broker_lite.BrokerLitePublisher`
     (a seam for tests and other brokers).
     """
     # imported here: tasks and bootstep import this module

@@ -36,8 +36,8 @@ from outbox.errors import RowRefusedError
 __all__ = ["EndOutcome", "HalfOutcome", "HalfStored", "LeftToCheckBack", "OutgoingMessage",
            "Publisher", "Target", "TxEnd", "TxEnded", "TxState"]
 
-#: how a row's transaction ends
-TxState = Literal["COMMIT", "ROLLBACK"]
+#: how a row's transaction ends (``UNKNOWN``: not now, the broker's check-back decides)
+TxState = Literal["COMMIT", "ROLLBACK", "UNKNOWN"]
 
 
 @dataclass(frozen=True, slots=True)
