@@ -15,7 +15,7 @@ import inspect
 import logging
 
 from broker_lite.client.message import ReceivedMessage
-from broker_lite.client.thread_pool import BoundedThreadPool
+from broker_lite.client.thread_pool import BoundedThreadPool, check_bounds
 from broker_lite.client.transaction_types import (
     AsyncTransactionListener,
     LocalTransactionState,
@@ -47,11 +47,8 @@ class CheckBacks:
     def __init__(self, group: str, listener: TransactionListener | AsyncTransactionListener,
                  check_threads: tuple[int, int], check_queue_size: int) -> None:
         min_threads, max_threads = check_threads
-        if min_threads < 1 or max_threads < min_threads:
-            raise ValueError(f"check_threads must be (min, max) with 1 <= min <= max, "
-                             f"got {check_threads}")
-        if check_queue_size < 1:
-            raise ValueError(f"check_queue_size must be >= 1, got {check_queue_size}")
+        check_bounds(min_threads, max_threads, check_queue_size, threads="check_threads",
+                     queue="check_queue_size")
         self.group = group
         self.listener = listener
         self.check_threads = (min_threads, max_threads)
