@@ -40,6 +40,7 @@ from outbox.migrate import engine_for
 from outbox.serializers import JsonSerializer, Serializer
 from outbox.sqlite import tune_sqlite_engine
 from outbox.targets import ProcessPublishers, Publisher
+from outbox.targets.address import parse_broker_address
 from outbox.targets.broker_lite import BrokerLitePublisher
 
 if TYPE_CHECKING:
@@ -113,7 +114,8 @@ class FlaskState:
             tune_sqlite_engine(engine)  # WAL and a busy timeout: the relay writes too
             serializer: Serializer = self.config("SERIALIZER") or JsonSerializer()
             relay: RelaySettings = self.config("RELAY") or RelaySettings()
-            base = Outbox(engine=engine, broker=self.config("BROKER"),
+            broker = str(parse_broker_address(self.config("BROKER"), setting="ROCKETBOX_BROKER"))
+            base = Outbox(engine=engine, broker=broker,
                           producer_group=self.config("PRODUCER_GROUP"), serializer=serializer,
                           relay=relay, mode=self.config("MODE"),
                           local_tx_timeout=float(self.config("LOCAL_TX_TIMEOUT")),
