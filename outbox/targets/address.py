@@ -25,10 +25,10 @@ from outbox.errors import ConfigurationError
 __all__ = ["BROKER_LITE", "ROCKETMQ", "BrokerAddress", "BrokerAddressError",
            "parse_broker_address"]
 
-BROKER_LITE = "broker-lite"
-ROCKETMQ = "rocketmq"
-
 Kind = Literal["broker-lite", "rocketmq"]
+
+BROKER_LITE: Kind = "broker-lite"
+ROCKETMQ: Kind = "rocketmq"
 
 _SCHEMES: dict[str, tuple[Kind, bool]] = {
     "broker-lite": (BROKER_LITE, False),
