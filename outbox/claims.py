@@ -42,10 +42,14 @@ class ClaimedRow:
     attempts: int
     half_offset: int | None
     created_at: datetime
+    #: RocketMQ: the recorded half's ids (None: no half recorded)
+    half_message_id: str | None = None
+    half_transaction_id: str | None = None
 
 
 ROW_COLUMNS = (t.c.tx_id, t.c.seq, t.c.topic, t.c.tag, t.c["keys"], t.c.message_group, t.c.body,
-                t.c.headers, t.c.state, t.c.attempts, t.c.half_offset, t.c.created_at)
+                t.c.headers, t.c.state, t.c.attempts, t.c.half_offset, t.c.created_at,
+                t.c.half_message_id, t.c.half_transaction_id)
 
 
 

@@ -170,7 +170,8 @@ class Relay:
               report: RelayReport) -> None:
         _note_new_topics(rows)
         failed_groups: set[str] = set()
-        need_half = [r for r in rows if r.half_offset is None]
+        # a row with a recorded half never gets a second one (RocketMQ stores every half)
+        need_half = [r for r in rows if r.half_offset is None and r.half_message_id is None]
         outcomes: dict[str, Exception | None] = {}
         with relay_span("half", [r.headers for r in need_half]):
             sent = self.publisher.send_halves([self._outgoing(r) for r in need_half])
@@ -179,14 +180,14 @@ class Relay:
                 halves[row.tx_id] = result
             else:
                 outcomes[row.tx_id] = result
+        self._record_half_ids(halves)
         ends: list[TxEnd] = []
         for row in rows:
             if row.tx_id in outcomes or (row.message_group in failed_groups):
                 if row.message_group is not None:
                     failed_groups.add(row.message_group)
                 continue
-            half = halves.get(row.tx_id) or HalfStored(
-                row.tx_id, row.topic, -1 if row.half_offset is None else row.half_offset)
+            half = halves.get(row.tx_id) or _recorded_half(row)
             ends.append(TxEnd(half, _TX_STATES.get(row.state, "UNKNOWN")))
         commit_offsets: dict[str, int] = {}
         group_of = {row.tx_id: row.message_group for row in rows}
@@ -203,6 +204,14 @@ class Relay:
                     continue
                 if isinstance(ended, Exception):
                     outcomes[end.tx_id] = ended
+                elif end.half.message_id and end.state != "UNKNOWN":
+                    # RocketMQ forgot the transaction (a retried end, past its window):
+                    # its check-back commits the recorded half from the status table,
+                    # so the relay is done with the row; it is never sent a second half
+                    log.info("%s: %s; the check-back ends it", end.tx_id, ended.reason,
+                             extra={"tx_id": end.tx_id})
+                    outcomes[end.tx_id] = None
+                    continue
                 else:  # left to check-back: held back, no attempt counted
                     log.info("%s: %s", end.tx_id, ended.reason, extra={"tx_id": end.tx_id})
                 group = group_of[end.tx_id]
@@ -210,6 +219,23 @@ class Relay:
                     failed_groups.add(group)
         self._record(rows, halves, commit_offsets, outcomes, report)
         _observe_relayed(rows, outcomes)
+
+    def _record_half_ids(self, halves: dict[str, HalfStored]) -> None:
+        """Write the ids of RocketMQ halves on their rows before any end is sent.
+
+        A check-back commits only the half whose ids its row holds and rolls
+        back any other half of the same ``tx_id`` (docs/rocketmq.md); fenced on
+        the claim. broker_lite halves (no message id) cost nothing here.
+        """
+        ids = [{"b_tx": h.tx_id, "b_msg": h.message_id, "b_txn": h.transaction_id}
+               for h in halves.values() if h.message_id]
+        if not ids:
+            return
+        with self.outbox.engine.begin() as conn:
+            conn.execute(update(t).where(t.c.tx_id == bindparam("b_tx"),
+                                         t.c.claimed_by == self.name).values(
+                half_message_id=bindparam("b_msg"),
+                half_transaction_id=bindparam("b_txn")), ids)
 
     def _release(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
                  error: Exception) -> None:
@@ -358,6 +384,14 @@ class _Budget:
                 return False
             self._left -= 1
             return True
+
+
+def _recorded_half(row: ClaimedRow) -> HalfStored:
+    """The half a row recorded in an earlier pass (or none: offsets -1, ids "")."""
+    return HalfStored(row.tx_id, row.topic,
+                      -1 if row.half_offset is None else row.half_offset,
+                      message_id=row.half_message_id or "",
+                      transaction_id=row.half_transaction_id or "")
 
 
 def _waves(ends: list[TxEnd], group_of: dict[str, str | None]) -> list[list[TxEnd]]:

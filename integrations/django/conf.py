@@ -38,7 +38,7 @@ from outbox.migrate import engine_for
 from outbox.serializers import JsonSerializer
 from outbox.targets import ProcessPublishers, Publisher
 from outbox.targets.address import parse_broker_address
-from outbox.targets.broker_lite import BrokerLitePublisher
+from outbox.targets.choose import publisher_for
 from outbox.validation import DEFAULT_MAX_BODY_SIZE
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ class DjangoState:
     _publishers: ProcessPublishers = field(init=False)
 
     def __post_init__(self) -> None:
-        self._publishers = ProcessPublishers(lambda: BrokerLitePublisher(self.outbox))
+        self._publishers = ProcessPublishers(lambda: publisher_for(self.outbox))
 
     def publisher(self) -> Publisher:
         return self._publishers.get()

@@ -41,7 +41,7 @@ from outbox.serializers import JsonSerializer, Serializer
 from outbox.sqlite import tune_sqlite_engine
 from outbox.targets import ProcessPublishers, Publisher
 from outbox.targets.address import parse_broker_address
-from outbox.targets.broker_lite import BrokerLitePublisher
+from outbox.targets.choose import publisher_for
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -89,7 +89,7 @@ class FlaskState:
     _publishers: ProcessPublishers = field(init=False)
 
     def __post_init__(self) -> None:
-        self._publishers = ProcessPublishers(lambda: BrokerLitePublisher(self.outbox))
+        self._publishers = ProcessPublishers(lambda: publisher_for(self.outbox))
 
     # -- configuration ---------------------------------------------------------------
 
