@@ -20,6 +20,8 @@ from sqlalchemy import Engine, create_engine, select
 from support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_until
 
 from outbox import Outbox, RelaySettings, migrate, publish
+from outbox.checker import run_checker
+from outbox.cli import main
 from outbox.errors import ConfigurationError, RowFault, RowRefusedError
 from outbox.models import transaction_table as t
 from outbox.relay import Relay
@@ -244,3 +246,48 @@ def test_refusals_say_what_fixes_them() -> None:
     assert fault_of(PayloadTooLargeException("too big")) is RowFault.ROW_INVALID
     assert fault_of(TimeoutError()) is None
     assert issubclass(RowRefusedError, Exception)
+
+
+@pytest.mark.timeout(120)
+def test_the_checker_alone_commits_a_dead_relays_recorded_half_once(
+        pg_engine: Engine, door: BrokerLiteServer) -> None:
+    outbox = _outbox(pg_engine, door)
+    tx_id = _publish(outbox, "Refunds", {"id": 3})
+    other = _publish(outbox, "Refunds", {"id": 4}, state="ROLLBACK")
+    dying = Counting(publisher_for(outbox), die_before_end=True)
+    with pytest.raises(_Killed):
+        Relay(outbox, dying, name="dies").run_once()
+    dying.close()
+    recorded = _row(pg_engine, tx_id)["half_message_id"]
+    stop = threading.Event()
+    ready = threading.Event()
+    checker = threading.Thread(target=run_checker, args=(outbox,),
+                               kwargs={"stop": stop, "on_ready": ready.set}, daemon=True)
+    checker.start()
+    try:
+        assert ready.wait(30)
+        with _consumer(door, "Refunds") as consumer:
+            got = _drain(consumer, want=1, timeout=40)
+    finally:
+        stop.set()
+        checker.join(30)
+    assert not checker.is_alive()
+    assert [(m.message_id, m.properties[TX_ID_PROPERTY])  # type: ignore[attr-defined]
+            for m in got] == [(recorded, tx_id)]
+    assert other not in {m.properties[TX_ID_PROPERTY] for m in got}  # type: ignore[attr-defined]
+
+
+@pytest.mark.timeout(90)
+def test_rocketbox_checker_exits_2_on_wrong_credentials(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    acl = tmp_path / "acl.json"
+    acl.write_text(json.dumps({"accounts": [{"access_key": "relay", "secret_key": "right"}]}))
+    url = f"sqlite:///{tmp_path / 'outbox.sqlite'}"
+    migrate.upgrade(url)
+    with start_broker_lite(tmp_path / "broker", (*FAST, "--acl", str(acl))) as door:
+        code = main(["checker", "--db", url, "--broker", f"rocketmq://{door.grpc}",
+                     "--access-key", "relay", "--secret-key", "wrong"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith(f"rocketbox checker: RocketMQ proxy {door.grpc} ") and \
+        "refused the credentials" in err and err.count("\n") == 1
