@@ -15,7 +15,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
+from rocketmq import (
+    ClientConfiguration,
+    Credentials,
+    FilterExpression,
+    Message,
+    Producer,
+    SimpleConsumer,
+)
 from sqlalchemy import Engine, create_engine, select
 from support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_until
 
@@ -23,6 +30,7 @@ from outbox import Outbox, RelaySettings, migrate, publish
 from outbox.checker import run_checker
 from outbox.cli import main
 from outbox.errors import ConfigurationError, RowFault, RowRefusedError
+from outbox.inbox_rocketmq import RocketMQInbox
 from outbox.models import transaction_table as t
 from outbox.relay import Relay
 from outbox.targets import (
@@ -291,3 +299,27 @@ def test_rocketbox_checker_exits_2_on_wrong_credentials(
     assert code == 2
     assert err.startswith(f"rocketbox checker: RocketMQ proxy {door.grpc} ") and \
         "refused the credentials" in err and err.count("\n") == 1
+
+
+@pytest.mark.timeout(90)
+def test_the_inbox_processes_two_messages_of_one_row_once(pg_engine: Engine,
+                                                         door: BrokerLiteServer) -> None:
+    outbox = _outbox(pg_engine, door)
+    seen: list[bytes] = []
+    inbox = RocketMQInbox("billing", lambda _session, m: seen.append(m.body), outbox=outbox)
+    config = ClientConfiguration(door.grpc, Credentials(), request_timeout=5)
+    producer = Producer(config, ("Ledger",))
+    producer.startup()
+    try:
+        with _consumer(door, "Ledger") as consumer:
+            for body in (b"first", b"again"):  # two messages, one row's tx_id
+                message = Message()
+                message.topic, message.body = "Ledger", body
+                message.add_property(TX_ID_PROPERTY, "row-1")
+                producer.send(message)
+            got = _drain(consumer, want=2)
+    finally:
+        producer.shutdown()
+    assert len({m.message_id for m in got}) == 2  # type: ignore[attr-defined]
+    assert [inbox.handle(m) for m in got] == [True, True]
+    assert len(seen) == 1 and inbox.counts == {"processed": 1, "duplicates": 1, "failed": 0}
