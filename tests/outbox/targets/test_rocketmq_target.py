@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -29,7 +30,7 @@ from support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_un
 from outbox import Outbox, RelaySettings, migrate, publish
 from outbox.checker import run_checker
 from outbox.cli import main
-from outbox.errors import ConfigurationError, RowFault, RowRefusedError
+from outbox.errors import BrokerUnreachableError, ConfigurationError, RowFault, RowRefusedError
 from outbox.inbox_rocketmq import RocketMQInbox
 from outbox.models import transaction_table as t
 from outbox.relay import Relay
@@ -323,3 +324,32 @@ def test_the_inbox_processes_two_messages_of_one_row_once(pg_engine: Engine,
     assert len({m.message_id for m in got}) == 2  # type: ignore[attr-defined]
     assert [inbox.handle(m) for m in got] == [True, True]
     assert len(seen) == 1 and inbox.counts == {"processed": 1, "duplicates": 1, "failed": 0}
+
+
+@pytest.mark.timeout(120)
+def test_rows_wait_through_an_outage_then_flow_once(pg_engine: Engine, tmp_path: Path) -> None:
+    with socket.socket() as probe_socket:  # a loopback port nobody listens on (yet)
+        probe_socket.bind(("127.0.0.1", 0))
+        port = probe_socket.getsockname()[1]
+    outbox = Outbox(engine=pg_engine, broker=f"rocketmq://127.0.0.1:{port}", relay=RELAY)
+    tx_id = _publish(outbox, "Shipments", {"n": 1})
+    publisher = publisher_for(outbox)
+    relay = Relay(outbox, publisher)
+    try:
+        with pytest.raises(BrokerUnreachableError):
+            relay.run_once()
+        row = _row(pg_engine, tx_id)
+        assert (row["attempts"], row["relayed_at"], row["claimed_by"]) == (0, None, None)
+        with start_broker_lite(tmp_path / "broker", (*FAST, "--grpc-port", str(port))) as door, \
+                _consumer(door, "Shipments") as consumer:
+
+            def relayed() -> bool:
+                with contextlib.suppress(BrokerUnreachableError):
+                    return relay.run_once().relayed == 1
+                return False
+
+            wait_until(relayed, timeout=60, interval=0.5)
+            got = _drain(consumer, want=1)
+    finally:
+        publisher.close()
+    assert [m.properties[TX_ID_PROPERTY] for m in got] == [tx_id]  # type: ignore[attr-defined]
