@@ -137,6 +137,11 @@ class InboxConsumer:
             assert outbox is not None
             engine = outbox.engine
         self.engine: Engine = engine
+        if server is None and outbox is not None and outbox.target_address.is_rocketmq:
+            raise ConfigurationError(
+                f"InboxConsumer consumes from broker_lite's native door; outbox.broker is "
+                f"{outbox.broker}: use outbox.inbox_rocketmq.RocketMQInbox with the official "
+                "client's SimpleConsumer, or pass server=HOST:PORT")
         address = server or (outbox.broker if outbox is not None else None)
         if address is None:
             raise ConfigurationError("InboxConsumer needs server= (HOST:PORT) or outbox=")

@@ -7,6 +7,7 @@ from sqlalchemy import create_engine
 
 from outbox import Outbox
 from outbox.errors import ConfigurationError
+from outbox.inbox import InboxConsumer
 from outbox.targets.address import BrokerAddress, BrokerAddressError, parse_broker_address
 
 
@@ -49,5 +50,17 @@ def test_outbox_keeps_broker_lite_native_and_knows_rocketmq() -> None:
         assert rocketmq.target_address.endpoint_strings() == ["p1:8081", "p2:8082"]
         with pytest.raises(BrokerAddressError, match=r"^broker = 'x'"):
             Outbox(engine=engine, broker="x")
+    finally:
+        engine.dispose()
+
+
+def test_what_rocketmq_does_not_take_is_refused_at_configuration() -> None:
+    engine = create_engine("sqlite://")
+    try:
+        with pytest.raises(ConfigurationError, match="mode 'half_first' is not supported"):
+            Outbox(engine=engine, broker="rocketmq://p1:8081", mode="half_first")
+        outbox = Outbox(engine=engine, broker="rocketmq://p1:8081")
+        with pytest.raises(ConfigurationError, match=r"use outbox\.inbox_rocketmq\.RocketMQInbox"):
+            InboxConsumer("Orders", "billing", lambda _s, _m: None, outbox=outbox)
     finally:
         engine.dispose()
