@@ -46,6 +46,22 @@ class GrpcDoorConfig:
     #: user properties of one message, and their total size in bytes (keys + values)
     max_user_properties: int = 128
     max_user_properties_bytes: int = 16 * 1024
+    #: behave as Apache RocketMQ 5's proxy where broker_lite is kinder (transaction data
+    #: in memory with a window, EndTransaction answered on hand-off, no half
+    #: de-duplication, no transactional batch, the topic's message.type enforced);
+    #: docs/grpc-proxy-semantics.md
+    proxy_semantics: bool = False
+    #: proxy mode: how long the door keeps a half's transaction data for its
+    #: EndTransaction (the proxy's ``transactionDataExpireMillis``)
+    transaction_data_expire_seconds: float = 30.0
+    #: proxy mode: transaction data kept per ``topic@transactionId`` (the proxy's
+    #: ``transactionDataMaxNum``); the oldest goes first
+    transaction_data_max_num: int = 15
+    #: proxy mode test hook (hidden ``--grpc-fault-slow-half-every``): every N-th half
+    #: stored is answered only after ``fault_slow_half_seconds``, so a client whose
+    #: request timeout is shorter gives up and re-sends it: a half stored twice. 0: off
+    fault_slow_half_every: int = 0
+    fault_slow_half_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         if self.clock_skew_seconds is not None and self.clock_skew_seconds <= 0:
@@ -64,3 +80,12 @@ class GrpcDoorConfig:
             raise ValueError("receive_batch_size >= 1 and max_read_ahead >= receive_batch_size")
         if self.producer_max_attempts < 1:
             raise ValueError("producer_max_attempts must be at least 1")
+        if self.transaction_data_expire_seconds <= 0:
+            raise ValueError("transaction_data_expire_seconds must be positive, got "
+                             f"{self.transaction_data_expire_seconds}")
+        if self.fault_slow_half_every < 0 or self.fault_slow_half_seconds < 0:
+            raise ValueError("fault_slow_half_every and fault_slow_half_seconds must not be "
+                             "negative")
+        if self.transaction_data_max_num < 1:
+            raise ValueError("transaction_data_max_num must be at least 1, got "
+                             f"{self.transaction_data_max_num}")

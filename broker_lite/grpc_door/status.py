@@ -124,7 +124,8 @@ def ok() -> Any:
 def status_for(exc: BaseException, *, what: str = "request") -> Any:
     """The ``Status`` of a failure; unexpected ones are logged with their traceback."""
     code = code_for(exc)
-    if code == pb.Code.INTERNAL_SERVER_ERROR and not isinstance(exc, BrokerError):
+    if code == pb.Code.INTERNAL_SERVER_ERROR and not isinstance(exc, (BrokerError,
+                                                                      GrpcDoorError)):
         log.error("gRPC %s failed unexpectedly", what, exc_info=exc)
         return status(code, f"internal error: {type(exc).__name__}: {exc}")
     message = exc.message if isinstance(exc, GrpcDoorError) else str(exc)
