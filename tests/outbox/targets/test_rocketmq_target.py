@@ -26,7 +26,9 @@ from rocketmq import (
 )
 from sqlalchemy import Engine, create_engine, select
 from support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_until
+from support.halves import halves_stored
 
+from broker_lite.client import Admin
 from outbox import Outbox, RelaySettings, migrate, publish
 from outbox.checker import run_checker
 from outbox.cli import main
@@ -48,10 +50,15 @@ from outbox.targets.rocketmq_checkback import StatusTableChecker
 
 pytestmark = [pytest.mark.grpc, pytest.mark.postgres]
 
-#: check-backs about a second after a half is stored
-FAST = ("--tx-timeout", "1", "--tx-check-interval", "0.3")
+#: broker_lite's gRPC door as RocketMQ's proxy behaves (remove-on-use transaction data in a
+#: window, no half de-dup, TRANSACTION topics required), check-backs about a second after
+#: a half is stored
+FAST = ("--grpc-proxy-semantics", "--tx-timeout", "1", "--tx-check-interval", "0.3",
+        "--grpc-transaction-data-expire", "5")
+#: the outbox's topics, typed TRANSACTION as `mqadmin updateTopic -a +message.type=...` does
+TX_TOPICS = ("Orders", "Payments", "Invoices", "Refunds", "Shipments")
 RELAY = RelaySettings(batch_size=50, backoff_base=0.05, backoff_max=0.2, jitter=0.0,
-                      broker_timeout=5.0)
+                      broker_timeout=5.0, lease_seconds=3.0)
 
 
 @pytest.fixture
@@ -64,9 +71,21 @@ def pg_engine(postgres_server: PostgresServer) -> Iterator[Engine]:
     engine.dispose()
 
 
+@contextlib.contextmanager
+def _proxy(data_dir: Path, *extra: str) -> Iterator[BrokerLiteServer]:
+    """A broker in proxy mode with the outbox's TRANSACTION topics; no traceback after."""
+    with start_broker_lite(data_dir, (*FAST, *extra)) as server:
+        with Admin(server.native) as admin:
+            for topic in TX_TOPICS:
+                admin.create_topic(topic, attributes={"message.type": "TRANSACTION"})
+        yield server
+        log = server.stderr_text()
+    assert "Traceback" not in log, log[-4000:]
+
+
 @pytest.fixture
 def door(tmp_path: Path) -> Iterator[BrokerLiteServer]:
-    with start_broker_lite(tmp_path / "broker", FAST) as server:
+    with _proxy(tmp_path / "broker") as server:
         yield server
 
 
@@ -190,6 +209,7 @@ def test_relay_killed_between_half_and_end_commits_once_by_check_back(
         responder.close()
     assert dying.halves == [tx_id] and next_relay.halves == []
     assert [m.message_id for m in got] == [recorded]  # type: ignore[attr-defined]
+    assert [h["message_id"] for h in halves_stored(door.stderr_text(), key=tx_id)] == [recorded]
 
 
 @pytest.mark.timeout(120)
@@ -225,9 +245,12 @@ def test_a_second_half_for_one_row_is_rolled_back_by_check_back(
 def test_wrong_credentials_are_one_config_error_and_nothing_is_relayed(
         pg_engine: Engine, tmp_path: Path) -> None:
     acl = tmp_path / "acl.json"
-    acl.write_text(json.dumps({"accounts": [{"access_key": "relay", "secret_key": "right",
-                                             "default_topic_perm": "PUB|SUB"}]}))
+    acl.write_text(json.dumps({"accounts": [
+        {"access_key": "relay", "secret_key": "right", "default_topic_perm": "PUB|SUB"},
+        {"access_key": "ops", "secret_key": "ops-secret", "admin": True}]}))
     with start_broker_lite(tmp_path / "broker", (*FAST, "--acl", str(acl))) as door:
+        with Admin(door.native, access_key="ops", secret_key="ops-secret") as admin:
+            admin.create_topic("Orders", attributes={"message.type": "TRANSACTION"})
         outbox = _outbox(pg_engine, door, access_key="relay", secret_key="wrong")
         with pytest.raises(ConfigurationError, match=r"refused the credentials"
                                                      r" \(--access-key/--secret-key\)") as caught:
@@ -340,7 +363,7 @@ def test_rows_wait_through_an_outage_then_flow_once(pg_engine: Engine, tmp_path:
             relay.run_once()
         row = _row(pg_engine, tx_id)
         assert (row["attempts"], row["relayed_at"], row["claimed_by"]) == (0, None, None)
-        with start_broker_lite(tmp_path / "broker", (*FAST, "--grpc-port", str(port))) as door, \
+        with _proxy(tmp_path / "broker", "--grpc-port", str(port)) as door, \
                 _consumer(door, "Shipments") as consumer:
 
             def relayed() -> bool:
