@@ -376,3 +376,39 @@ def test_rows_wait_through_an_outage_then_flow_once(pg_engine: Engine, tmp_path:
     finally:
         publisher.close()
     assert [m.properties[TX_ID_PROPERTY] for m in got] == [tx_id]  # type: ignore[attr-defined]
+
+
+@pytest.mark.timeout(120)
+def test_an_end_after_the_proxy_window_is_left_to_check_back_and_commits_once(
+        pg_engine: Engine, tmp_path: Path) -> None:
+    # the proxy forgets a transaction after 1 s; the next relay claims the row after the
+    # dead relay's 3 s lease, so its end always comes too late
+    with _proxy(tmp_path / "broker", "--grpc-transaction-data-expire", "1") as door:
+        outbox = _outbox(pg_engine, door)
+        tx_id = _publish(outbox, "Payments", {"late": True})
+        dying = Counting(publisher_for(outbox), die_before_end=True)
+        with pytest.raises(_Killed):
+            Relay(outbox, dying, name="dies").run_once()
+        dying.close()
+        recorded = _row(pg_engine, tx_id)["half_message_id"]
+        late = Counting(publisher_for(outbox))
+        stop = threading.Event()
+        checker = threading.Thread(target=run_checker, args=(outbox,), kwargs={"stop": stop},
+                                   daemon=True)  # `rocketbox checker`
+        checker.start()
+        try:
+            with _consumer(door, "Payments") as consumer:
+                wait_until(lambda: Relay(outbox, late, name="late").run_once().relayed == 1,
+                           timeout=60, interval=0.2)
+                row = _row(pg_engine, tx_id)
+                # relayed, but no commit was acknowledged: the check-back owns the half
+                assert row["relayed_at"] is not None and row["commit_offset"] is None
+                assert (row["attempts"], row["parked"]) == (0, False)
+                got = _drain(consumer, want=1, timeout=40)
+        finally:
+            late.close()
+            stop.set()
+            checker.join(30)
+        halves = halves_stored(door.stderr_text(), key=tx_id)
+    assert late.halves == [] and [h["message_id"] for h in halves] == [recorded]
+    assert [m.message_id for m in got] == [recorded]  # type: ignore[attr-defined]
