@@ -4,6 +4,8 @@ The RocketMQ 5 target records the ids of the half it stored for a row before
 it sends the end, so a check-back commits only that half and rolls back any
 other half carrying the same ``tx_id`` (docs/rocketmq.md). Both nullable:
 broker_lite rows never have them. A frozen copy of ``outbox/models.py``.
+``rocketbox_publish()`` (0002) names its columns and leaves these NULL, so it
+is not replaced.
 
 Revision ID: 0004
 Revises: 0003
