@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker_lite.errors import ConfigurationError
+
 __all__ = ["GrpcDoorConfig"]
 
 
@@ -65,27 +67,41 @@ class GrpcDoorConfig:
 
     def __post_init__(self) -> None:
         if self.clock_skew_seconds is not None and self.clock_skew_seconds <= 0:
-            raise ValueError(f"clock_skew_seconds must be positive, got {self.clock_skew_seconds}")
+            raise ConfigurationError(
+                f"clock_skew_seconds must be positive, got {self.clock_skew_seconds}",
+                setting="clock_skew_seconds")
         if self.max_delivery_attempts < 1:
-            raise ValueError(
-                f"max_delivery_attempts must be at least 1, got {self.max_delivery_attempts}")
+            raise ConfigurationError(
+                f"max_delivery_attempts must be at least 1, got {self.max_delivery_attempts}",
+                setting="max_delivery_attempts")
         if min(self.auto_renew_invisible_seconds, self.max_invisible_seconds,
                self.max_long_polling_seconds, self.max_delay_seconds,
                self.revive_interval_seconds) <= 0:
-            raise ValueError("invisible, long-polling, delay and revive intervals must be positive")
+            raise ConfigurationError(
+                "invisible, long-polling, delay and revive intervals must be positive",
+                setting="auto_renew_invisible_seconds, max_invisible_seconds, "
+                        "max_long_polling_seconds, max_delay_seconds, revive_interval_seconds")
         if self.invisible_when_client_gone_seconds < 0 or self.auto_renew_max_seconds < 0:
-            raise ValueError("invisible_when_client_gone_seconds and auto_renew_max_seconds "
-                             "must not be negative")
+            raise ConfigurationError(
+                "invisible_when_client_gone_seconds and auto_renew_max_seconds "
+                "must not be negative",
+                setting="invisible_when_client_gone_seconds, auto_renew_max_seconds")
         if self.receive_batch_size < 1 or self.max_read_ahead < self.receive_batch_size:
-            raise ValueError("receive_batch_size >= 1 and max_read_ahead >= receive_batch_size")
+            raise ConfigurationError(
+                "receive_batch_size >= 1 and max_read_ahead >= receive_batch_size",
+                setting="receive_batch_size, max_read_ahead")
         if self.producer_max_attempts < 1:
-            raise ValueError("producer_max_attempts must be at least 1")
+            raise ConfigurationError("producer_max_attempts must be at least 1",
+                                     setting="producer_max_attempts")
         if self.transaction_data_expire_seconds <= 0:
-            raise ValueError("transaction_data_expire_seconds must be positive, got "
-                             f"{self.transaction_data_expire_seconds}")
+            raise ConfigurationError("transaction_data_expire_seconds must be positive, got "
+                                     f"{self.transaction_data_expire_seconds}",
+                                     setting="transaction_data_expire_seconds")
         if self.fault_slow_half_every < 0 or self.fault_slow_half_seconds < 0:
-            raise ValueError("fault_slow_half_every and fault_slow_half_seconds must not be "
-                             "negative")
+            raise ConfigurationError("fault_slow_half_every and fault_slow_half_seconds must "
+                                     "not be negative",
+                                     setting="fault_slow_half_every, fault_slow_half_seconds")
         if self.transaction_data_max_num < 1:
-            raise ValueError("transaction_data_max_num must be at least 1, got "
-                             f"{self.transaction_data_max_num}")
+            raise ConfigurationError("transaction_data_max_num must be at least 1, got "
+                                     f"{self.transaction_data_max_num}",
+                                     setting="transaction_data_max_num")

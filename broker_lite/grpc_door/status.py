@@ -70,8 +70,11 @@ _FIELD_CODES = {
 }
 
 
-class GrpcDoorError(Exception):
-    """A request the gRPC door refuses before (or instead of) asking the broker."""
+class GrpcDoorError(RequestError):
+    """A request the gRPC door refuses before (or instead of) asking the broker.
+
+    ``code`` is the ``apache.rocketmq.v2.Code`` it is answered with.
+    """
 
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)

@@ -44,8 +44,7 @@ class BrokerAddressError(ConfigurationError, ValueError):
         super().__init__(
             f"{setting} = {value!r}: {problem}; expected HOST:PORT (broker_lite), "
             "broker-lite://HOST:PORT or rocketmq://HOST:PORT[,HOST:PORT...] "
-            "(RocketMQ 5 proxies; rocketmqs:// for TLS)")
-        self.setting = setting
+            "(RocketMQ 5 proxies; rocketmqs:// for TLS)", setting=setting)
         self.value = value
 
 
