@@ -46,11 +46,12 @@ from integrations.errors import HalfFirstError
 from outbox.checkback import PG_XID_PROPERTY
 from outbox.config import Mode, Outbox
 from outbox.core_commit import OPT_OUT
+from outbox.ending import end_then_mark
 from outbox.errors import ConfigurationError, NoTransactionError, OutboxError
 from outbox.models import transaction_table as t
 from outbox.publish import publish as outbox_publish
-from outbox.publisher import OutgoingMessage, Publisher
 from outbox.serializers import to_body
+from outbox.targets import HalfStored, OutgoingMessage, Publisher, TxEnd, TxState
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -279,41 +280,15 @@ class UnitOfWork:
     def _rollback_sent(self) -> None:
         self._end_all("ROLLBACK")
 
-    def _end_all(self, state: str) -> None:
+    def _end_all(self, state: TxState) -> None:
         """End every half that was sent (``half_offset`` known) with ``state``."""
-        ends = [(s.message.tx_id, state, s.half_offset, s.queue_offset)
+        ends = [TxEnd(HalfStored(s.message.tx_id, s.message.topic, s.half_offset,
+                                 s.queue_offset), state)
                 for s in self._messages if s.half_offset >= 0]
-        if not ends:
-            return
-        if self.celery_app is not None:
-            try:
-                task = self.celery_app.tasks["rocketbox.end_transaction"]
-                for end in ends:
-                    task.apply_async(args=list(end), retry=False)
-                return
-            except Exception:
-                log.warning("could not enqueue end-transaction; ending it here", exc_info=True)
-        if self.publisher is None:
-            return
-        try:
-            results = self.publisher().end(ends)
-        except OutboxError as exc:
-            log.warning("end-transaction %s failed; check-back resolves it: %s", state, exc)
-            return
-        if state != "COMMIT":
-            return
-        from outbox.half_first import mark_relayed
-
-        for (tx_id, _state, half_offset, _q), result in zip(ends, results, strict=True):
-            if isinstance(result, Exception):
-                log.warning("end-transaction %s failed; the relay or check-back resolves it: "
-                            "%s", tx_id, result)
-                continue
-            try:
-                mark_relayed(self.outbox.engine, tx_id, half_offset=half_offset,
-                             commit_offset=result.commit_offset)
-            except Exception:
-                log.warning("could not mark %s relayed", tx_id, exc_info=True)
+        publisher = self.publisher
+        end_then_mark(self.outbox, ends,
+                      None if publisher is None else lambda e: publisher().end_transactions(e),
+                      celery_app=self.celery_app)
 
 
 @contextlib.contextmanager

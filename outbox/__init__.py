@@ -19,15 +19,18 @@ from outbox.errors import (
     NoTransactionError,
     OutboxError,
     RelayError,
+    RowFault,
+    RowRefusedError,
     SerializationError,
 )
 from outbox.half_first import SqlStatusListener, send_in_transaction
 from outbox.inbox import InboxConsumer, consumer
 from outbox.models import InboxRow, TransactionRow, metadata
 from outbox.publish import new_tx_id, publish
-from outbox.publisher import BrokerLitePublisher, Publisher
 from outbox.relay import Relay, RelayReport
 from outbox.serializers import JsonSerializer, RawSerializer, Serializer
+from outbox.targets import Publisher, Target, TargetPublisher
+from outbox.targets.broker_lite import BrokerLitePublisher
 
 __all__ = [
     "PG_XID_PROPERTY",
@@ -50,9 +53,13 @@ __all__ = [
     "RelayError",
     "RelayReport",
     "RelaySettings",
+    "RowFault",
+    "RowRefusedError",
     "SerializationError",
     "Serializer",
     "SqlStatusListener",
+    "Target",
+    "TargetPublisher",
     "TransactionRow",
     "check_state",
     "consumer",

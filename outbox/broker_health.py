@@ -39,6 +39,7 @@ from outbox.config import Outbox
 from outbox.errors import ConfigurationError
 from outbox.models import aware
 from outbox.models import broker_state_table as b
+from outbox.targets import rocketmq
 
 __all__ = ["BrokerState", "note_reachable", "note_unreachable", "pass_failed",
            "pass_went_through", "probe", "read_broker_states"]
@@ -55,6 +56,8 @@ def probe(outbox: Outbox, *, group: str | None = None) -> Exception | None:
     ``group`` is the producer group to connect as (default: the relay's,
     ``<producer_group>-relay``). Returns None when the broker answered.
     """
+    if outbox.target_address.is_rocketmq:
+        return rocketmq.probe(outbox)
     producer = Producer(group or outbox.producer_group + "-relay", outbox.broker,
                         access_key=outbox.access_key, secret_key=outbox.secret_key,
                         timeout=outbox.relay.broker_timeout)

@@ -35,16 +35,17 @@ from types import FrameType
 from typing import Any
 
 from broker_lite.client import (
+    ClientConfig,
     LocalTransactionState,
     Message,
     ReceivedMessage,
     TransactionProducer,
 )
-from broker_lite.client.config import ClientConfig
 from broker_lite.errors import BrokerError
 from outbox.checkback import PG_XID_PROPERTY, CheckAnswer, check_state
 from outbox.config import Outbox
-from outbox.publisher import broker_client_config
+from outbox.targets.broker_lite import broker_client_config
+from outbox.targets.rocketmq_responder import RocketMQResponder
 
 __all__ = ["CheckbackResponder", "StatusTableListener", "answer_check", "run_checker"]
 
@@ -189,6 +190,8 @@ def run_checker(outbox: Outbox, *, stop: threading.Event | None = None,
     connected (the CLI prints a ready line there).
     """
     stop = stop or threading.Event()
+    if outbox.target_address.is_rocketmq:
+        return _run_rocketmq_checker(outbox, stop, on_ready)
     with _stop_on_signals(stop):
         responder = CheckbackResponder(outbox, threads=threads)
         delay = retry_interval
@@ -213,4 +216,17 @@ def run_checker(outbox: Outbox, *, stop: threading.Event | None = None,
             responder.shutdown()
     log.info("check-back responder stopped (answered: %s)",
              {s.value: n for s, n in responder.checks_answered.items()})
+    return 0
+
+
+def _run_rocketmq_checker(outbox: Outbox, stop: threading.Event,
+                          on_ready: Callable[[], None] | None) -> int:
+    """``run_checker`` for RocketMQ 5 proxies (:mod:`outbox.targets.rocketmq_responder`)."""
+    responder = RocketMQResponder(outbox)
+    with _stop_on_signals(stop):
+        responder.refresh()
+        if on_ready is not None:
+            on_ready()
+        responder.serve(stop)
+    log.info("check-back responder stopped (answered: %s)", responder.checks_answered)
     return 0

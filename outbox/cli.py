@@ -83,8 +83,10 @@ def _db_options(parser: argparse.ArgumentParser) -> None:
 
 def _broker_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("broker")
-    group.add_argument("--broker", metavar="HOST:PORT", default=DEFAULT_BROKER,
-                       help="broker_lite's native address")
+    group.add_argument("--broker", metavar="ADDRESS", default=DEFAULT_BROKER,
+                       help="HOST:PORT or broker-lite://HOST:PORT (broker_lite's native door), "
+                            "or rocketmq://HOST:PORT[,HOST:PORT...] (Apache RocketMQ 5 "
+                            "proxies; rocketmqs:// for TLS; docs/rocketmq.md)")
     group.add_argument("--group", metavar="NAME", default=DEFAULT_GROUP,
                        help="producer group the outbox publishes (and answers check-backs) as")
     group.add_argument("--access-key", metavar="KEY",

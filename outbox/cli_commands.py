@@ -33,6 +33,7 @@ from outbox import migrate as migrations
 from outbox.config import Outbox
 from outbox.errors import OutboxError
 from outbox.models import transaction_table
+from outbox.targets.address import parse_broker_address
 
 __all__ = [
     "CommandError",
@@ -94,9 +95,10 @@ def _engine(args: argparse.Namespace, *, tables: bool = True) -> Iterator[Engine
 
 def build_outbox(args: argparse.Namespace) -> Outbox:
     """The :class:`Outbox` the ``--db``/``--broker``/``--group``/key options describe."""
+    broker = str(parse_broker_address(args.broker, setting="--broker"))
     engine = open_engine(args)
     try:
-        return Outbox(engine=engine, broker=args.broker, producer_group=args.group,
+        return Outbox(engine=engine, broker=broker, producer_group=args.group,
                       access_key=args.access_key, secret_key=args.secret_key)
     except Exception:
         engine.dispose()

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from outbox.errors import ConfigurationError
 from outbox.serializers import JsonSerializer, Serializer
+from outbox.targets.address import BrokerAddress, parse_broker_address
 from outbox.validation import DEFAULT_MAX_BODY_SIZE
 
 __all__ = ["Mode", "Outbox", "RelaySettings"]
@@ -68,6 +69,9 @@ class Outbox:
     """
 
     engine: Engine
+    #: ``HOST:PORT`` (broker_lite, the default), ``broker-lite://HOST:PORT``, or
+    #: ``rocketmq://HOST:PORT[,HOST:PORT...]`` (RocketMQ 5 proxies; ``rocketmqs://``: TLS);
+    #: see :mod:`outbox.targets.address`. Stored normalized (broker_lite's as ``HOST:PORT``).
     broker: str = "127.0.0.1:10911"
     producer_group: str = "rocketbox"
     serializer: Serializer = field(default_factory=JsonSerializer)
@@ -84,11 +88,11 @@ class Outbox:
     max_body_size: int = DEFAULT_MAX_BODY_SIZE
 
     def __post_init__(self) -> None:
-        host, sep, port = self.broker.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        object.__setattr__(self, "broker", str(parse_broker_address(self.broker)))
+        if self.mode == "half_first" and self.target_address.is_rocketmq:
             raise ConfigurationError(
-                f"broker address {self.broker!r} must be HOST:PORT, e.g. 127.0.0.1:10911",
-                setting="broker")
+                f"mode 'half_first' is not supported on RocketMQ ({self.broker}): use mode "
+                "'outbox' (docs/rocketmq.md)", setting="mode")
         if not self.producer_group:
             raise ConfigurationError("producer_group must not be empty", setting="producer_group")
         if self.max_body_size < 1:
@@ -97,6 +101,11 @@ class Outbox:
         if self.mode not in ("outbox", "half_first"):
             raise ConfigurationError(f"mode must be 'outbox' or 'half_first', not {self.mode!r}",
                                      setting="mode")
+
+    @property
+    def target_address(self) -> BrokerAddress:
+        """The parsed :attr:`broker`: which kind of broker, its endpoints, TLS."""
+        return parse_broker_address(self.broker)
 
     def sessionmaker(self) -> sessionmaker[Session]:
         return sessionmaker(self.engine)

@@ -11,6 +11,8 @@ there. The web-framework integrations add their own branch
     │
     │  fix the configuration (each is also a ValueError)
     ├── ConfigurationError        a setting is missing or wrong: ``setting``
+    │   ├── BrokerAddressError    [targets.address] a broker address that does not parse:
+    │   │                         ``setting``, ``value``
     │   └── ConsoleConfigError    [console.config] a setting the console cannot run with
     │
     │  fix the input
@@ -26,7 +28,8 @@ there. The web-framework integrations add their own branch
     │
     │  retry later (``retriable``)
     ├── RelayError                a row could not be relayed now: ``tx_id``, ``topic``
-    │   └── BrokerUnreachableError  the broker did not answer: ``server``
+    │   ├── BrokerUnreachableError  the broker did not answer: ``server``
+    │   └── RowRefusedError       the broker refused one row: ``kind`` (RowFault), ``target``
     └── NotConnected              [cli_commands] the first connection to ``--db``
                                   failed; the driver's error is the cause
 
@@ -36,6 +39,8 @@ Internal signals (outside the tree, they never leave their module):
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 __all__ = [
     "BrokerUnreachableError",
     "ConfigurationError",
@@ -43,6 +48,8 @@ __all__ = [
     "NoTransactionError",
     "OutboxError",
     "RelayError",
+    "RowFault",
+    "RowRefusedError",
     "SerializationError",
 ]
 
@@ -117,3 +124,31 @@ class BrokerUnreachableError(RelayError):
                  topic: str = "") -> None:
         super().__init__(message, tx_id=tx_id, topic=topic)
         self.server = server
+
+
+class RowFault(StrEnum):
+    """Why a broker refused one row: what fixes it."""
+
+    #: the broker may take it later (busy, a disk full, a transaction in flight)
+    TRANSIENT = "transient"
+    #: the setup: unknown topic, no permission, refused credentials; an operator fixes it
+    CONFIG = "config"
+    #: the row itself can never go as it is (too large, malformed)
+    ROW_INVALID = "row_invalid"
+
+
+class RowRefusedError(RelayError):
+    """The broker refused one row (its half or its end); the other rows went on.
+
+    ``str()`` is the broker's own message; ``__cause__`` the broker's error.
+    The relay counts an attempt and retries with backoff whatever the
+    ``kind`` (an operator may fix a topic or an ACL meanwhile), and parks the
+    row after ``max_attempts``. ``retriable`` is true only for ``transient``.
+    """
+
+    def __init__(self, message: str, *, tx_id: str, kind: RowFault, target: str) -> None:
+        super().__init__(message)
+        self.tx_id = tx_id
+        self.kind = kind
+        self.target = target
+        self.retriable = kind is RowFault.TRANSIENT

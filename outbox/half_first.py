@@ -10,7 +10,7 @@
    half's ``tx_id``) in that same transaction, and commit;
 4. end the transaction ``COMMIT`` (directly, or through the Celery task
    ``rocketbox.end_transaction`` when an app is given), and mark the row
-   relayed.
+   relayed (:func:`outbox.ending.end_then_mark`, as the decorators do).
 
 ``fn`` raising rolls the DB back and ends the transaction ``ROLLBACK`` (then
 re-raises). A failed commit asks the database: ``aborted`` gives
@@ -46,20 +46,21 @@ from broker_lite.client import (
     Message,
     ReceivedMessage,
     SendResult,
-    TransactionEnd,
     TransactionProducer,
 )
-from broker_lite.errors import BrokerError
 from outbox.checkback import PG_XID_PROPERTY
 from outbox.checker import answer_check
 from outbox.config import Outbox
+from outbox.ending import end_then_mark
 from outbox.models import transaction_table as t
 from outbox.publish import new_tx_id, publish
+from outbox.targets.base import HalfStored, LeftToCheckBack, TxEnd, TxEnded, TxState
+from outbox.targets.broker_lite import producer_ender
 
 if TYPE_CHECKING:
     from celery import Celery
 
-__all__ = ["HalfFirstResult", "SqlStatusListener", "mark_relayed", "send_in_transaction"]
+__all__ = ["HalfFirstResult", "SqlStatusListener", "send_in_transaction"]
 
 log = logging.getLogger("rocketbox.half_first")
 
@@ -67,7 +68,8 @@ T = TypeVar("T")
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE
 UNKNOWN = LocalTransactionState.UNKNOW
-_STATE_NAMES = {COMMIT: "COMMIT", ROLLBACK: "ROLLBACK", UNKNOWN: "UNKNOWN"}
+_STATE_NAMES: dict[LocalTransactionState, TxState] = {
+    COMMIT: "COMMIT", ROLLBACK: "ROLLBACK", UNKNOWN: "UNKNOWN"}
 #: properties the broker or we set; not copied into the status row's headers
 _SYSTEM_PROPERTIES = frozenset({PG_XID_PROPERTY, "UNIQ_KEY", "__transactionId__", "TRAN_MSG",
                                 "PGROUP", "REAL_TOPIC", "REAL_QID"})
@@ -139,42 +141,20 @@ def _commit(outbox: Outbox, session: Session, tx_id: str,
     return COMMIT
 
 
-def mark_relayed(engine: Engine, tx_id: str, *, half_offset: int | None,
-                 commit_offset: int | None) -> bool:
-    """Record that ``tx_id`` was committed in the broker; False if there is no such row."""
-    with engine.begin() as conn:
-        result = conn.execute(update(t).where(t.c.tx_id == tx_id, t.c.relayed_at.is_(None))
-                              .values(relayed_at=datetime.now(UTC), half_offset=half_offset,
-                                      commit_offset=commit_offset, claimed_by=None,
-                                      claimed_until=None, last_error=None))
-    return bool(result.rowcount)
-
-
 def _end(outbox: Outbox, producer: TransactionProducer, tx_id: str,
          state: LocalTransactionState, half: SendResult, celery_app: Celery | None) -> str | None:
     """End the transaction (or enqueue that); returns the outcome, None if nothing was done."""
     if state is UNKNOWN:
         return None
-    if celery_app is not None:
-        try:
-            celery_app.tasks["rocketbox.end_transaction"].apply_async(
-                args=[tx_id, _STATE_NAMES[state], half.commit_log_offset, half.queue_offset],
-                retry=False)
-            return "enqueued"
-        except Exception:
-            log.warning("could not enqueue end-transaction of %s; ending it here", tx_id,
-                        exc_info=True)
-    try:
-        response = producer.resolve_transaction(TransactionEnd(
-            tx_id, state, half.commit_log_offset, half.queue_offset, msg_id=tx_id))
-    except BrokerError as exc:
-        log.warning("end-transaction %s (%s) failed; check-back will resolve it: %s", tx_id,
-                    _STATE_NAMES[state], exc, extra={"tx_id": tx_id})
-        return None
-    if response.outcome == "committed":
-        mark_relayed(outbox.engine, tx_id, half_offset=half.commit_log_offset,
-                     commit_offset=response.commit_log_offset)
-    return response.outcome
+    end = TxEnd(HalfStored(tx_id, half.topic, half.commit_log_offset, half.queue_offset,
+                           half.msg_id, half.transaction_id or ""), _STATE_NAMES[state])
+    outcomes = end_then_mark(outbox, [end], producer_ender(producer), celery_app=celery_app)
+    if outcomes is None or isinstance(outcomes, str):
+        return outcomes
+    [outcome] = outcomes
+    if isinstance(outcome, TxEnded):
+        return "committed" if state is COMMIT else "rolled_back"
+    return "unknown" if isinstance(outcome, LeftToCheckBack) else None
 
 
 def send_in_transaction(outbox: Outbox, producer: TransactionProducer, message: Message,

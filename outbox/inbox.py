@@ -5,8 +5,9 @@ commit and the ack, or a rebalance, delivers a message again. The inbox
 turns that into effectively-once processing. For each message the wrapper
 
 1. opens a DB transaction and inserts ``(consumer_group, tx_id)`` into
-   ``rocketbox_inbox`` (``tx_id`` is :attr:`ReceivedMessage.dedupe_key`: the
-   transaction id, else the unique key);
+   ``rocketbox_inbox`` (``tx_id`` is the message's ``ROCKETBOX_TX_ID``
+   property, which the relay sets on either broker, else
+   :attr:`ReceivedMessage.dedupe_key`; :func:`inbox_key`);
 2. if that row already exists, the message was processed before: it is
    skipped (and counted) and acked;
 3. otherwise runs ``handler(session, message)`` in the same transaction and
@@ -43,9 +44,10 @@ from broker_lite.client import ConsumeResult, PushConsumer, ReceivedMessage
 from outbox.config import Outbox
 from outbox.errors import ConfigurationError
 from outbox.models import inbox_table
+from outbox.targets.rocketmq import TX_ID_PROPERTY
 from outbox.tracing import consumer_span
 
-__all__ = ["Handler", "InboxConsumer", "consumer"]
+__all__ = ["Handler", "InboxConsumer", "consumer", "inbox_key", "process_once"]
 
 log = logging.getLogger("rocketbox.inbox")
 
@@ -65,6 +67,47 @@ def _observe_duplicate(group: str) -> None:
             observe(group)
         except Exception:
             log.debug("observe_inbox_duplicate failed", exc_info=True)
+
+
+def inbox_key(message: Any) -> str:
+    """What the inbox de-duplicates on: the row's ``tx_id``, whichever broker delivered.
+
+    The relay puts it in every message's ``ROCKETBOX_TX_ID`` property (on
+    RocketMQ the message id is the half's UNIQ_KEY, one per half, not per
+    row); a message without it falls back to its ``dedupe_key`` (broker_lite:
+    the transaction id, which the relay makes the ``tx_id``).
+    """
+    key = message.properties.get(TX_ID_PROPERTY)
+    return str(key) if key else str(message.dedupe_key)
+
+
+def process_once(sessions: sessionmaker[Session], group: str, key: str,
+                 run: Callable[[Session], Any], *, delivery: int = 1) -> str:
+    """Run ``run(session)`` with the inbox row of ``(group, key)`` in one DB transaction.
+
+    Returns ``processed``, ``duplicates`` (the row existed: skipped) or
+    ``failed`` (``run`` raised: everything rolled back, to be delivered again).
+    """
+    try:
+        with sessions() as session, session.begin():
+            # The inbox row goes first: a duplicate fails here, before the handler
+            # wrote anything, and the whole transaction is thrown away.
+            try:
+                session.execute(insert(inbox_table).values(
+                    consumer_group=group, tx_id=key, processed_at=datetime.now(UTC)))
+            except IntegrityError:
+                raise _AlreadyProcessed from None
+            run(session)
+    except _AlreadyProcessed:
+        _observe_duplicate(group)
+        log.info("%s: %s already processed; skipped", group, key,
+                 extra={"tx_id": key, "group": group})
+        return "duplicates"
+    except Exception:
+        log.exception("%s: handler failed on %s (delivery %d); rolled back, it comes "
+                      "back later", group, key, delivery, extra={"tx_id": key, "group": group})
+        return "failed"
+    return "processed"
 
 
 class _AlreadyProcessed(Exception):
@@ -94,6 +137,11 @@ class InboxConsumer:
             assert outbox is not None
             engine = outbox.engine
         self.engine: Engine = engine
+        if server is None and outbox is not None and outbox.target_address.is_rocketmq:
+            raise ConfigurationError(
+                f"InboxConsumer consumes from broker_lite's native door; outbox.broker is "
+                f"{outbox.broker}: use outbox.inbox_rocketmq.RocketMQInbox with the official "
+                "client's SimpleConsumer, or pass server=HOST:PORT")
         address = server or (outbox.broker if outbox is not None else None)
         if address is None:
             raise ConfigurationError("InboxConsumer needs server= (HOST:PORT) or outbox=")
@@ -118,35 +166,15 @@ class InboxConsumer:
         message's trace (its ``traceparent`` property; :mod:`outbox.tracing`).
         """
         with consumer_span(message.topic, self.group, message.properties,
-                           {"messaging.message.id": message.dedupe_key}):
+                           {"messaging.message.id": inbox_key(message)}):
             return self._process(message)
 
     def _process(self, message: ReceivedMessage) -> ConsumeResult:
-        key = message.dedupe_key
-        try:
-            with self._sessions() as session, session.begin():
-                # The inbox row goes first: a duplicate fails here, before the handler
-                # wrote anything, and the whole transaction is thrown away.
-                try:
-                    session.execute(insert(inbox_table).values(
-                        consumer_group=self.group, tx_id=key, processed_at=datetime.now(UTC)))
-                except IntegrityError:
-                    raise _AlreadyProcessed from None
-                self.handler(session, message)
-        except _AlreadyProcessed:
-            self._count("duplicates")
-            _observe_duplicate(self.group)
-            log.info("%s: %s already processed; skipped", self.group, key,
-                     extra={"tx_id": key, "group": self.group})
-            return ConsumeResult.SUCCESS
-        except Exception:
-            self._count("failed")
-            log.exception("%s: handler failed on %s (delivery %d); rolled back, it comes "
-                          "back later", self.group, key, message.reconsume_times + 1,
-                          extra={"tx_id": key, "group": self.group})
-            return ConsumeResult.RECONSUME_LATER
-        self._count("processed")
-        return ConsumeResult.SUCCESS
+        outcome = process_once(self._sessions, self.group, inbox_key(message),
+                               lambda session: self.handler(session, message),
+                               delivery=message.reconsume_times + 1)
+        self._count(outcome)
+        return ConsumeResult.RECONSUME_LATER if outcome == "failed" else ConsumeResult.SUCCESS
 
     def _count(self, what: str) -> None:
         with self._lock:

@@ -96,6 +96,10 @@ class TransactionRow(Base):
     commit_offset: Mapped[int | None] = mapped_column(BigInteger)
     relayed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     parked: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=false())
+    #: RocketMQ 5: the stored half's message id and transaction id, written before its end
+    #: is sent; a check-back commits only that half (docs/rocketmq.md)
+    half_message_id: Mapped[str | None] = mapped_column(String(128))
+    half_transaction_id: Mapped[str | None] = mapped_column(String(255))
 
     __table_args__ = (
         # "next pending rows" stays cheap at millions of rows: only unrelayed,

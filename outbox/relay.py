@@ -44,27 +44,27 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
-    Connection,
     String,
     and_,
-    any_,
     bindparam,
-    exists,
-    false,
     func,
-    or_,
-    select,
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.sql.elements import ColumnElement
 
 from outbox import broker_health
+from outbox.claims import ClaimedRow, claim
 from outbox.config import Outbox
 from outbox.errors import RelayError
-from outbox.models import aware
 from outbox.models import transaction_table as t
-from outbox.publisher import HalfSent, OutgoingMessage, Publisher
+from outbox.targets.base import (
+    HalfStored,
+    OutgoingMessage,
+    Publisher,
+    TxEnd,
+    TxEnded,
+    TxState,
+)
 from outbox.tracing import record_relay_span, relay_span
 
 __all__ = ["Relay", "RelayReport", "backoff_seconds", "worker_id"]
@@ -108,26 +108,6 @@ class RelayReport:
         self.errors.extend(other.errors)
 
 
-@dataclass(frozen=True, slots=True)
-class _Row:
-    tx_id: str
-    seq: int
-    topic: str
-    tag: str | None
-    keys: str | None
-    message_group: str | None
-    body: bytes
-    headers: dict[str, Any] | None
-    state: str
-    attempts: int
-    half_offset: int | None
-    created_at: datetime
-
-
-_ROW_COLUMNS = (t.c.tx_id, t.c.seq, t.c.topic, t.c.tag, t.c["keys"], t.c.message_group, t.c.body,
-                t.c.headers, t.c.state, t.c.attempts, t.c.half_offset, t.c.created_at)
-
-
 _RELAYED = func.unnest(bindparam("b_txs", type_=ARRAY(String)),
                        bindparam("b_halves", type_=ARRAY(BigInteger)),
                        bindparam("b_commits", type_=ARRAY(BigInteger))
@@ -139,36 +119,7 @@ _RECORD_PG = update(t).where(t.c.tx_id == _RELAYED.c.tx_id,
     half_offset=_RELAYED.c.half, commit_offset=_RELAYED.c.commit)
 
 
-def _row(columns: Any) -> _Row:
-    """A claimed row from a result row of ``_ROW_COLUMNS``."""
-    return _Row(*columns)
-
-
-def _seq(row: Any) -> int:
-    seq: int = row.seq
-    return seq
-
-
-def _free(row: Any, now: datetime) -> bool:
-    """Due, not parked, and not claimed by anyone (or the claim's lease ran out)."""
-    return (not row.parked and aware(row.next_attempt_at) <= now
-            and (row.claimed_until is None or aware(row.claimed_until) < now))
-
-
-def _blocked(now: datetime) -> ColumnElement[bool]:
-    """A grouped row waits behind an earlier row of its group that cannot go now.
-
-    That row is parked, backing off, or in flight under another claim's lease.
-    Such rows are left out of the claim's window: otherwise a group whose head
-    is stuck fills every window with rows that cannot go, and the rows behind
-    them (other groups, ungrouped rows) are never reached. The probe follows
-    the ``(message_group, seq)`` index of unrelayed rows.
-    """
-    earlier = t.alias("earlier")
-    return exists().where(
-        earlier.c.message_group == t.c.message_group, earlier.c.seq < t.c.seq,
-        earlier.c.relayed_at.is_(None),
-        or_(earlier.c.parked, earlier.c.next_attempt_at > now, earlier.c.claimed_until >= now))
+_TX_STATES: dict[str, TxState] = {"COMMIT": "COMMIT", "ROLLBACK": "ROLLBACK"}
 
 
 class Relay:
@@ -183,118 +134,9 @@ class Relay:
     # -- 1. claim ------------------------------------------------------------
 
     def claim(self, limit: int | None = None, *, only: Sequence[str] | None = None,
-              older_than: float | None = None) -> list[_Row]:
-        """Claim due rows; ``older_than`` (seconds) keeps only rows committed that long ago.
-
-        The window is the ``limit`` due rows with the oldest ``next_attempt_at``,
-        read in the pending index's order, so the scan stops after ``limit`` rows
-        however long the backlog is (ordering by ``seq`` made PostgreSQL read and
-        sort every due row on every pass). Grouped rows are then kept only as
-        runs from their group's head (:meth:`_group_runs`). The claimed rows are
-        returned in ``seq`` order.
-        """
-        limit = limit or self.settings.batch_size
-        now = datetime.now(UTC)
-        until = now + timedelta(seconds=self.settings.lease_seconds)
-        # ``NOT parked`` (not ``parked IS false``) matches the partial index's WHERE
-        due = and_(t.c.relayed_at.is_(None), ~t.c.parked, t.c.next_attempt_at <= now,
-                   or_(t.c.claimed_until.is_(None), t.c.claimed_until < now),
-                   or_(t.c.message_group.is_(None), ~_blocked(now)))
-        if older_than is not None:
-            due = and_(due, t.c.created_at <= now - timedelta(seconds=older_than))
-        window = and_(due, t.c.tx_id.in_(list(only))) if only else due
-        with self.outbox.engine.begin() as conn:
-            if conn.dialect.name == "sqlite":
-                # Take SQLite's write lock before reading: two claims that both read
-                # first would pick the same rows, or deadlock upgrading their locks.
-                conn.execute(update(t).where(false()).values(claimed_by=t.c.claimed_by))
-            elif not only:
-                # Walk the pending index: the planner's row estimate is often stale
-                # for a backlog written since the last ANALYZE, and then it reads
-                # and sorts every due row to return the first ``limit``.
-                conn.exec_driver_sql("SET LOCAL enable_sort = off")
-            rows = self._take(conn, window, until, limit=limit)
-            if any(row.message_group is not None for row in rows):
-                rows = self._group_runs(conn, rows, limit, now, until,
-                                        heads=None if only else due)
-        return sorted(rows, key=_seq)
-
-    def _take(self, conn: Connection, where: ColumnElement[bool], until: datetime, *,
-              limit: int | None = None) -> list[_Row]:
-        """Lock (skipping rows another claim holds), mark claimed and return the rows."""
-        if conn.dialect.name == "postgresql":
-            picked = select(t.c.tx_id).where(where)
-            if limit is not None:
-                picked = picked.order_by(t.c.next_attempt_at).limit(limit)
-            # one statement: pick and lock, mark claimed, return the rows whole
-            return [_row(row) for row in conn.execute(
-                update(t).where(t.c.tx_id == any_(func.array(
-                    picked.with_for_update(skip_locked=True).scalar_subquery())))
-                .values(claimed_by=self.name, claimed_until=until)
-                .returning(*_ROW_COLUMNS))]
-        query = select(*_ROW_COLUMNS).where(where)
-        if limit is not None:
-            query = query.order_by(t.c.next_attempt_at).limit(limit)
-        rows = [_row(row) for row in conn.execute(query)]
-        if rows:
-            conn.execute(update(t).where(t.c.tx_id.in_([r.tx_id for r in rows]))
-                         .values(claimed_by=self.name, claimed_until=until))
-        return rows
-
-    def _group_runs(self, conn: Connection, rows: list[_Row], limit: int, now: datetime,
-                    until: datetime, *, heads: ColumnElement[bool] | None) -> list[_Row]:
-        """Keep ungrouped rows, and grouped ones only as a run from their group's head.
-
-        Each group's unrelayed rows up to the last one claimed are read without
-        locks (a row that another claim is taking still shows, and ends the run
-        there). The window may lack a group's head: a retried head's
-        ``next_attempt_at`` is later than that of the rows it held back. So,
-        given ``heads`` (the claim's due condition; None for an ``only``
-        claim, which takes nothing beyond its rows), a run also takes the
-        group's earlier rows that are due and free, and a group whose head was
-        retried is not stuck behind its own rows. At most ``limit`` rows stay
-        claimed (the highest ``seq`` go); the others are released in this
-        transaction.
-        """
-        mine = {row.tx_id: row for row in rows}
-        tops: dict[str, int] = {}
-        for row in rows:
-            if row.message_group is not None:
-                tops[row.message_group] = max(tops.get(row.message_group, row.seq), row.seq)
-        pending: dict[str, list[Any]] = {}
-        for p in conn.execute(
-                select(t.c.tx_id, t.c.message_group, t.c.seq, t.c.parked, t.c.next_attempt_at,
-                       t.c.claimed_until)
-                .where(t.c.relayed_at.is_(None), t.c.message_group.in_(list(tops)),
-                       t.c.seq <= max(tops.values()))):
-            if p.seq <= tops[p.message_group]:
-                pending.setdefault(p.message_group, []).append(p)
-        for members in pending.values():
-            members.sort(key=_seq)  # here, not in SQL: the claim may have sorts off
-
-        def runs(take_free: bool) -> list[tuple[int, str]]:
-            """(seq, tx_id) of every group's run from its head."""
-            out = []
-            for members in pending.values():
-                for p in members:
-                    if p.tx_id not in mine and not (take_free and _free(p, now)):
-                        break
-                    out.append((p.seq, p.tx_id))
-            return out
-
-        ungrouped = [(row.seq, row.tx_id) for row in rows if row.message_group is None]
-        # the lowest seqs of each run are a prefix of it: trimming keeps runs whole
-        keep = {tx for _seq, tx in sorted(ungrouped + runs(heads is not None))[:limit]}
-        wanted = [tx for tx in keep if tx not in mine]
-        if wanted and heads is not None:
-            for row in self._take(conn, and_(heads, t.c.tx_id.in_(wanted)), until):
-                mine[row.tx_id] = row
-            keep &= {tx for _seq, tx in ungrouped + runs(False)}  # a run ends at a row not taken
-        release = [tx for tx in mine if tx not in keep]
-        if release:
-            conn.execute(update(t).where(t.c.tx_id.in_(release), t.c.claimed_by == self.name)
-                         .values(claimed_by=None, claimed_until=None))
-        return [mine[tx] for tx in keep]
+              older_than: float | None = None) -> list[ClaimedRow]:
+        """Claim due rows under this relay's name (:func:`outbox.claims.claim`)."""
+        return claim(self.outbox, self.name, limit, only=only, older_than=older_than)
 
     # -- 2 and 3. send, end, record ---------------------------------------------
 
@@ -308,7 +150,7 @@ class Relay:
         if not rows:
             return report
         headers = [row.headers for row in rows]  # the trace contexts (outbox.tracing)
-        halves: dict[str, HalfSent] = {}
+        halves: dict[str, HalfStored] = {}
         with relay_span("", headers, start_time=started,
                         attributes={"messaging.batch.message_count": len(rows)}):
             record_relay_span("claim", headers, start_time=started)
@@ -324,49 +166,79 @@ class Relay:
         broker_health.pass_went_through(self.outbox)
         return report
 
-    def _send(self, rows: list[_Row], halves: dict[str, HalfSent], report: RelayReport) -> None:
+    def _send(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
+              report: RelayReport) -> None:
         _note_new_topics(rows)
         failed_groups: set[str] = set()
-        need_half = [r for r in rows if r.half_offset is None]
+        # a row with a recorded half never gets a second one (RocketMQ stores every half)
+        need_half = [r for r in rows if r.half_offset is None and r.half_message_id is None]
         outcomes: dict[str, Exception | None] = {}
         with relay_span("half", [r.headers for r in need_half]):
             sent = self.publisher.send_halves([self._outgoing(r) for r in need_half])
         for row, result in zip(need_half, sent, strict=True):
-            if isinstance(result, Exception):
-                outcomes[row.tx_id] = result
-            else:
+            if isinstance(result, HalfStored):
                 halves[row.tx_id] = result
-        ends: list[tuple[str, str, int, int]] = []
+            else:
+                outcomes[row.tx_id] = result
+        self._record_half_ids(halves)
+        ends: list[TxEnd] = []
         for row in rows:
             if row.tx_id in outcomes or (row.message_group in failed_groups):
                 if row.message_group is not None:
                     failed_groups.add(row.message_group)
                 continue
-            half = halves.get(row.tx_id)
-            ends.append((row.tx_id, row.state,
-                         half.half_offset if half else (row.half_offset or -1),
-                         half.queue_offset if half else -1))
+            half = halves.get(row.tx_id) or _recorded_half(row)
+            ends.append(TxEnd(half, _TX_STATES.get(row.state, "UNKNOWN")))
         commit_offsets: dict[str, int] = {}
         group_of = {row.tx_id: row.message_group for row in rows}
         headers_of = {row.tx_id: row.headers for row in rows}
         for wave in _waves(ends, group_of):
             # a group whose end failed in an earlier wave sends nothing more this pass
-            wave = [e for e in wave if group_of[e[0]] not in failed_groups]
-            with relay_span("end", [headers_of[e[0]] for e in wave]):
-                results = self.publisher.end(wave)
-            for (tx_id, *_rest), ended in zip(wave, results, strict=True):
+            wave = [e for e in wave if group_of[e.tx_id] not in failed_groups]
+            with relay_span("end", [headers_of[e.tx_id] for e in wave]):
+                results = self.publisher.end_transactions(wave)
+            for end, ended in zip(wave, results, strict=True):
+                if isinstance(ended, TxEnded):
+                    outcomes[end.tx_id] = None
+                    commit_offsets[end.tx_id] = ended.commit_offset
+                    continue
                 if isinstance(ended, Exception):
-                    outcomes[tx_id] = ended
-                    group = group_of[tx_id]
-                    if group is not None:
-                        failed_groups.add(group)
-                else:
-                    outcomes[tx_id] = None
-                    commit_offsets[tx_id] = ended.commit_offset
+                    outcomes[end.tx_id] = ended
+                elif end.half.message_id and end.state != "UNKNOWN":
+                    # RocketMQ forgot the transaction (a retried end, past its window):
+                    # its check-back commits the recorded half from the status table,
+                    # so the relay is done with the row; it is never sent a second half
+                    log.info("%s: %s; the check-back ends it", end.tx_id, ended.reason,
+                             extra={"tx_id": end.tx_id})
+                    outcomes[end.tx_id] = None
+                    continue
+                else:  # left to check-back: held back, no attempt counted
+                    log.info("%s: %s", end.tx_id, ended.reason, extra={"tx_id": end.tx_id})
+                group = group_of[end.tx_id]
+                if group is not None:
+                    failed_groups.add(group)
         self._record(rows, halves, commit_offsets, outcomes, report)
         _observe_relayed(rows, outcomes)
 
-    def _release(self, rows: list[_Row], halves: dict[str, HalfSent], error: Exception) -> None:
+    def _record_half_ids(self, halves: dict[str, HalfStored]) -> None:
+        """Write the ids of RocketMQ halves on their rows before any end is sent.
+
+        A check-back commits only the half whose ids its row holds and rolls
+        back any other half of the same ``tx_id`` (docs/rocketmq.md); fenced on
+        the claim. broker_lite halves (no message id) cost nothing here.
+        """
+        ids = [{"b_tx": h.tx_id, "b_msg": h.message_id, "b_txn": h.transaction_id}
+               for h in halves.values() if h.message_id]
+        if not ids:
+            return
+        with self.outbox.engine.begin() as conn:
+            conn.execute(update(t).where(t.c.tx_id == bindparam("b_tx"),
+                                         t.c.claimed_by == self.name).values(
+                half_message_id=bindparam("b_msg"),
+                half_transaction_id=bindparam("b_txn")), ids)
+
+    def _release(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
+                 error: Exception) -> None:
         """Give the claims back after a whole-pass failure, keeping any half offsets."""
         log.warning("relay pass over %d row(s) failed: %s", len(rows), error)
         with self.outbox.engine.begin() as conn:
@@ -377,13 +249,13 @@ class Relay:
                     claimed_by=None, claimed_until=None, last_error=str(error)[:2000],
                     half_offset=half.half_offset if half else row.half_offset))
 
-    def _outgoing(self, row: _Row) -> OutgoingMessage:
+    def _outgoing(self, row: ClaimedRow) -> OutgoingMessage:
         properties = {str(k): str(v) for k, v in (row.headers or {}).items()}
         return OutgoingMessage(tx_id=row.tx_id, topic=row.topic, body=row.body, tag=row.tag,
                                keys=tuple(row.keys.split()) if row.keys else (),
                                message_group=row.message_group, properties=properties)
 
-    def _record(self, rows: list[_Row], halves: dict[str, HalfSent],
+    def _record(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
                 commit_offsets: dict[str, int], outcomes: dict[str, Exception | None],
                 report: RelayReport) -> None:
         now = datetime.now(UTC)
@@ -514,8 +386,15 @@ class _Budget:
             return True
 
 
-def _waves(ends: list[tuple[str, str, int, int]], group_of: dict[str, str | None]
-           ) -> list[list[tuple[str, str, int, int]]]:
+def _recorded_half(row: ClaimedRow) -> HalfStored:
+    """The half a row recorded in an earlier pass (or none: offsets -1, ids "")."""
+    return HalfStored(row.tx_id, row.topic,
+                      -1 if row.half_offset is None else row.half_offset,
+                      message_id=row.half_message_id or "",
+                      transaction_id=row.half_transaction_id or "")
+
+
+def _waves(ends: list[TxEnd], group_of: dict[str, str | None]) -> list[list[TxEnd]]:
     """Split ends so each request holds at most one row per message group.
 
     Wave ``i`` has the ``i``-th row of every group (ungrouped rows all go in
@@ -523,10 +402,10 @@ def _waves(ends: list[tuple[str, str, int, int]], group_of: dict[str, str | None
     later row of that group is committed: per-group order survives a failure
     in the middle of a batch.
     """
-    waves: list[list[tuple[str, str, int, int]]] = []
+    waves: list[list[TxEnd]] = []
     depth: dict[str, int] = {}
     for end in ends:
-        group = group_of[end[0]]
+        group = group_of[end.tx_id]
         index = 0
         if group is not None:
             index = depth.get(group, 0)
@@ -541,7 +420,7 @@ def _waves(ends: list[tuple[str, str, int, int]], group_of: dict[str, str | None
 _seen_topics: set[str] = set()
 
 
-def _note_new_topics(rows: list[_Row]) -> None:
+def _note_new_topics(rows: list[ClaimedRow]) -> None:
     """Warn once per process for each topic it relays to the first time.
 
     A typo in a topic name (``Oders``) is a new topic: on a broker that
@@ -556,7 +435,7 @@ def _note_new_topics(rows: list[_Row]) -> None:
                     extra={"topic": topic})
 
 
-def _observe_relayed(rows: list[_Row], outcomes: dict[str, Exception | None]) -> None:
+def _observe_relayed(rows: list[ClaimedRow], outcomes: dict[str, Exception | None]) -> None:
     """Commit-to-relayed latency for the Prometheus histogram, when metrics are installed."""
     try:
         from outbox.metrics import observe_relayed

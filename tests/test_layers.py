@@ -56,6 +56,9 @@ def test_the_untouched_tree_keeps_every_contract(tmp_path: Path) -> None:
     ("broker_lite/storage/_bad.py", "import asyncio", "broker_lite.storage._bad -> asyncio"),
     # the outbox past the client's public API
     ("outbox/_bad.py", "from broker_lite.core import Broker", "outbox._bad -> broker_lite.core"),
+    # the outbox past the client's public names, into its plumbing
+    ("outbox/_bad.py", "from broker_lite.client.loop_thread import LoopThread",
+     "outbox._bad -> broker_lite.client.loop_thread"),
     # an integration around the outbox
     ("integrations/_bad.py", "import broker_lite.client", "integrations._bad -> broker_lite"),
     # the library leaning on the checkout's process supervisor (not in the wheel)

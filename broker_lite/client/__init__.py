@@ -16,7 +16,9 @@ Producers and consumers::
     consumer.start()
 
 Transactions (RocketMQ's seed API): :class:`TransactionProducer` with a
-:class:`TransactionListener`. Every sync class has an asyncio twin
+:class:`TransactionListener`. A relay that ends transactions it did not
+start uses ``AsyncProducer.send_halves()`` and ``end_transactions()``
+(one outcome per item). Every sync class has an asyncio twin
 (``AsyncProducer``, ``AsyncTransactionProducer``, ``AsyncPushConsumer``,
 ``AsyncPullConsumer``, ``AsyncAdmin``); a sync client runs its own event loop
 in a background thread, which ``shutdown()`` (or leaving the ``with`` block)
@@ -43,13 +45,13 @@ from broker_lite.client.message import (
 from broker_lite.client.producer import AsyncProducer, Producer
 from broker_lite.client.pull_consumer import AsyncPullConsumer, PullConsumer, PullResult
 from broker_lite.client.push_consumer import AsyncPushConsumer, PushConsumer
-from broker_lite.client.transaction import (
+from broker_lite.client.transaction import AsyncTransactionProducer, TransactionProducer
+from broker_lite.client.transaction_types import (
     AsyncTransactionListener,
-    AsyncTransactionProducer,
     LocalTransactionState,
     TransactionEnd,
+    TransactionEndResult,
     TransactionListener,
-    TransactionProducer,
     TransactionSendResult,
 )
 
@@ -84,6 +86,7 @@ __all__ = [
     "SendStatus",
     "TopicInfo",
     "TransactionEnd",
+    "TransactionEndResult",
     "TransactionListener",
     "TransactionProducer",
     "TransactionSendResult",

@@ -17,18 +17,26 @@ Send semantics:
   results in order; otherwise it raises :class:`BatchSendError`, whose
   ``outcomes`` holds each message's :class:`SendResult` or error, so the
   caller knows exactly which ones to send again.
+
+For a relay that ends transactions it did not start (an outbox):
+``send_halves`` sends many messages as transaction halves in one request,
+and ``end_transactions`` ends many transactions in one request. Each item
+gets its own outcome, a result or the broker's error; a request the broker
+refuses whole raises the broker's error, and one that does not get through
+raises :class:`BrokerUnavailableError` or :class:`TimeoutError`.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from broker_lite.client.config import ClientConfig, build_config, check_group
 from broker_lite.client.errors import BatchSendError
 from broker_lite.client.message import Message, SendResult
 from broker_lite.client.session import Session, SessionClient
 from broker_lite.client.sync_client import SyncClient
+from broker_lite.client.transaction_types import TransactionEnd, TransactionEndResult
 from broker_lite.errors import BrokerError, ResponseCode, error_for_code
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
@@ -83,9 +91,31 @@ class AsyncProducer(SessionClient):
         wires = [msg.to_wire() for msg in messages]
         if not wires:
             return []
+        outcomes = await self._send_wires(wires, self.group, timeout)
+        results = [o for o in outcomes if isinstance(o, SendResult)]
+        if len(results) != len(outcomes):
+            raise BatchSendError(outcomes)
+        return results
+
+    async def send_halves(self, messages: Sequence[Message], *, group: str | None = None,
+                          timeout: float | None = None) -> list[SendResult | BrokerError]:
+        """Send ``messages`` as transaction halves in one request; one outcome each, in order.
+
+        ``group`` is the producer group the halves belong to, whose
+        check-backs resolve them (default: this producer's). A message's
+        ``msg_id`` is its transaction id: a half sent again with the same id
+        is recognised (``SendResult.duplicate``). Raises the broker's error
+        when it refuses the request whole (the caller may split it).
+        """
+        if not messages:
+            return []
+        wires = [msg.to_wire(transactional=True) for msg in messages]
+        return await self._send_wires(wires, group or self.group, timeout)
+
+    async def _send_wires(self, wires: list[m.WireMessage], group: str,
+                          timeout: float | None) -> list[SendResult | BrokerError]:
         response = await self.session.request(
-            RequestCode.SEND_BATCH,
-            m.SendBatchRequest(producer_group=self.group, messages=wires),
+            RequestCode.SEND_BATCH, m.SendBatchRequest(producer_group=group, messages=wires),
             m.SendBatchResponse, timeout=timeout)
         if len(response.results) != len(wires):
             raise BrokerError(f"broker answered {len(response.results)} results for a batch "
@@ -98,10 +128,40 @@ class AsyncProducer(SessionClient):
                 error = item.error or m.ErrorBody(message=f"refused with code {item.code}")
                 outcomes.append(error_for_code(item.code, error.message,
                                                retriable=error.retriable))
-        results = [o for o in outcomes if isinstance(o, SendResult)]
-        if len(results) != len(outcomes):
-            raise BatchSendError(outcomes)
-        return results
+        return outcomes
+
+    async def end_transactions(self, ends: Sequence[TransactionEnd], *,
+                               group: str | None = None, timeout: float | None = None
+                               ) -> list[TransactionEndResult | BrokerError]:
+        """End many transactions in one request; one outcome each, in order.
+
+        ``group`` as for :meth:`send_halves`. Ending a transaction the same
+        way twice answers ``already=True``; the other way, the broker's
+        ``TransactionConflictError``. Raises the broker's error when it
+        refuses the request whole.
+        """
+        answers = await self._end_batch(ends, group or self.group, timeout)
+        return [answer if isinstance(answer, BrokerError)
+                else TransactionEndResult.from_wire(end.transaction_id, answer)
+                for end, answer in zip(ends, answers, strict=True)]
+
+    async def _end_batch(self, ends: Sequence[TransactionEnd], group: str,
+                         timeout: float | None) -> list[m.EndTransactionResponse | BrokerError]:
+        if not ends:
+            return []
+        response = await self.session.request(
+            RequestCode.END_TRANSACTION_BATCH,
+            m.EndTransactionBatchRequest(items=[e.to_wire(group) for e in ends]),
+            m.EndTransactionBatchResponse, timeout=timeout)
+        out: list[m.EndTransactionResponse | BrokerError] = []
+        for code, result, error in zip(response.codes, response.results, response.errors,
+                                       strict=True):
+            if code == ResponseCode.SUCCESS and result is not None:
+                out.append(result)
+            else:
+                body = error or m.ErrorBody(message=f"refused with code {code}")
+                out.append(error_for_code(code, body.message, retriable=body.retriable))
+        return out
 
 
 class Producer(SyncClient):
@@ -162,3 +222,10 @@ class Producer(SyncClient):
     def send_batch(self, messages: Iterable[Message], *,
                    timeout: float | None = None) -> list[SendResult]:
         return self._running().run(self._async.send_batch(list(messages), timeout=timeout))
+
+    def end_transactions(self, ends: Sequence[TransactionEnd], *, group: str | None = None,
+                         timeout: float | None = None
+                         ) -> list[TransactionEndResult | BrokerError]:
+        """See :meth:`AsyncProducer.end_transactions`."""
+        return self._running().run(self._async.end_transactions(list(ends), group=group,
+                                                                timeout=timeout))

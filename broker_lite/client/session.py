@@ -275,6 +275,16 @@ class SessionClient:
     def client_id(self) -> str:
         return self.session.client_id
 
+    @property
+    def connected(self) -> bool:
+        """Whether the connection is up now (a lost one is retried in the background)."""
+        return self.session.connected
+
+    def on_connect(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` on the client's loop each time a lost connection is back;
+        it must return at once."""
+        self.session.on_connect(callback)
+
     async def start(self) -> None:
         """Connect and register; raises BrokerUnavailableError if the broker is unreachable."""
         await self.session.start()

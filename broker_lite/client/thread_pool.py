@@ -20,11 +20,22 @@ from typing import Any, TypeVar
 
 from broker_lite.errors import BrokerBusyError, ConfigurationError
 
-__all__ = ["BoundedThreadPool", "PoolFullError"]
+__all__ = ["BoundedThreadPool", "PoolFullError", "check_bounds"]
 
 T = TypeVar("T")
 
 _Work = tuple[concurrent.futures.Future[Any], Callable[..., Any], tuple[Any, ...]]
+
+
+def check_bounds(min_threads: int, max_threads: int, queue_size: int, *,
+                 threads: str = "(min_threads, max_threads)", queue: str = "queue_size") -> None:
+    """Raise ConfigurationError (a ValueError), naming the setting, unless
+    ``1 <= min <= max`` and ``queue >= 1``."""
+    if min_threads < 1 or max_threads < min_threads:
+        raise ConfigurationError(f"{threads} must be (min, max) with 1 <= min <= max, "
+                                 f"got ({min_threads}, {max_threads})", setting=threads)
+    if queue_size < 1:
+        raise ConfigurationError(f"{queue} must be >= 1, got {queue_size}", setting=queue)
 
 
 class PoolFullError(BrokerBusyError):
@@ -34,12 +45,7 @@ class PoolFullError(BrokerBusyError):
 class BoundedThreadPool:
     def __init__(self, *, min_threads: int = 1, max_threads: int = 1, queue_size: int = 2000,
                  name: str = "pool", keep_alive: float = 60.0) -> None:
-        if min_threads < 1 or max_threads < min_threads:
-            raise ConfigurationError(f"need 1 <= min_threads <= max_threads, got {min_threads}, "
-                                     f"{max_threads}", setting="min_threads, max_threads")
-        if queue_size < 1:
-            raise ConfigurationError(f"queue_size must be >= 1, got {queue_size}",
-                                     setting="queue_size")
+        check_bounds(min_threads, max_threads, queue_size)
         self.min_threads = min_threads
         self.max_threads = max_threads
         self.queue_size = queue_size

@@ -31,7 +31,7 @@ from examples.flask_shop.settings import inventory_db, inventory_keys, shop_conf
 from examples.flask_shop.shop import create_app, db
 from integrations.flask import state_for
 from outbox import BrokerLitePublisher, Outbox, migrate
-from outbox.publisher import HalfSent, OutgoingMessage, Publisher, TxEnded
+from outbox.targets import EndOutcome, HalfOutcome, OutgoingMessage, Publisher, TxEnd
 
 
 class CrashBetweenHalfAndEnd:
@@ -41,7 +41,7 @@ class CrashBetweenHalfAndEnd:
         self.inner = inner
         self.markers = markers
 
-    def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfSent | Exception]:
+    def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfOutcome]:
         result = self.inner.send_halves(messages)
         doomed = [m.tx_id for m in messages if any(k.startswith("crash-") for k in m.keys)
                   and not (self.markers / m.tx_id).exists()]
@@ -51,8 +51,8 @@ class CrashBetweenHalfAndEnd:
             os.kill(os.getpid(), signal.SIGKILL)
         return result
 
-    def end(self, ends: Sequence[tuple[str, str, int, int]]) -> list[TxEnded | Exception]:
-        return self.inner.end(ends)
+    def end_transactions(self, ends: Sequence[TxEnd]) -> list[EndOutcome]:
+        return self.inner.end_transactions(ends)
 
     def close(self) -> None:
         self.inner.close()

@@ -1,6 +1,7 @@
 """System checks (``manage.py check``) for ``settings.ROCKETBOX``.
 
-* ``rocketbox.E001``: the broker address is missing or not ``HOST:PORT``;
+* ``rocketbox.E001``: the broker address is missing or not one
+  :func:`~outbox.targets.address.parse_broker_address` takes;
 * ``rocketbox.E002``: the outbox's database does not support transactions,
   or is not one rocketbox supports (PostgreSQL, SQLite);
 * ``rocketbox.E003``: ``settings.ROCKETBOX`` is not a dict, has unknown keys,
@@ -22,6 +23,7 @@ from django.core import checks
 from django.db import connections
 
 from outbox.errors import ConfigurationError
+from outbox.targets.address import BrokerAddressError, parse_broker_address
 
 __all__ = ["check_rocketbox", "register"]
 
@@ -35,12 +37,12 @@ def check_rocketbox(app_configs: Any = None, **kwargs: Any) -> list[checks.Check
     except ConfigurationError as exc:
         return [checks.Error(str(exc), id="rocketbox.E003")]
     problems: list[checks.CheckMessage] = []
-    broker = opts["BROKER"]
-    host, sep, port = str(broker or "").rpartition(":")
-    if not broker or not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    try:
+        parse_broker_address(opts["BROKER"], setting="ROCKETBOX['BROKER']")
+    except BrokerAddressError as exc:
         problems.append(checks.Error(
-            f"ROCKETBOX['BROKER'] = {broker!r} is not a broker address",
-            hint="set it to broker_lite's native HOST:PORT, e.g. '127.0.0.1:10911'",
+            str(exc), hint="broker_lite's HOST:PORT, e.g. '127.0.0.1:10911', or "
+                           "'rocketmq://proxy:8081' for Apache RocketMQ 5 (docs/rocketmq.md)",
             id="rocketbox.E001"))
     if opts["MODE"] not in ("outbox", "half_first"):
         problems.append(checks.Error(f"ROCKETBOX['MODE'] = {opts['MODE']!r}",

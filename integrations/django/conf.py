@@ -5,7 +5,7 @@ key                         meaning                                             
 =========================== ===================================================== ==========
 ``DATABASE``                the alias views write to (``using=`` overrides it)    "default"
 ``DATABASE_URL``            SQLAlchemy URL for the relay (else from DATABASES)    derived
-``BROKER``                  broker_lite's native ``HOST:PORT``                    127.0.0.1:10911
+``BROKER``                  ``HOST:PORT`` (broker_lite) or ``rocketmq://...``      127.0.0.1:10911
 ``PRODUCER_GROUP``          the outbox's producer group                           "rocketbox"
 ``MODE``                    ``"outbox"`` or ``"half_first"``                       "outbox"
 ``ROLLBACK_ON_ERROR_STATUS`` a 4xx/5xx response rolls back                        True
@@ -35,8 +35,10 @@ from integrations.django.db import forget_engines, sqlalchemy_url
 from outbox.config import Outbox, RelaySettings
 from outbox.errors import ConfigurationError
 from outbox.migrate import engine_for
-from outbox.publisher import BrokerLitePublisher, ProcessPublishers, Publisher
 from outbox.serializers import JsonSerializer
+from outbox.targets import ProcessPublishers, Publisher
+from outbox.targets.address import parse_broker_address
+from outbox.targets.choose import publisher_for
 from outbox.validation import DEFAULT_MAX_BODY_SIZE
 
 if TYPE_CHECKING:
@@ -87,7 +89,7 @@ class DjangoState:
     _publishers: ProcessPublishers = field(init=False)
 
     def __post_init__(self) -> None:
-        self._publishers = ProcessPublishers(lambda: BrokerLitePublisher(self.outbox))
+        self._publishers = ProcessPublishers(lambda: publisher_for(self.outbox))
 
     def publisher(self) -> Publisher:
         return self._publishers.get()
@@ -105,7 +107,8 @@ def _build() -> DjangoState:
     opts = options()
     url = opts["DATABASE_URL"] or sqlalchemy_url(opts["DATABASE"])
     engine = engine_for(url)
-    base = Outbox(engine=engine, broker=opts["BROKER"], producer_group=opts["PRODUCER_GROUP"],
+    broker = str(parse_broker_address(opts["BROKER"], setting="ROCKETBOX['BROKER']"))
+    base = Outbox(engine=engine, broker=broker, producer_group=opts["PRODUCER_GROUP"],
                   serializer=opts["SERIALIZER"] or JsonSerializer(),
                   relay=opts["RELAY"] or RelaySettings(), mode=opts["MODE"],
                   local_tx_timeout=float(opts["LOCAL_TX_TIMEOUT"]),

@@ -22,11 +22,11 @@ from typing import Any
 from django.db import connections
 from sqlalchemy import URL, Connection, Engine, create_engine, pool
 
-from outbox import at_commit
+from outbox import at_commit, migrate
 from outbox.errors import ConfigurationError
 from outbox.sqlite import apply_pragmas
 
-__all__ = ["borrowed_engine", "sqlalchemy_connection", "sqlalchemy_url",
+__all__ = ["alembic_downgrade", "borrowed_engine", "sqlalchemy_connection", "sqlalchemy_url",
            "tune_sqlite_connection"]
 
 _engines: dict[str, Engine] = {}
@@ -100,6 +100,13 @@ def sqlalchemy_connection(alias: str = "default") -> Iterator[Connection]:
     with borrowed_engine(alias).connect() as conn:
         conn.begin()
         yield conn
+
+
+def alembic_downgrade(schema_editor: Any, revision: str) -> None:
+    """Unapply a Django migration: rocketbox's Alembic migrations back to ``revision``, on
+    the migration's own connection."""
+    with sqlalchemy_connection(schema_editor.connection.alias) as conn:
+        migrate.downgrade(conn, revision)
 
 
 def forget_engines() -> None:

@@ -38,9 +38,11 @@ from integrations.errors import AlreadyInitialisedError
 from outbox.config import Outbox, RelaySettings
 from outbox.errors import ConfigurationError, NoTransactionError
 from outbox.migrate import engine_for
-from outbox.publisher import BrokerLitePublisher, ProcessPublishers, Publisher
 from outbox.serializers import JsonSerializer, Serializer
 from outbox.sqlite import tune_sqlite_engine
+from outbox.targets import ProcessPublishers, Publisher
+from outbox.targets.address import parse_broker_address
+from outbox.targets.choose import publisher_for
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -88,7 +90,7 @@ class FlaskState:
     _publishers: ProcessPublishers = field(init=False)
 
     def __post_init__(self) -> None:
-        self._publishers = ProcessPublishers(lambda: BrokerLitePublisher(self.outbox))
+        self._publishers = ProcessPublishers(lambda: publisher_for(self.outbox))
 
     # -- configuration ---------------------------------------------------------------
 
@@ -113,7 +115,8 @@ class FlaskState:
             tune_sqlite_engine(engine)  # WAL and a busy timeout: the relay writes too
             serializer: Serializer = self.config("SERIALIZER") or JsonSerializer()
             relay: RelaySettings = self.config("RELAY") or RelaySettings()
-            base = Outbox(engine=engine, broker=self.config("BROKER"),
+            broker = str(parse_broker_address(self.config("BROKER"), setting="ROCKETBOX_BROKER"))
+            base = Outbox(engine=engine, broker=broker,
                           producer_group=self.config("PRODUCER_GROUP"), serializer=serializer,
                           relay=relay, mode=self.config("MODE"),
                           local_tx_timeout=float(self.config("LOCAL_TX_TIMEOUT")),

@@ -43,8 +43,9 @@ from celery.signals import (
 from outbox.celery import redis_transport, sqla
 from outbox.config import Outbox
 from outbox.errors import ConfigurationError
-from outbox.publisher import BrokerLitePublisher, ProcessPublishers, Publisher
 from outbox.relay import Relay, backoff_seconds, worker_id
+from outbox.targets import ProcessPublishers, Publisher
+from outbox.targets.choose import publisher_for
 
 __all__ = ["CelerySettings", "PublisherFactory", "RocketboxState", "make_celery",
            "redis_visibility_timeout", "rocketbox_state"]
@@ -220,8 +221,8 @@ def make_celery(outbox: Outbox, *, broker_url: str, backend_url: str | None = No
     """A Celery app with rocketbox's tasks, the sweeper lane and (optionally) the checker step.
 
     ``conf`` entries override the defaults (any Celery setting, lower-case).
-    ``publisher_factory`` replaces :class:`~outbox.publisher.BrokerLitePublisher`
-    (a seam for tests and other brokers).
+    ``publisher_factory`` replaces :func:`~outbox.targets.choose.publisher_for` (broker_lite's
+    or RocketMQ's publisher, by ``outbox.broker``'s scheme; a seam for tests).
     """
     # imported here: tasks and bootstep import this module
     from outbox.celery.bootstep import CheckbackStep, SuperviseStep
@@ -251,7 +252,7 @@ def make_celery(outbox: Outbox, *, broker_url: str, backend_url: str | None = No
     defaults.update(conf)
     app.conf.update(defaults)
     state = RocketboxState(outbox=outbox, settings=settings,
-                           publisher_factory=publisher_factory or BrokerLitePublisher)
+                           publisher_factory=publisher_factory or publisher_for)
     setattr(app, _STATE_ATTRIBUTE, state)
     register_tasks(app)
     app.steps["worker"].add(SuperviseStep)

@@ -30,9 +30,10 @@ from celery import Celery
 from sqlalchemy.exc import OperationalError
 
 from outbox.celery.app import RocketboxState, rocketbox_state
+from outbox.ending import END_TRANSACTION_TASK, mark_ended
 from outbox.errors import RelayError
-from outbox.half_first import mark_relayed
 from outbox.relay import RelayReport
+from outbox.targets.base import EndOutcome, HalfStored, LeftToCheckBack, TxEnd
 
 __all__ = ["END_TRANSACTION_TASK", "RELAY_TASK", "SWEEP_TASK", "TRANSIENT_ERRORS",
            "register_tasks"]
@@ -41,7 +42,6 @@ log = logging.getLogger("rocketbox.celery")
 
 RELAY_TASK = "rocketbox.relay"
 SWEEP_TASK = "rocketbox.sweep"
-END_TRANSACTION_TASK = "rocketbox.end_transaction"
 
 #: a pass that failed as a whole (broker or database unreachable): try again later
 TRANSIENT_ERRORS = (RelayError, OperationalError)
@@ -92,8 +92,12 @@ def end_transaction(task: Any, tx_id: str, state_name: str, half_offset: int,
                     queue_offset: int) -> dict[str, Any]:
     """``rocketbox.end_transaction``: end a half-first transaction, then mark its row."""
     state: RocketboxState = rocketbox_state(task.app)
+    end = TxEnd(HalfStored(tx_id, "", half_offset, queue_offset),
+                "COMMIT" if state_name == "COMMIT" else
+                "ROLLBACK" if state_name == "ROLLBACK" else "UNKNOWN")
+    result: EndOutcome | RelayError
     try:
-        [result] = state.publisher().end([(tx_id, state_name, half_offset, queue_offset)])
+        [result] = state.publisher().end_transactions([end])
     except RelayError as exc:
         result = exc
     if isinstance(result, Exception):
@@ -104,9 +108,10 @@ def end_transaction(task: Any, tx_id: str, state_name: str, half_offset: int,
         log.error("end-transaction %s (%s) refused: %s", tx_id, state_name, result,
                   extra={"tx_id": tx_id})
         return {"tx_id": tx_id, "ended": False, "error": str(result)}
+    if isinstance(result, LeftToCheckBack):
+        return {"tx_id": tx_id, "ended": False, "error": result.reason}
     if state_name == "COMMIT":
-        mark_relayed(state.outbox.engine, tx_id, half_offset=half_offset,
-                     commit_offset=result.commit_offset)
+        mark_ended(state.outbox.engine, end, result)
     return {"tx_id": tx_id, "ended": True, "commit_offset": result.commit_offset}
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from sqlalchemy import create_engine
 
 from outbox import BrokerLitePublisher, Outbox, Relay, RelaySettings
-from outbox.publisher import HalfSent, OutgoingMessage, TxEnded
+from outbox.targets import EndOutcome, HalfOutcome, OutgoingMessage, TxEnd
 
 
 class StopBeforeEnd:
@@ -26,10 +26,10 @@ class StopBeforeEnd:
         self.inner = inner
         self.marker = marker
 
-    def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfSent | Exception]:
+    def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfOutcome]:
         return self.inner.send_halves(messages)
 
-    def end(self, ends: Sequence[tuple[str, str, int, int]]) -> list[TxEnded | Exception]:
+    def end_transactions(self, ends: Sequence[TxEnd]) -> list[EndOutcome]:
         self.marker.write_text(f"{len(ends)}\n")
         threading.Event().wait()  # until SIGKILL
         raise AssertionError("unreachable")

@@ -19,11 +19,9 @@ def upgrade(apps: Any, schema_editor: Any) -> None:
 
 
 def downgrade(apps: Any, schema_editor: Any) -> None:
-    from integrations.django.db import sqlalchemy_connection
-    from outbox import migrate
+    from integrations.django.db import alembic_downgrade
 
-    with sqlalchemy_connection(schema_editor.connection.alias) as conn:
-        migrate.downgrade(conn, "0002")
+    alembic_downgrade(schema_editor, "0002")
 
 
 class Migration(migrations.Migration):

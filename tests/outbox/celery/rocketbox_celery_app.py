@@ -39,7 +39,7 @@ from sqlalchemy import create_engine
 from outbox import BrokerLitePublisher, Outbox, RelaySettings
 from outbox.celery import CelerySettings, make_celery, run_worker
 from outbox.checker import run_checker
-from outbox.publisher import HalfSent, OutgoingMessage, Publisher, TxEnded
+from outbox.targets import EndOutcome, HalfOutcome, OutgoingMessage, Publisher, TxEnd
 
 env = os.environ
 
@@ -51,15 +51,15 @@ class KillAfterHalves:
         self.inner = inner
         self.marker = marker
 
-    def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfSent | Exception]:
+    def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfOutcome]:
         result = self.inner.send_halves(messages)
         if not self.marker.exists():
             self.marker.write_text(",".join(m.tx_id for m in messages))
             os.kill(os.getpid(), signal.SIGKILL)
         return result
 
-    def end(self, ends: Sequence[tuple[str, str, int, int]]) -> list[TxEnded | Exception]:
-        return self.inner.end(ends)
+    def end_transactions(self, ends: Sequence[TxEnd]) -> list[EndOutcome]:
+        return self.inner.end_transactions(ends)
 
     def close(self) -> None:
         self.inner.close()

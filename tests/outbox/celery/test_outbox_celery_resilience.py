@@ -37,7 +37,7 @@ from support import BrokerLiteServer, RedisServer, start_broker_lite, wait_until
 
 from outbox import Outbox, RelaySettings, publish
 from outbox.celery import CelerySettings, celery_on_commit, make_celery
-from outbox.publisher import RECONNECT_MAX_DELAY
+from outbox.targets.broker_lite import RECONNECT_MAX_DELAY
 from procgroup import Process
 
 

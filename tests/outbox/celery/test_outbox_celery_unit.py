@@ -41,7 +41,7 @@ from outbox.celery.hooks import CoalescingHook
 from outbox.celery.sweeper import release_dead_claims
 from outbox.celery.worker import worker_argv
 from outbox.models import transaction_table as tx_table
-from outbox.publisher import OutgoingMessage
+from outbox.targets import OutgoingMessage
 
 
 @pytest.fixture

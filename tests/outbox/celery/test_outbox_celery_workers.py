@@ -24,7 +24,7 @@ from support import BrokerLiteServer, RedisServer, free_port, start_broker_lite,
 from outbox import BrokerLitePublisher, Outbox, RelaySettings, publish
 from outbox.celery import CelerySettings, celery_on_commit, make_celery
 from outbox.models import transaction_table as t
-from outbox.publisher import OutgoingMessage
+from outbox.targets import OutgoingMessage
 
 
 def app_outbox(engine: Engine, broker: str, celery_broker: str) -> Outbox:

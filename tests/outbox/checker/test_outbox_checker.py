@@ -16,7 +16,7 @@ from broker_lite.client import LocalTransactionState
 from outbox import PG_XID_PROPERTY, BrokerLitePublisher, Outbox, new_tx_id, publish
 from outbox.checkback import check_state
 from outbox.checker import CheckbackResponder, run_checker
-from outbox.publisher import OutgoingMessage
+from outbox.targets import OutgoingMessage
 
 
 @pytest.mark.timeout(30)

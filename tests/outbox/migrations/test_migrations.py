@@ -37,7 +37,7 @@ def test_upgrade_downgrade_upgrade_round_trip(db_url: str) -> None:
     try:
         assert migrate.current(db_url) is None
         migrate.upgrade(db_url)
-        assert migrate.current(db_url) == "0003" == migrate.heads()[0]
+        assert migrate.current(db_url) == "0004" == migrate.heads()[0]
         assert rocketbox_tables(engine) == TABLES
         first = schema_snapshot(engine)
         if engine.dialect.name == "postgresql":
@@ -56,7 +56,7 @@ def test_upgrade_downgrade_upgrade_round_trip(db_url: str) -> None:
         assert sequences(engine) == []
 
         migrate.upgrade(db_url)
-        assert migrate.current(db_url) == "0003"
+        assert migrate.current(db_url) == "0004"
         assert schema_snapshot(engine) == first
         assert migrate.check(db_url) == []
     finally:
@@ -166,8 +166,8 @@ def test_a_connection_target_runs_in_the_callers_transaction(db_url: str) -> Non
     try:
         with engine.begin() as conn:
             migrate.upgrade(conn)
-            assert migrate.current(conn) == "0003"
-        assert migrate.current(engine) == "0003"
+            assert migrate.current(conn) == "0004"
+        assert migrate.current(engine) == "0004"
         assert rocketbox_tables(engine) == TABLES
     finally:
         engine.dispose()
@@ -181,7 +181,7 @@ def test_postgresql_migrations_roll_back_with_the_callers_transaction(
         with engine.connect() as conn:
             conn.begin()
             migrate.upgrade(conn)
-            assert migrate.current(conn) == "0003"
+            assert migrate.current(conn) == "0004"
             conn.rollback()
         assert migrate.current(engine) is None  # transactional DDL: nothing is left
         assert rocketbox_tables(engine) == []
@@ -232,9 +232,10 @@ def test_the_script_location_is_the_installed_package() -> None:
     location = migrations.script_location()
     assert location == Path(migrations.__file__).parent
     for name in ("env.py", "script.py.mako", "partial_where.py", "versions/0001_initial.py",
-                 "versions/0002_publish_function.py", "versions/0003_broker_state.py"):
+                 "versions/0002_publish_function.py", "versions/0003_broker_state.py",
+                 "versions/0004_rocketmq_half_ids.py"):
         assert (location / name).is_file(), name
-    assert migrate.heads() == ("0003",)
+    assert migrate.heads() == ("0004",)
     assert migrate.make_config().get_main_option("version_table") == \
         migrations.VERSION_TABLE
 

@@ -15,7 +15,7 @@ from support import free_port, start_broker_lite
 from outbox import BrokerLitePublisher, Outbox, Relay, RelaySettings, publish
 from outbox.errors import BrokerUnreachableError
 from outbox.models import transaction_table as t
-from outbox.publisher import RECONNECT_MAX_DELAY, RECONNECT_WAIT
+from outbox.targets.broker_lite import RECONNECT_MAX_DELAY, RECONNECT_WAIT
 
 SETTINGS = RelaySettings(batch_size=50, lease_seconds=30, broker_timeout=5.0)
 

@@ -33,7 +33,7 @@ from outbox import (
     publish,
 )
 from outbox.models import transaction_table as t
-from outbox.publisher import HalfSent, OutgoingMessage, Publisher, TxEnded
+from outbox.targets import EndOutcome, HalfOutcome, OutgoingMessage, Publisher, TxEnd
 
 FAST = RelaySettings(batch_size=50, lease_seconds=5, max_attempts=3, backoff_base=0.01,
                      backoff_max=0.05, jitter=0.0, broker_timeout=1.0)
@@ -189,14 +189,14 @@ class StallingPublisher:
         self.halves_sent = threading.Event()
         self.release = threading.Event()
 
-    def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfSent | Exception]:
+    def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfOutcome]:
         result = self.inner.send_halves(messages)
         self.halves_sent.set()
         self.release.wait(30)
         return result
 
-    def end(self, ends: Sequence[tuple[str, str, int, int]]) -> list[TxEnded | Exception]:
-        return self.inner.end(ends)
+    def end_transactions(self, ends: Sequence[TxEnd]) -> list[EndOutcome]:
+        return self.inner.end_transactions(ends)
 
     def close(self) -> None:
         self.inner.close()
@@ -238,13 +238,13 @@ class KillAfterHalves:
         self.inner = inner
         self.broker = broker
 
-    def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfSent | Exception]:
+    def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfOutcome]:
         result = self.inner.send_halves(messages)
         self.broker.kill()
         return result
 
-    def end(self, ends: Sequence[tuple[str, str, int, int]]) -> list[TxEnded | Exception]:
-        return self.inner.end(ends)
+    def end_transactions(self, ends: Sequence[TxEnd]) -> list[EndOutcome]:
+        return self.inner.end_transactions(ends)
 
     def close(self) -> None:
         self.inner.close()

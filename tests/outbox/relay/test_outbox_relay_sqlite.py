@@ -22,7 +22,7 @@ from support import BrokerLiteServer
 
 from outbox import BrokerLitePublisher, Outbox, Relay, RelaySettings, publish
 from outbox.errors import ConfigurationError
-from outbox.publisher import HalfSent, OutgoingMessage, Publisher, TxEnded
+from outbox.targets import EndOutcome, HalfOutcome, OutgoingMessage, Publisher, TxEnd
 
 FAST = RelaySettings(batch_size=5, lease_seconds=5, max_attempts=3, backoff_base=0.01,
                      backoff_max=0.05, jitter=0.0, broker_timeout=2.0)
@@ -99,12 +99,12 @@ class ThreadNoting:
         self.inner = inner
         self.threads: set[str] = set()
 
-    def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfSent | Exception]:
+    def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfOutcome]:
         self.threads.add(threading.current_thread().name)
         return self.inner.send_halves(messages)
 
-    def end(self, ends: Sequence[tuple[str, str, int, int]]) -> list[TxEnded | Exception]:
-        return self.inner.end(ends)
+    def end_transactions(self, ends: Sequence[TxEnd]) -> list[EndOutcome]:
+        return self.inner.end_transactions(ends)
 
     def close(self) -> None:
         self.inner.close()

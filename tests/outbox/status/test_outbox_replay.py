@@ -8,9 +8,9 @@ import pytest
 from outbox_ops_support import OpsDb, mark_parked, mark_relayed, publish_rows, row, set_rows
 
 from outbox.cli import main
-from outbox.publisher import BrokerLitePublisher
 from outbox.relay import Relay
 from outbox.replay import replay
+from outbox.targets.broker_lite import BrokerLitePublisher
 
 
 def _seed(db: OpsDb) -> list[str]:

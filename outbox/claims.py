@@ -1,0 +1,200 @@
+"""Claiming due rows: the first step of a relay pass (:mod:`outbox.relay`).
+
+:func:`claim` takes up to ``batch_size`` due rows in a short transaction
+(``FOR UPDATE SKIP LOCKED`` on PostgreSQL; SQLite has one writer), setting
+``claimed_by`` and a lease ``claimed_until``. The transaction commits before
+any network I/O, so no lock is held while the broker is called. Rows are
+picked oldest ``next_attempt_at`` first, walking the pending index, and
+returned in ``seq`` order. Per message group, a grouped row is claimed only
+together with every unrelayed row of its group before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, and_, any_, exists, false, func, or_, select, update
+from sqlalchemy.sql.elements import ColumnElement
+
+from outbox.config import Outbox
+from outbox.models import aware
+from outbox.models import transaction_table as t
+
+__all__ = ["ROW_COLUMNS", "ClaimedRow", "claim"]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedRow:
+    """A claimed status row: what the relay sends, ends and records."""
+
+    tx_id: str
+    seq: int
+    topic: str
+    tag: str | None
+    keys: str | None
+    message_group: str | None
+    body: bytes
+    headers: dict[str, Any] | None
+    state: str
+    attempts: int
+    half_offset: int | None
+    created_at: datetime
+    #: RocketMQ: the recorded half's ids (None: no half recorded)
+    half_message_id: str | None = None
+    half_transaction_id: str | None = None
+
+
+ROW_COLUMNS = (t.c.tx_id, t.c.seq, t.c.topic, t.c.tag, t.c["keys"], t.c.message_group, t.c.body,
+                t.c.headers, t.c.state, t.c.attempts, t.c.half_offset, t.c.created_at,
+                t.c.half_message_id, t.c.half_transaction_id)
+
+
+
+def _row(columns: Any) -> ClaimedRow:
+    """A claimed row from a result row of ``ROW_COLUMNS``."""
+    return ClaimedRow(*columns)
+
+
+def _seq(row: Any) -> int:
+    seq: int = row.seq
+    return seq
+
+
+def _free(row: Any, now: datetime) -> bool:
+    """Due, not parked, and not claimed by anyone (or the claim's lease ran out)."""
+    return (not row.parked and aware(row.next_attempt_at) <= now
+            and (row.claimed_until is None or aware(row.claimed_until) < now))
+
+
+def _blocked(now: datetime) -> ColumnElement[bool]:
+    """A grouped row waits behind an earlier row of its group that cannot go now.
+
+    That row is parked, backing off, or in flight under another claim's lease.
+    Such rows are left out of the claim's window: otherwise a group whose head
+    is stuck fills every window with rows that cannot go, and the rows behind
+    them (other groups, ungrouped rows) are never reached. The probe follows
+    the ``(message_group, seq)`` index of unrelayed rows.
+    """
+    earlier = t.alias("earlier")
+    return exists().where(
+        earlier.c.message_group == t.c.message_group, earlier.c.seq < t.c.seq,
+        earlier.c.relayed_at.is_(None),
+        or_(earlier.c.parked, earlier.c.next_attempt_at > now, earlier.c.claimed_until >= now))
+
+
+def claim(outbox: Outbox, name: str, limit: int | None = None, *, only: Sequence[str] | None = None,
+          older_than: float | None = None) -> list[ClaimedRow]:
+    """Claim due rows; ``older_than`` (seconds) keeps only rows committed that long ago.
+
+    The window is the ``limit`` due rows with the oldest ``next_attempt_at``,
+    read in the pending index's order, so the scan stops after ``limit`` rows
+    however long the backlog is (ordering by ``seq`` made PostgreSQL read and
+    sort every due row on every pass). Grouped rows are then kept only as
+    runs from their group's head (:meth:`_group_runs`). The claimed rows are
+    returned in ``seq`` order.
+    """
+    limit = limit or outbox.relay.batch_size
+    now = datetime.now(UTC)
+    until = now + timedelta(seconds=outbox.relay.lease_seconds)
+    # ``NOT parked`` (not ``parked IS false``) matches the partial index's WHERE
+    due = and_(t.c.relayed_at.is_(None), ~t.c.parked, t.c.next_attempt_at <= now,
+               or_(t.c.claimed_until.is_(None), t.c.claimed_until < now),
+               or_(t.c.message_group.is_(None), ~_blocked(now)))
+    if older_than is not None:
+        due = and_(due, t.c.created_at <= now - timedelta(seconds=older_than))
+    window = and_(due, t.c.tx_id.in_(list(only))) if only else due
+    with outbox.engine.begin() as conn:
+        if conn.dialect.name == "sqlite":
+            # Take SQLite's write lock before reading: two claims that both read
+            # first would pick the same rows, or deadlock upgrading their locks.
+            conn.execute(update(t).where(false()).values(claimed_by=t.c.claimed_by))
+        elif not only:
+            # Walk the pending index: the planner's row estimate is often stale
+            # for a backlog written since the last ANALYZE, and then it reads
+            # and sorts every due row to return the first ``limit``.
+            conn.exec_driver_sql("SET LOCAL enable_sort = off")
+        rows = _take(conn, name, window, until, limit=limit)
+        if any(row.message_group is not None for row in rows):
+            rows = _group_runs(conn, name, rows, limit, now, until,
+                                    heads=None if only else due)
+    return sorted(rows, key=_seq)
+
+def _take(conn: Connection, name: str, where: ColumnElement[bool], until: datetime, *,
+          limit: int | None = None) -> list[ClaimedRow]:
+    """Lock (skipping rows another claim holds), mark claimed and return the rows."""
+    if conn.dialect.name == "postgresql":
+        picked = select(t.c.tx_id).where(where)
+        if limit is not None:
+            picked = picked.order_by(t.c.next_attempt_at).limit(limit)
+        # one statement: pick and lock, mark claimed, return the rows whole
+        return [_row(row) for row in conn.execute(
+            update(t).where(t.c.tx_id == any_(func.array(
+                picked.with_for_update(skip_locked=True).scalar_subquery())))
+            .values(claimed_by=name, claimed_until=until)
+            .returning(*ROW_COLUMNS))]
+    query = select(*ROW_COLUMNS).where(where)
+    if limit is not None:
+        query = query.order_by(t.c.next_attempt_at).limit(limit)
+    rows = [_row(row) for row in conn.execute(query)]
+    if rows:
+        conn.execute(update(t).where(t.c.tx_id.in_([r.tx_id for r in rows]))
+                     .values(claimed_by=name, claimed_until=until))
+    return rows
+
+def _group_runs(conn: Connection, name: str, rows: list[ClaimedRow], limit: int, now: datetime,
+                until: datetime, *, heads: ColumnElement[bool] | None) -> list[ClaimedRow]:
+    """Keep ungrouped rows, and grouped ones only as a run from their group's head.
+
+    Each group's unrelayed rows up to the last one claimed are read without
+    locks (a row that another claim is taking still shows, and ends the run
+    there). The window may lack a group's head: a retried head's
+    ``next_attempt_at`` is later than that of the rows it held back. So,
+    given ``heads`` (the claim's due condition; None for an ``only``
+    claim, which takes nothing beyond its rows), a run also takes the
+    group's earlier rows that are due and free, and a group whose head was
+    retried is not stuck behind its own rows. At most ``limit`` rows stay
+    claimed (the highest ``seq`` go); the others are released in this
+    transaction.
+    """
+    mine = {row.tx_id: row for row in rows}
+    tops: dict[str, int] = {}
+    for row in rows:
+        if row.message_group is not None:
+            tops[row.message_group] = max(tops.get(row.message_group, row.seq), row.seq)
+    pending: dict[str, list[Any]] = {}
+    for p in conn.execute(
+            select(t.c.tx_id, t.c.message_group, t.c.seq, t.c.parked, t.c.next_attempt_at,
+                   t.c.claimed_until)
+            .where(t.c.relayed_at.is_(None), t.c.message_group.in_(list(tops)),
+                   t.c.seq <= max(tops.values()))):
+        if p.seq <= tops[p.message_group]:
+            pending.setdefault(p.message_group, []).append(p)
+    for members in pending.values():
+        members.sort(key=_seq)  # here, not in SQL: the claim may have sorts off
+
+    def runs(take_free: bool) -> list[tuple[int, str]]:
+        """(seq, tx_id) of every group's run from its head."""
+        out = []
+        for members in pending.values():
+            for p in members:
+                if p.tx_id not in mine and not (take_free and _free(p, now)):
+                    break
+                out.append((p.seq, p.tx_id))
+        return out
+
+    ungrouped = [(row.seq, row.tx_id) for row in rows if row.message_group is None]
+    # the lowest seqs of each run are a prefix of it: trimming keeps runs whole
+    keep = {tx for _seq, tx in sorted(ungrouped + runs(heads is not None))[:limit]}
+    wanted = [tx for tx in keep if tx not in mine]
+    if wanted and heads is not None:
+        for row in _take(conn, name, and_(heads, t.c.tx_id.in_(wanted)), until):
+            mine[row.tx_id] = row
+        keep &= {tx for _seq, tx in ungrouped + runs(False)}  # a run ends at a row not taken
+    release = [tx for tx in mine if tx not in keep]
+    if release:
+        conn.execute(update(t).where(t.c.tx_id.in_(release), t.c.claimed_by == name)
+                     .values(claimed_by=None, claimed_until=None))
+    return [mine[tx] for tx in keep]

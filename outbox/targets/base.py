@@ -1,0 +1,144 @@
+"""The seam between the outbox and a broker: a :class:`Target`, and what it answers.
+
+A target publishes the outbox's rows to one kind of broker (broker_lite's
+native door in :mod:`outbox.targets.broker_lite`; Apache RocketMQ 5 beside
+it). Its methods are coroutines; the relay, the Celery tasks and the
+``half_first`` integrations reach it through a :class:`Publisher`, the sync
+face :class:`~outbox.targets.runner.TargetPublisher` gives any target.
+docs/targets.md is the contract in prose; in short:
+
+* :meth:`Target.send_halves` stores a half for each message and answers one
+  outcome per message, in order: :class:`HalfStored` (the ids the target needs
+  to end it) or a :class:`~outbox.errors.RowRefusedError` whose ``kind``
+  says whether the row is at fault (``row_invalid``), the setup is
+  (``config``), or the broker may take it later (``transient``). One row's
+  fault never fails the others.
+* :meth:`Target.end_transactions` ends each :class:`TxEnd`'s half and answers,
+  per end and in order, :class:`TxEnded`, :class:`LeftToCheckBack` (the broker
+  can no longer end it on request; its check-back will ask the status table),
+  or a :class:`~outbox.errors.RowRefusedError`.
+* A request that did not get through at all raises
+  :class:`~outbox.errors.BrokerUnreachableError`: no row is at fault, so the
+  caller counts no attempt and retries the pass later.
+* :meth:`Target.start` connects once; a setup that can never work (unknown
+  host, refused credentials) raises :class:`~outbox.errors.ConfigurationError`,
+  an outage :class:`~outbox.errors.BrokerUnreachableError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from outbox.errors import RowRefusedError
+
+__all__ = ["EndOutcome", "HalfOutcome", "HalfStored", "LeftToCheckBack", "OutgoingMessage",
+           "Publisher", "Target", "TxEnd", "TxEnded", "TxState"]
+
+#: how a row's transaction ends (``UNKNOWN``: not now, the broker's check-back decides)
+TxState = Literal["COMMIT", "ROLLBACK", "UNKNOWN"]
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingMessage:
+    """One row, as a half to send: ``tx_id`` is its key on every target."""
+
+    tx_id: str
+    topic: str
+    body: bytes
+    tag: str | None
+    keys: tuple[str, ...]
+    message_group: str | None
+    properties: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class HalfStored:
+    """A half the broker stored: what ending it needs.
+
+    broker_lite names a half by its offsets (``half_offset`` in the commit
+    log, ``queue_offset`` in the half queue); RocketMQ by ``message_id`` and
+    ``transaction_id``. A field a target does not use is ``-1`` or ``""``.
+    A half known only from its row (a retried pass) has ``queue_offset -1``.
+    """
+
+    tx_id: str
+    topic: str
+    half_offset: int = -1
+    queue_offset: int = -1
+    message_id: str = ""
+    transaction_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TxEnd:
+    """End ``half``'s transaction with ``state``."""
+
+    half: HalfStored
+    state: TxState
+
+    @property
+    def tx_id(self) -> str:
+        return self.half.tx_id
+
+
+@dataclass(frozen=True, slots=True)
+class TxEnded:
+    """The broker ended the transaction; ``commit_offset`` is the committed message's
+    commit-log offset (``-1`` for a rollback, or when the target does not say)."""
+
+    tx_id: str
+    commit_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class LeftToCheckBack:
+    """The broker can no longer end this half on request (it forgot the transaction);
+    its check-back will ask the status table. Not a failure: no attempt is counted."""
+
+    tx_id: str
+    reason: str
+
+
+HalfOutcome = HalfStored | RowRefusedError
+EndOutcome = TxEnded | LeftToCheckBack | RowRefusedError
+
+
+class Target(Protocol):
+    """One broker the outbox publishes to; every method runs on one event loop."""
+
+    #: names the target in errors and logs (``broker_lite at 127.0.0.1:10911``)
+    description: str
+
+    async def start(self) -> None:
+        """Connect (the first send does it too); see the module doc for what it raises."""
+        ...
+
+    async def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfOutcome]:
+        """One outcome per message, in order (module doc)."""
+        ...
+
+    async def end_transactions(self, ends: Sequence[TxEnd]) -> list[EndOutcome]:
+        """One outcome per end, in order (module doc)."""
+        ...
+
+    def on_reconnect(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` (on the loop; it must return at once) whenever the lost
+        connection is back; a target without reconnects may never call it."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class Publisher(Protocol):
+    """What the relay, the Celery tasks and ``half_first`` call: a target, from sync code.
+
+    Thread-safe; the same outcomes and errors as :class:`Target`.
+    """
+
+    def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfOutcome]: ...
+
+    def end_transactions(self, ends: Sequence[TxEnd]) -> list[EndOutcome]: ...
+
+    def close(self) -> None: ...

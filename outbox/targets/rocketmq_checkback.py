@@ -1,0 +1,95 @@
+"""Answering RocketMQ 5's check-backs from the status table, per half.
+
+RocketMQ stores every half it is sent: a half re-sent after an ambiguous
+failure (a send that timed out after the proxy stored it, a relay killed
+before it recorded the answer) is a second half for the same row, and a
+check-back that answered COMMIT for both would make two messages. So the
+answer is per half, keyed on the half's message id (its UNIQ_KEY, which is
+RocketMQ's transaction id for it):
+
+* the row recorded this half's ids: the row's state, by the same rules as
+  broker_lite's check-back (:func:`outbox.checkback.check_state`);
+* the row recorded another half: ROLLBACK (this one is a duplicate);
+* the row recorded none yet: ROLLBACK if the row says ROLLBACK, otherwise
+  UNKNOWN (a relay may be recording it right now; the proxy asks again);
+* no row: :func:`~outbox.checkback.check_state` (the writing transaction's
+  fate, or the half's age past ``local_tx_timeout``).
+
+:class:`StatusTableChecker` is the official client's ``TransactionChecker``
+doing that; :mod:`outbox.targets.rocketmq_responder` runs it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from rocketmq import Message, TransactionChecker, TransactionResolution
+from sqlalchemy import select
+
+from outbox.checkback import PG_XID_PROPERTY, CheckAnswer, check_state
+from outbox.config import Outbox
+from outbox.models import transaction_table as t
+from outbox.targets.rocketmq import TX_ID_PROPERTY
+
+__all__ = ["StatusTableChecker", "answer_half"]
+
+log = logging.getLogger("rocketbox.checker")
+
+_RESOLUTIONS = {"COMMIT": TransactionResolution.COMMIT,
+                "ROLLBACK": TransactionResolution.ROLLBACK}
+
+
+def answer_half(outbox: Outbox, tx_id: str, message_id: str, *, pg_xid: int | None,
+                half_age_seconds: float) -> CheckAnswer:
+    """What the status table says about the half ``message_id`` of row ``tx_id``."""
+    with outbox.engine.connect() as conn:
+        row = conn.execute(select(t.c.state, t.c.half_message_id)
+                           .where(t.c.tx_id == tx_id)).first()
+    if row is not None and row.half_message_id is not None \
+            and row.half_message_id != message_id:
+        return CheckAnswer("ROLLBACK", f"another half ({row.half_message_id}) is the row's")
+    if row is not None and row.half_message_id is None and row.state != "ROLLBACK":
+        return CheckAnswer("UNKNOWN", "the row has recorded no half yet")
+    return check_state(outbox.engine, tx_id, pg_xid=pg_xid, half_age_seconds=half_age_seconds,
+                       local_tx_timeout=outbox.local_tx_timeout)
+
+
+def _pg_xid(message: Message) -> int | None:
+    raw = message.properties.get(PG_XID_PROPERTY)
+    try:
+        return int(raw) if raw else None
+    except ValueError:
+        return None
+
+
+class StatusTableChecker(TransactionChecker):  # type: ignore[misc]  # the client is untyped
+    """The official client's checker, answering each half from the status table.
+
+    A half without :data:`~outbox.targets.rocketmq.TX_ID_PROPERTY` is not
+    rocketbox's: UNKNOWN (another producer of the topic may know it). A
+    database error is UNKNOWN too: the proxy asks again.
+    """
+
+    def __init__(self, outbox: Outbox) -> None:
+        self.outbox = outbox
+        self.answered: dict[str, int] = {"COMMIT": 0, "ROLLBACK": 0, "UNKNOWN": 0}
+
+    def check(self, message: Message) -> Any:
+        tx_id = message.properties.get(TX_ID_PROPERTY)
+        if not tx_id:
+            answer = CheckAnswer("UNKNOWN", f"no {TX_ID_PROPERTY} property: not rocketbox's")
+        else:
+            born = message.born_timestamp
+            age = max(0.0, time.time() - born / 1000) if born else 0.0
+            try:
+                answer = answer_half(self.outbox, tx_id, message.message_id,
+                                     pg_xid=_pg_xid(message), half_age_seconds=age)
+            except Exception as exc:  # the database is down: not this half's fault
+                answer = CheckAnswer("UNKNOWN", f"status table unreadable: {exc}")
+        self.answered[answer.state] += 1
+        log.info("check-back %s half %s: %s (%s)", tx_id, message.message_id, answer.state,
+                 answer.reason, extra={"tx_id": tx_id, "state": answer.state})
+        return _RESOLUTIONS.get(answer.state,
+                                TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED)
