@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from broker_lite.errors import BrokerBusyError
+from broker_lite.errors import BrokerBusyError, ConfigurationError
 
 __all__ = ["BoundedThreadPool", "PoolFullError", "check_bounds"]
 
@@ -29,12 +29,13 @@ _Work = tuple[concurrent.futures.Future[Any], Callable[..., Any], tuple[Any, ...
 
 def check_bounds(min_threads: int, max_threads: int, queue_size: int, *,
                  threads: str = "(min_threads, max_threads)", queue: str = "queue_size") -> None:
-    """Raise ValueError, naming the setting, unless ``1 <= min <= max`` and ``queue >= 1``."""
+    """Unless ``1 <= min <= max`` and ``queue >= 1``, raise :class:`ConfigurationError`
+    (a ValueError) naming the setting."""
     if min_threads < 1 or max_threads < min_threads:
-        raise ValueError(f"{threads} must be (min, max) with 1 <= min <= max, "
-                         f"got ({min_threads}, {max_threads})")
+        raise ConfigurationError(f"{threads} must be (min, max) with 1 <= min <= max, "
+                                 f"got ({min_threads}, {max_threads})", setting=threads)
     if queue_size < 1:
-        raise ValueError(f"{queue} must be >= 1, got {queue_size}")
+        raise ConfigurationError(f"{queue} must be >= 1, got {queue_size}", setting=queue)
 
 
 class PoolFullError(BrokerBusyError):

@@ -12,13 +12,19 @@ Reads may run from any thread while appends go on.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from broker_lite.errors import CorruptRecordError, MessageTooLargeError, OffsetOutOfRangeError
+from broker_lite.errors import (
+    ConfigurationError,
+    CorruptRecordError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+)
 from broker_lite.storage.mapped_file import MappedFile, MappedFileQueue
 from broker_lite.storage.record import (
     BLANK_MAGIC,
@@ -56,7 +62,9 @@ class CommitLog:
     def __init__(self, directory: Path, segment_size: int, *, readonly: bool = False,
                  require_crc_tail: bool = False) -> None:
         if segment_size < 4096:
-            raise ValueError(f"segment_size must be at least 4096 bytes, got {segment_size}")
+            raise ConfigurationError(
+                f"segment_size must be at least 4096 bytes, got {segment_size}",
+                setting="segment_size")
         self.segment_size = segment_size
         #: every record must carry RocketMQ's ``__CRC32#`` tail (a store that writes it)
         self.require_crc_tail = require_crc_tail
@@ -104,6 +112,22 @@ class CommitLog:
             full.wrote_position = full.file_size
             self._write_offset = mf.start_offset
         return mf.start_offset + mf.wrote_position
+
+    def reserve_at(self, size: int) -> tuple[int, mmap.mmap, int]:
+        """:meth:`reserve`, plus the segment's mapping and the position the record goes to.
+
+        The caller encodes the record there in place, then calls :meth:`advance`
+        with ``size``, under the same lock.
+        """
+        offset = self.reserve(size)
+        mf = self.queue.files[-1]
+        return offset, mf.writable(), mf.wrote_position
+
+    def advance(self, size: int) -> None:
+        """Publish the ``size`` bytes just encoded at the position :meth:`reserve_at` gave."""
+        mf = self.queue.files[-1]
+        mf.wrote_position += size
+        self._write_offset = mf.start_offset + mf.wrote_position
 
     def write(self, data: bytes) -> int:
         """Append the bytes of a record whose offset :meth:`reserve` gave."""
