@@ -44,38 +44,32 @@ import asyncio
 import cProfile
 import inspect
 import io
-import json
 import os
 import pstats
 import shutil
-import subprocess
 import sys
 import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from _common import (
-    BENCH_DIR,
+    COMMIT_ENV,
     MB,
-    REPO_ROOT,
-    RESULTS_DIR,
-    TMP_DIR,
+    SRC_ENV,
     Samples,
+    benchmark_main,
+    code_state,
     describe_machine,
-    extract_commit,
-    git_state,
     load_average,
     machine_summary,
+    scratch_dir,
     settle,
     source_digest,
-    update_readme_section,
     utc_now,
-    write_json,
 )
 from rich.console import Console
 from rich.progress import (
@@ -112,10 +106,6 @@ TARGETS = {
                         "sync, 64 asyncio appenders (FlushGate), records/s"),
     "recovery-warm": ("mb_per_s", 300.0, "crash recovery with CRC checks, MB/s"),
 }
-
-#: set in the child process of ``--at-commit``: where the extracted code is, and its commit
-SRC_ENV = "ROCKETBOX_BENCH_SRC"
-COMMIT_ENV = "ROCKETBOX_BENCH_COMMIT"
 
 FlushMode = Literal["async", "sync"]
 #: wide enough for the results table when output is not a terminal
@@ -159,35 +149,6 @@ def storage_dir() -> Path:
     itself a namespace package, which has no ``__file__``.
     """
     return Path(inspect.getfile(MessageStore)).resolve().parent
-
-
-def code_state() -> dict[str, Any]:
-    """Which code is measured: a commit extracted by --at-commit, or the working tree."""
-    src = os.environ.get(SRC_ENV)
-    if src:
-        if not storage_dir().is_relative_to(Path(src).resolve()):
-            raise RuntimeError(f"broker_lite imported from {storage_dir()}, not from {src}")
-        return {"source": "commit", "commit": os.environ.get(COMMIT_ENV),
-                "storage_digest": source_digest(storage_dir())}
-    git = git_state()
-    return {"source": "working tree", "commit": git["commit"],
-            "dirty_paths": git["dirty_paths"], "storage_digest": source_digest(storage_dir())}
-
-
-def run_at_commit(rev: str, argv: Sequence[str]) -> int:
-    """Re-run this script in a child that imports broker_lite as committed at ``rev``."""
-    dest = TMP_DIR / f"src-{os.getpid()}"
-    try:
-        commit = extract_commit(rev, "broker_lite", dest)
-        console.print(f"measuring broker_lite at commit {commit[:12]} (extracted to {dest})")
-        env = dict(os.environ, **{SRC_ENV: str(dest), COMMIT_ENV: commit})
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(dest), env.get("PYTHONPATH")) if p)
-        return subprocess.run([sys.executable, __file__, *argv], env=env, cwd=REPO_ROOT,
-                              check=False).returncode
-    finally:
-        shutil.rmtree(dest, ignore_errors=True)
-        with suppress(OSError):
-            TMP_DIR.rmdir()
 
 
 # -- measurements --------------------------------------------------------------------
@@ -565,19 +526,6 @@ def run_all(cases: Sequence[Comparison], repeat: int, progress: Progress) -> Non
                 progress.advance(task)
 
 
-@contextmanager
-def scratch_dir() -> Iterator[Path]:
-    """A fresh data directory under bench/results/tmp, removed afterwards."""
-    root = TMP_DIR / f"storage-{os.getpid()}"
-    root.mkdir(parents=True, exist_ok=True)
-    try:
-        yield root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-        with suppress(OSError):
-            TMP_DIR.rmdir()
-
-
 # -- profiling -----------------------------------------------------------------------
 
 
@@ -833,21 +781,19 @@ def select(cases: list[Comparison], names: str) -> list[Comparison]:
     return [c for c in cases if c.name in wanted]
 
 
-def save(result: dict[str, Any]) -> None:
-    write_json(RESULTS_DIR / "storage.json", result)
-    update_readme_section(BENCH_DIR / "README.md", "storage", markdown_section(result))
-    console.print(f"wrote {RESULTS_DIR / 'storage.json'} and the storage section of "
-                  f"{BENCH_DIR / 'README.md'}")
+def _code_state() -> dict[str, Any]:
+    """Which broker_lite is measured, with a digest of its storage package."""
+    return code_state(storage_dir(), {"storage_digest": source_digest(storage_dir())})
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Run every selected case; return the result document."""
-    code = code_state()
+    code = _code_state()
     load_before = load_average()
     if load_before and load_before[0] > 0.5 * (os.cpu_count() or 1):
         console.print(f"[yellow]warning:[/] load average {load_before[0]} at start: other work "
                       "on this machine will add noise", highlight=False)
-    with scratch_dir() as root:
+    with scratch_dir("storage") as root:
         machine = describe_machine(root)
         console.print(f"[bold]storage benchmark[/] on {machine_summary(machine)}", highlight=False)
         console.print(f"code: {code_summary(code)}; data dir {root}", highlight=False)
@@ -916,8 +862,8 @@ def start_versus(args: argparse.Namespace, cases: Sequence[Comparison]) -> Versu
 
 def versus_worker(args: argparse.Namespace) -> int:
     """The ``--versus`` child: build its own workload with the code it imported, then serve."""
-    code = code_state()
-    with scratch_dir() as root:
+    code = _code_state()
+    with scratch_dir("storage-versus") as root:
         record = encoded_record(root)
         messages = [make_message(i) for i in range(args.records)]
         log = build_recovery_log(root, args.recovery_mb)
@@ -931,20 +877,9 @@ def versus_worker(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
-    if args.render:
-        result = json.loads((RESULTS_DIR / "storage.json").read_text(encoding="utf-8"))
-        update_readme_section(BENCH_DIR / "README.md", "storage", markdown_section(result))
-        return 0
     if args.versus_worker:
         return versus_worker(args)
-    if args.at_commit and SRC_ENV not in os.environ:
-        return run_at_commit(args.at_commit, argv)
-    result = measure(args)
-    if args.quick or args.cases:
-        console.print("quick or partial run: results not saved")
-    else:
-        save(result)
-    return 0
+    return benchmark_main(__file__, "storage", argv, parse_args, measure, markdown_section)
 
 
 if __name__ == "__main__":

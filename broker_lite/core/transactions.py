@@ -129,7 +129,6 @@ class TransactionService:
         self._clients = clients
         self._notify = notify
         self._lock = threading.RLock()
-        self._commits = 0  # commits written by this process; only the fault hook reads it
         self._table = rebuild(store)
         for entry in list(self._table.pending.values()):
             commit = find_commit(store, entry)
@@ -242,7 +241,6 @@ class TransactionService:
                 else entry.half_offset
             if wanted == COMMITTED:
                 end_offset = self._write_commit(entry, copy)
-                end_offset = max(end_offset, self._fault_double_commit(entry, copy))
             extra = {FROM_CHECK: "true"} if request.from_check else None
             end_offset = max(end_offset, self._resolve(entry, wanted, copy, extra))
         if wanted == COMMITTED:
@@ -274,25 +272,6 @@ class TransactionService:
         entry.commit_offset = put.physical_offset
         entry.commit_queue_offset = put.queue_offset
         return put.end_offset
-
-    def _fault_double_commit(self, entry: HalfEntry, copy_offset: int) -> int:
-        """Test hook (``fault_double_commit_every``): a second commit record every N-th commit.
-
-        Off (0) in every production path. It models a broker that committed one
-        transaction twice, which the consistency audit must report as ``duplicate``.
-        Returns the second record's end offset, or 0 when nothing was written.
-        """
-        every = self._config.fault_double_commit_every
-        if every <= 0:
-            return 0
-        self._commits += 1
-        if self._commits % every:
-            return 0
-        first = (entry.commit_offset, entry.commit_queue_offset)
-        end_offset = self._write_commit(entry, copy_offset)
-        entry.commit_offset, entry.commit_queue_offset = first  # clients see the first
-        log.warning("fault hook: commit of %s written twice", entry.transaction_id)
-        return end_offset
 
     @staticmethod
     def _ended(entry: HalfEntry, *, already: bool) -> m.EndTransactionResponse:
