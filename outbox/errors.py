@@ -28,7 +28,7 @@ there. The web-framework integrations add their own branch
     │
     │  retry later (``retriable``)
     ├── RelayError                a row could not be relayed now: ``tx_id``, ``topic``
-    │   ├── BrokerUnreachableError  the broker did not answer: ``server``
+    │   ├── BrokerUnreachableError  the broker did not answer: ``server``; no row is at fault
     │   └── RowRefusedError       the broker refused one row: ``kind`` (RowFault), ``target``
     └── NotConnected              [cli_commands] the first connection to ``--db``
                                   failed; the driver's error is the cause
@@ -146,8 +146,9 @@ class RowRefusedError(RelayError):
     row after ``max_attempts``. ``retriable`` is true only for ``transient``.
     """
 
-    def __init__(self, message: str, *, tx_id: str, kind: RowFault, target: str) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, tx_id: str, kind: RowFault, target: str,
+                 topic: str = "") -> None:
+        super().__init__(message, topic=topic)  # no tx_id suffix: last_error is the broker's
         self.tx_id = tx_id
         self.kind = kind
         self.target = target

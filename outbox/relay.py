@@ -2,17 +2,16 @@
 
 One pass (:meth:`Relay.run_once`):
 
-1. **Claim** up to ``batch_size`` due rows in a short transaction
-   (``FOR UPDATE SKIP LOCKED`` on PostgreSQL; SQLite has one writer), setting
-   ``claimed_by`` and a lease ``claimed_until``. The transaction commits
-   before any network I/O, so no lock is held while the broker is called.
-   Rows are picked oldest ``next_attempt_at`` first, walking the pending
-   index, and relayed in ``seq`` order.
-2. **Send halves** for all claimed rows in one request (``UNIQ_KEY = tx_id``),
-   then **end** them in one request with each row's state.
+1. **Claim** up to ``batch_size`` due rows (:mod:`outbox.claims`): a short
+   transaction marks them ``claimed_by`` with a lease ``claimed_until`` and
+   commits before any network I/O; rows go in ``seq`` order.
+2. **Send halves** for all claimed rows, then **end** them with each row's
+   state, through a :class:`~outbox.targets.base.Publisher` (docs/targets.md:
+   one outcome per row; broker_lite takes each step in one request).
 3. **Record** offsets and ``relayed_at`` on success; on failure count the
    attempt, schedule the next one with exponential backoff and jitter, and
-   park the row after ``max_attempts``. Updates are fenced on ``claimed_by``,
+   park the row after ``max_attempts``; a row the broker left to its
+   check-back is released without an attempt. Updates are fenced on ``claimed_by``,
    so a worker whose lease expired cannot overwrite the new owner's work.
 
 Relaying is idempotent end to end: broker_lite answers a second half or a

@@ -29,8 +29,8 @@ _Work = tuple[concurrent.futures.Future[Any], Callable[..., Any], tuple[Any, ...
 
 def check_bounds(min_threads: int, max_threads: int, queue_size: int, *,
                  threads: str = "(min_threads, max_threads)", queue: str = "queue_size") -> None:
-    """Raise ConfigurationError (a ValueError), naming the setting, unless
-    ``1 <= min <= max`` and ``queue >= 1``."""
+    """Unless ``1 <= min <= max`` and ``queue >= 1``, raise :class:`ConfigurationError`
+    (a ValueError) naming the setting."""
     if min_threads < 1 or max_threads < min_threads:
         raise ConfigurationError(f"{threads} must be (min, max) with 1 <= min <= max, "
                                  f"got ({min_threads}, {max_threads})", setting=threads)

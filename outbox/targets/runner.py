@@ -64,7 +64,12 @@ class TargetPublisher:
         return self._call(self.target.end_transactions(ends))
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._run(self._started(), coro)
+        try:
+            loop = self._started()
+        except BaseException:
+            coro.close()  # never started: nothing to await
+            raise
+        return self._run(loop, coro)
 
     def _started(self) -> asyncio.AbstractEventLoop:
         with self._lock:
