@@ -204,7 +204,7 @@ class Cluster:
         self.pg_ctl("restart", "-m", "immediate")
 
     def sql(self, query: str, *params: object) -> list[tuple[object, ...]]:
-        with psycopg.connect(self.pg.libpq_url, autocommit=True, connect_timeout=10) as conn:
+        with psycopg.connect(self.pg.libpq_url, autocommit=True, connect_timeout=60) as conn:
             cur = conn.execute(query, params or None)
             return list(cur.fetchall()) if cur.description else []
 
