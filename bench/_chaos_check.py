@@ -143,6 +143,9 @@ def audit(c: Cluster, out: Path, timeout: float) -> dict[str, Any]:
                 "timed_out": True, "clean": None}
     result: dict[str, Any] = {"exit": done.returncode,
                               "seconds": round(time.monotonic() - started, 1)}
+    if done.returncode < 0:  # killed (by the operator, or the OOM killer): no verdict
+        result.update(killed=-done.returncode, clean=None)
+        return result
     if out.exists():
         summary = json.loads(out.read_text(encoding="utf-8"))
         result["summary"] = summary.get("counts", summary)
