@@ -15,7 +15,11 @@ BOUND_SLACK_S = 5.0
 
 
 def _faults(run: dict[str, Any]) -> str:
-    return ", ".join(f"{f['kind']} {f['length']:.0f}s" for f in run["faults"])
+    """Each fault and its length; one whose apply or clear failed is marked (see its notes)."""
+    return ", ".join(f"{f['kind']} {f['length']:.0f}s"
+                     + (" (**" + "; ".join(n.split(":")[0] for n in f["notes"] if "failed" in n)
+                        + "**)" if any("failed" in n for n in f["notes"]) else "")
+                     for f in run["faults"])
 
 
 def _row(label: str, run: dict[str, Any], sweep: float) -> str:
