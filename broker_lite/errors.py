@@ -1,34 +1,62 @@
 """The broker_lite exception tree.
 
-Every error the broker, its storage and its clients raise derives from
-:class:`BrokerError`. Subclasses are grouped by what the caller does next, and
-each carries a ``retriable`` flag, structured fields, and the native-protocol
-``code`` a server answers with (RocketMQ's ``ResponseCode`` numbers where one
-fits, broker_lite's own from 200)::
+Every error the broker, its storage, its doors and its clients raise derives
+from :class:`BrokerError`, grouped by what the caller does next. Each carries a
+``retriable`` flag, structured fields (set by keyword, used in the message),
+and the native-protocol ``code`` a server answers with (RocketMQ's
+``ResponseCode`` numbers where one fits, broker_lite's own from 200). Classes
+defined outside this module name their module in brackets; they are
+importable from there::
 
     BrokerError
-    ├── StorageError                  the store could not do what was asked
-    │   ├── MessageTooLargeError      body over the limit; nothing was written
-    │   ├── InvalidMessageError       a field is malformed (topic, property...)
-    │   ├── CorruptRecordError        a record failed its CRC or length check
-    │   ├── OffsetOutOfRangeError     no record at that offset (yet, or anymore)
-    │   ├── StoreClosedError          the store was closed
-    │   └── DiskFullError             the disk refused the write (retriable)
-    ├── RequestError                  the request is wrong: fix it, do not retry
-    │   ├── TopicNotFoundError
+    │
+    │  fix the configuration, then start again (each is also a ValueError)
+    ├── ConfigurationError            a setting is wrong: ``setting``
+    │   ├── AclFileError              [core.acl] the ACL file: ``path``
+    │   └── BindRefused               [runtime] no ACL beyond loopback: ``host``
+    │
+    │  fix the input: the same request fails the same way
+    ├── RequestError
+    │   ├── MessageTooLargeError      body over the limit: ``size``, ``limit``, ``topic``
+    │   ├── InvalidMessageError       a field is malformed: ``field``
+    │   ├── OffsetOutOfRangeError     no record there: ``offset``, ``min_offset``,
+    │   │                             ``max_offset``
+    │   ├── TopicNotFoundError        ``topic``
     │   ├── NoPermissionError         topic or group permission, or a broker that
     │   │                             rejects transactions
     │   ├── UnauthorizedError         missing or wrong credentials
     │   ├── MessageNotFoundError      ack or send-back of an unknown message
-    │   ├── TransactionNotFoundError  end-transaction for an unknown transaction
+    │   ├── TransactionNotFoundError  end-transaction for an unknown ``tx_id``
     │   ├── TransactionMismatchError  wrong producer group or half offsets
-    │   ├── TransactionConflictError  already resolved the other way
-    │   └── ProtocolError             malformed frame or body, unknown code
-    └── UnavailableError              try again later (retriable)
-        ├── BrokerBusyError
-        └── RequestTimeoutError
-"""
+    │   ├── TransactionConflictError  ``tx_id`` already ``resolved`` the other way
+    │   ├── ProtocolError             malformed frame or body, unknown code
+    │   │   ├── FrameError            [protocol.frames] not a frame: ``fatal``,
+    │   │   │                         ``request_id``, ``limit`` (also a ValueError)
+    │   │   └── BodyError             [protocol.codec] ``body_type`` (also a ValueError)
+    │   └── GrpcDoorError             [grpc_door.status] refused by the gRPC door;
+    │                                 its ``code`` is an apache.rocketmq.v2 ``Code``
+    │
+    │  retry later (``retriable``)
+    ├── UnavailableError
+    │   ├── BrokerBusyError
+    │   │   └── PoolFullError         [client.thread_pool] every thread busy
+    │   ├── RequestTimeoutError
+    │   ├── FlushTimeout              [serving.flushgate] no fsync in time: ``end_offset``
+    │   ├── DiskFullError             the disk refused a write: ``path``
+    │   └── BrokerUnavailableError    [client.errors] cannot connect: ``server``
+    │
+    │  a bug, or an operator looks at the store
+    ├── StorageError                  the store's files cannot be used as they are
+    │   ├── CorruptRecordError        a record failed its CRC or length check: ``offset``
+    │   └── StoreClosedError          used after close
+    ├── ClientClosedError             [client.errors] used after shutdown or before start
+    │
+    │  some of each: look at ``outcomes``
+    └── BatchSendError                [client.errors] per-message results of a batch
 
+Internal signals (outside the tree, they never leave their module): ``_Closing``
+[server.connection] ends a connection's read loop.
+"""
 from __future__ import annotations
 
 from enum import IntEnum
@@ -36,6 +64,7 @@ from enum import IntEnum
 __all__ = [
     "BrokerBusyError",
     "BrokerError",
+    "ConfigurationError",
     "CorruptRecordError",
     "DiskFullError",
     "InvalidMessageError",
@@ -95,11 +124,12 @@ class BrokerError(Exception):
 
     ``retriable`` tells a caller whether sending the same request again may
     succeed without changing anything; ``code`` is the response code a server
-    answers with.
+    answers with (a native ``ResponseCode``; the gRPC door's own errors carry
+    an ``apache.rocketmq.v2.Code``).
     """
 
     retriable: bool = False
-    code: ResponseCode = ResponseCode.SYSTEM_ERROR
+    code: int = ResponseCode.SYSTEM_ERROR
 
     def __init__(self, message: str, *, retriable: bool | None = None) -> None:
         super().__init__(message)
@@ -107,13 +137,31 @@ class BrokerError(Exception):
             self.retriable = retriable
 
 
-class StorageError(BrokerError):
-    """The message store could not do what was asked."""
-
-    code = ResponseCode.SYSTEM_ERROR
+# -- fix the configuration ----------------------------------------------------
 
 
-class MessageTooLargeError(StorageError):
+class ConfigurationError(BrokerError, ValueError):
+    """A setting is missing or wrong; ``setting`` names it (and so does the message).
+
+    Raised when a config object or a server is built, so a mistake fails fast.
+    Also a :class:`ValueError`, which is what these checks raised before.
+    """
+
+    def __init__(self, message: str, *, setting: str) -> None:
+        super().__init__(message)
+        self.setting = setting
+
+
+# -- fix the input --------------------------------------------------------------
+
+
+class RequestError(BrokerError):
+    """The request itself is wrong; sending it again will not help."""
+
+    code: int = ResponseCode.MALFORMED_REQUEST
+
+
+class MessageTooLargeError(RequestError):
     """A message body is over the configured limit. Nothing was written."""
 
     code = ResponseCode.MESSAGE_TOO_LARGE
@@ -128,7 +176,7 @@ class MessageTooLargeError(StorageError):
         self.topic = topic
 
 
-class InvalidMessageError(StorageError):
+class InvalidMessageError(RequestError):
     """A message field is malformed: names the field and what is wrong."""
 
     code = ResponseCode.MESSAGE_ILLEGAL
@@ -140,15 +188,7 @@ class InvalidMessageError(StorageError):
             self.code = ResponseCode.INVALID_TOPIC
 
 
-class CorruptRecordError(StorageError):
-    """A stored record failed its CRC or length check."""
-
-    def __init__(self, message: str, *, offset: int) -> None:
-        super().__init__(f"corrupt record at offset {offset}: {message}")
-        self.offset = offset
-
-
-class OffsetOutOfRangeError(StorageError):
+class OffsetOutOfRangeError(RequestError):
     """There is no record at that offset: not written yet, or deleted."""
 
     code = ResponseCode.MESSAGE_NOT_FOUND
@@ -160,27 +200,6 @@ class OffsetOutOfRangeError(StorageError):
         self.offset = offset
         self.min_offset = min_offset
         self.max_offset = max_offset
-
-
-class StoreClosedError(StorageError):
-    """The store was closed; open it again to go on."""
-
-
-class DiskFullError(StorageError):
-    """The disk refused a write. Nothing partial was acknowledged."""
-
-    retriable = True
-    code = ResponseCode.DISK_FULL
-
-    def __init__(self, message: str, *, path: str) -> None:
-        super().__init__(f"{message} ({path})")
-        self.path = path
-
-
-class RequestError(BrokerError):
-    """The request itself is wrong; sending it again will not help."""
-
-    code = ResponseCode.MALFORMED_REQUEST
 
 
 class TopicNotFoundError(RequestError):
@@ -208,12 +227,17 @@ class TransactionNotFoundError(RequestError):
 
     code = ResponseCode.TRANSACTION_NOT_FOUND
 
-    def __init__(self, transaction_id: str) -> None:
+    def __init__(self, tx_id: str) -> None:
         super().__init__(
             f"find prepared transaction message failed: no half with transaction id "
-            f"{transaction_id!r}"
+            f"{tx_id!r}"
         )
-        self.transaction_id = transaction_id
+        self.tx_id = tx_id
+
+    @property
+    def transaction_id(self) -> str:
+        """The former name of :attr:`tx_id`."""
+        return self.tx_id
 
 
 class TransactionMismatchError(RequestError):
@@ -227,14 +251,19 @@ class TransactionConflictError(RequestError):
 
     code = ResponseCode.TRANSACTION_CONFLICT
 
-    def __init__(self, transaction_id: str, resolved: str, requested: str) -> None:
+    def __init__(self, tx_id: str, resolved: str, requested: str) -> None:
         super().__init__(
-            f"transaction {transaction_id!r} is already {resolved}; {requested} refused "
+            f"transaction {tx_id!r} is already {resolved}; {requested} refused "
             f"(the first resolution wins)"
         )
-        self.transaction_id = transaction_id
+        self.tx_id = tx_id
         self.resolved = resolved
         self.requested = requested
+
+    @property
+    def transaction_id(self) -> str:
+        """The former name of :attr:`tx_id`."""
+        return self.tx_id
 
 
 class ProtocolError(RequestError):
@@ -245,6 +274,9 @@ class ProtocolError(RequestError):
     def __init__(self, message: str, *, code: ResponseCode = ResponseCode.BAD_FRAME) -> None:
         super().__init__(message)
         self.code = code
+
+
+# -- retry later ----------------------------------------------------------------
 
 
 class UnavailableError(BrokerError):
@@ -260,6 +292,37 @@ class BrokerBusyError(UnavailableError):
 
 class RequestTimeoutError(UnavailableError):
     code = ResponseCode.REQUEST_TIMEOUT
+
+
+class DiskFullError(UnavailableError):
+    """The disk refused a write. Nothing partial was acknowledged."""
+
+    code = ResponseCode.DISK_FULL
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(f"{message} ({path})")
+        self.path = path
+
+
+# -- a bug, or an operator looks at the store -------------------------------------
+
+
+class StorageError(BrokerError):
+    """The message store or its files cannot be used as they are; the message says why."""
+
+    code = ResponseCode.SYSTEM_ERROR
+
+
+class CorruptRecordError(StorageError):
+    """A stored record failed its CRC or length check."""
+
+    def __init__(self, message: str, *, offset: int) -> None:
+        super().__init__(f"corrupt record at offset {offset}: {message}")
+        self.offset = offset
+
+
+class StoreClosedError(StorageError):
+    """The store was closed; open it again to go on."""
 
 
 _BY_CODE: dict[int, type[BrokerError]] = {

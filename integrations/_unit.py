@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, text, update
 from sqlalchemy.orm import Session
 
+from integrations.errors import HalfFirstError
 from outbox.checkback import PG_XID_PROPERTY
 from outbox.config import Mode, Outbox
 from outbox.core_commit import OPT_OUT
@@ -71,12 +72,6 @@ log = logging.getLogger("rocketbox.integrations")
 Derived = Any
 _current: contextvars.ContextVar[UnitOfWork | None] = contextvars.ContextVar(
     "rocketbox_unit_of_work", default=None)
-
-
-class HalfFirstError(OutboxError):
-    """``half_first`` mode could not send a half before the commit: the work is rolled back."""
-
-    retriable = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -253,7 +248,7 @@ class UnitOfWork:
             if isinstance(result, Exception):
                 self._rollback_sent()
                 raise HalfFirstError(f"the broker refused the half of {sent.message.tx_id}: "
-                                     f"{result}") from result
+                                     f"{result}", tx_id=sent.message.tx_id) from result
             sent.half_offset, sent.queue_offset = result.half_offset, result.queue_offset
             # The relay is the backup for the end-transaction after the commit: it
             # holds off for sweep_after, then re-ends it (idempotently) if needed.

@@ -65,11 +65,13 @@ def probe(outbox: Outbox, *, group: str | None = None) -> Exception | None:
         keys = ("--access-key/--secret-key" if outbox.access_key or outbox.secret_key
                 else "no --access-key/--secret-key given")
         raise ConfigurationError(
-            f"broker {outbox.broker} refused the credentials ({keys}): {exc}") from None
+            f"broker {outbox.broker} refused the credentials ({keys}): {exc}",
+            setting="access_key, secret_key") from None
     except NoPermissionError as exc:
         raise ConfigurationError(
             f"broker {outbox.broker} refused the account for producer group "
-            f"{outbox.producer_group!r} (--access-key, --group; the broker's ACL): {exc}"
+            f"{outbox.producer_group!r} (--access-key, --group; the broker's ACL): {exc}",
+            setting="producer_group",
         ) from None
     except BrokerError as exc:
         resolve = _resolve_error(exc)
@@ -77,7 +79,7 @@ def probe(outbox: Outbox, *, group: str | None = None) -> Exception | None:
             host = outbox.broker.rpartition(":")[0]
             raise ConfigurationError(
                 f"--broker {outbox.broker}: host {host!r} does not resolve "
-                f"({resolve.strerror})") from None
+                f"({resolve.strerror})", setting="broker") from None
         return exc
     return None
 

@@ -31,6 +31,7 @@ from sqlalchemy.exc import DBAPIError
 
 from outbox import migrate as migrations
 from outbox.config import Outbox
+from outbox.errors import OutboxError
 from outbox.models import transaction_table
 
 __all__ = [
@@ -47,7 +48,7 @@ __all__ = [
 ]
 
 
-class CommandError(Exception):
+class CommandError(OutboxError):
     """A one-line failure for the user; ``code`` is the exit status."""
 
     def __init__(self, message: str, code: int = 2) -> None:
@@ -55,8 +56,10 @@ class CommandError(Exception):
         self.code = code
 
 
-class NotConnected(Exception):
+class NotConnected(OutboxError):
     """The first connection to ``--db`` failed; the driver's error is the cause."""
+
+    retriable = True
 
 
 def _shown(url: str) -> str:

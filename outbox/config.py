@@ -47,13 +47,14 @@ class RelaySettings:
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.lease_seconds <= 0 or self.max_attempts < 1:
             raise ConfigurationError(
-                "relay settings: batch_size >= 1, lease_seconds > 0 and max_attempts >= 1")
+                "relay settings: batch_size >= 1, lease_seconds > 0 and max_attempts >= 1",
+                setting="batch_size, lease_seconds, max_attempts")
         if self.drain_lanes < 1:
             raise ConfigurationError(f"relay settings: drain_lanes must be >= 1, got "
-                                     f"{self.drain_lanes}")
+                                     f"{self.drain_lanes}", setting="drain_lanes")
         if not 0 <= self.jitter < 1:
             raise ConfigurationError(f"relay settings: jitter must be in [0, 1), got "
-                                     f"{self.jitter}")
+                                     f"{self.jitter}", setting="jitter")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,13 +87,16 @@ class Outbox:
         host, sep, port = self.broker.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigurationError(
-                f"broker address {self.broker!r} must be HOST:PORT, e.g. 127.0.0.1:10911")
+                f"broker address {self.broker!r} must be HOST:PORT, e.g. 127.0.0.1:10911",
+                setting="broker")
         if not self.producer_group:
-            raise ConfigurationError("producer_group must not be empty")
+            raise ConfigurationError("producer_group must not be empty", setting="producer_group")
         if self.max_body_size < 1:
-            raise ConfigurationError(f"max_body_size must be >= 1 byte, got {self.max_body_size}")
+            raise ConfigurationError(f"max_body_size must be >= 1 byte, got {self.max_body_size}",
+                                     setting="max_body_size")
         if self.mode not in ("outbox", "half_first"):
-            raise ConfigurationError(f"mode must be 'outbox' or 'half_first', not {self.mode!r}")
+            raise ConfigurationError(f"mode must be 'outbox' or 'half_first', not {self.mode!r}",
+                                     setting="mode")
 
     def sessionmaker(self) -> sessionmaker[Session]:
         return sessionmaker(self.engine)

@@ -17,12 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from outbox.errors import OutboxError
+
 __all__ = ["REPO", "DemoError", "Part", "Supervisor", "poll"]
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-class DemoError(Exception):
+class DemoError(OutboxError):
     """The demo could not run (a part did not start, or took too long)."""
 
 

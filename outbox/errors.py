@@ -1,15 +1,38 @@
 """The outbox exception tree.
 
 Every error rocketbox's outbox side raises derives from :class:`OutboxError`,
-grouped by what the caller does next::
+grouped by what the caller does next. Each carries a ``retriable`` flag and
+structured fields (set by keyword, used in the message). Classes defined
+outside this module name their module in brackets; they are importable from
+there. The web-framework integrations add their own branch
+(:mod:`integrations.errors`)::
 
     OutboxError
-    ├── ConfigurationError        fix the settings (raised at start-up)
+    │
+    │  fix the configuration (each is also a ValueError)
+    ├── ConfigurationError        a setting is missing or wrong: ``setting``
+    │   └── ConsoleConfigError    [console.config] a setting the console cannot run with
+    │
+    │  fix the input
+    ├── InvalidMessageError       publish(): the broker would refuse it: ``field``,
+    │                             ``limit`` (also a ValueError)
+    ├── SerializationError        the body could not be serialized: ``body_type``
+    ├── CommandError              [cli_commands] a command line that cannot work;
+    │                             ``code`` is the exit status
+    ├── MigrationError            [migrate] Alembic refused: ``revision``
+    │
+    │  a bug in the caller
     ├── NoTransactionError        publish() outside an open DB transaction
-    ├── SerializationError        the body could not be serialized
-    ├── InvalidMessageError       publish(): the broker would refuse this message
-    └── RelayError                a row could not be relayed now (retriable)
-        └── BrokerUnreachableError
+    │
+    │  retry later (``retriable``)
+    ├── RelayError                a row could not be relayed now: ``tx_id``, ``topic``
+    │   └── BrokerUnreachableError  the broker did not answer: ``server``
+    ├── NotConnected              [cli_commands] the first connection to ``--db``
+    │                             failed; the driver's error is the cause
+    └── DemoError                 [demo_parts] a part of the demo did not start in time
+
+Internal signals (outside the tree, they never leave their module):
+``_AlreadyProcessed`` [inbox] rolls back a redelivery's transaction.
 """
 
 from __future__ import annotations
@@ -31,8 +54,15 @@ class OutboxError(Exception):
     retriable = False
 
 
-class ConfigurationError(OutboxError):
-    """A setting is missing or wrong; the message names it."""
+class ConfigurationError(OutboxError, ValueError):
+    """A setting is missing or wrong; the message names it, and so does ``setting``.
+
+    Raised at start-up, so a mistake fails fast. Also a :class:`ValueError`.
+    """
+
+    def __init__(self, message: str, *, setting: str = "") -> None:
+        super().__init__(message)
+        self.setting = setting
 
 
 class NoTransactionError(OutboxError):
@@ -46,7 +76,11 @@ class NoTransactionError(OutboxError):
 
 
 class SerializationError(OutboxError):
-    """The message body could not be serialized."""
+    """The message body could not be serialized; ``body_type`` is the value's type."""
+
+    def __init__(self, message: str, *, body_type: str = "") -> None:
+        super().__init__(message)
+        self.body_type = body_type
 
 
 class InvalidMessageError(OutboxError, ValueError):
@@ -63,10 +97,24 @@ class InvalidMessageError(OutboxError, ValueError):
 
 
 class RelayError(OutboxError):
-    """A row could not be relayed now; the sweeper tries again with backoff."""
+    """A row could not be relayed now; the sweeper tries again with backoff.
+
+    ``tx_id`` and ``topic`` name the row when the error is about one.
+    """
 
     retriable = True
 
+    def __init__(self, message: str, *, tx_id: str = "", topic: str = "") -> None:
+        super().__init__(message + (f" (tx_id {tx_id!r})" if tx_id and tx_id not in message
+                                    else ""))
+        self.tx_id = tx_id
+        self.topic = topic
+
 
 class BrokerUnreachableError(RelayError):
-    """The broker did not answer."""
+    """The broker did not answer; ``server`` is its address when known."""
+
+    def __init__(self, message: str, *, server: str = "", tx_id: str = "",
+                 topic: str = "") -> None:
+        super().__init__(message, tx_id=tx_id, topic=topic)
+        self.server = server

@@ -26,6 +26,8 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Literal, TextIO
 
+from outbox.errors import ConfigurationError
+
 __all__ = [
     "ContextFilter",
     "LogFormat",
@@ -94,7 +96,8 @@ class StructuredFormatter(logging.Formatter):
     def __init__(self, style: LogFormat = "kv") -> None:
         super().__init__()
         if style not in ("kv", "json"):
-            raise ValueError(f"log format must be 'kv' or 'json', not {style!r}")
+            raise ConfigurationError(f"log format must be 'kv' or 'json', not {style!r}",
+                                     setting="log format")
         self.style_name: LogFormat = style
 
     def fields(self, record: logging.LogRecord) -> dict[str, Any]:
@@ -143,12 +146,13 @@ def configure_logging(level: str | int = "INFO", style: LogFormat = "kv",
     through the structured formatter.
 
     Calling it again replaces the handler it installed before, rather than
-    adding a second one. Raises ``ValueError`` for an unknown level.
+    adding a second one. Raises :class:`~outbox.errors.ConfigurationError` (a
+    ``ValueError``) for an unknown level.
     """
     root = logging.getLogger()
     resolved = logging.getLevelName(level.upper()) if isinstance(level, str) else level
     if not isinstance(resolved, int):
-        raise ValueError(f"unknown log level {level!r}")
+        raise ConfigurationError(f"unknown log level {level!r}", setting="log level")
     for old in [h for h in root.handlers if getattr(h, _HANDLER_MARK, False)]:
         root.removeHandler(old)
     handler: logging.Handler = (logging.StreamHandler(stream) if stream is not None

@@ -60,7 +60,14 @@ CONNECT_TIMEOUT = 10
 
 
 class MigrationError(OutboxError):
-    """Alembic refused: an unknown revision, or a database not at head for ``check``."""
+    """Alembic refused: an unknown revision, or a database not at head for ``check``.
+
+    ``revision`` is the revision asked for, when there was one (it is in the message).
+    """
+
+    def __init__(self, message: str, *, revision: str = "") -> None:
+        super().__init__(message)
+        self.revision = revision
 
 
 def parse_url(url: str | URL) -> URL:
@@ -157,7 +164,7 @@ def _run(target: DbTarget, action: str, revision: str, *, sql: bool,
             config.attributes["connection"] = conn
             run(config, revision)
     except CommandError as exc:
-        raise MigrationError(f"{action} to {revision!r}: {exc}") from exc
+        raise MigrationError(f"{action} to {revision!r}: {exc}", revision=revision) from exc
 
 
 def upgrade(target: DbTarget, revision: str = "head", *, sql: bool = False,

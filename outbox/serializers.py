@@ -26,7 +26,8 @@ class JsonSerializer:
             return json.dumps(value, separators=(",", ":"), ensure_ascii=False,
                               default=str).encode("utf-8")
         except (TypeError, ValueError) as exc:
-            raise SerializationError(f"body is not JSON-serializable: {exc}") from exc
+            raise SerializationError(f"body is not JSON-serializable: {exc}",
+                                     body_type=type(value).__name__) from exc
 
 
 class RawSerializer:
@@ -39,7 +40,8 @@ class RawSerializer:
             return value
         if isinstance(value, str):
             return value.encode("utf-8")
-        raise SerializationError(f"RawSerializer takes bytes or str, not {type(value).__name__}")
+        raise SerializationError(f"RawSerializer takes bytes or str, not {type(value).__name__}",
+                                 body_type=type(value).__name__)
 
 
 def to_body(value: Any, serializer: Serializer) -> bytes:

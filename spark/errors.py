@@ -1,6 +1,14 @@
-"""The audit's one error, and the cause of a Java exception in one line.
+"""The audit's error tree, and the cause of a Java exception in one line.
 
-``AuditInputError``: bad usage or an input that is not there (exit code 2).
+Everything the audit raises itself derives from :class:`AuditError`, grouped
+by what the caller does next (Spark's and the JDBC drivers' own exceptions are
+turned into these at the edge, with :func:`java_cause` for their message)::
+
+    AuditError
+    │
+    │  fix the input: an argument, or a database, table or directory to read
+    └── AuditInputError       one line naming what is wrong (exit code 2):
+                              ``argument`` when one command-line argument is to blame
 """
 
 from __future__ import annotations
@@ -9,17 +17,25 @@ from typing import Any
 
 from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 
-__all__ = ["AuditInputError", "java_cause"]
+__all__ = ["AuditError", "AuditInputError", "java_cause"]
 
 #: Java exceptions whose message names the cause (the drivers', the sockets')
 _CAUSES = ("java.sql.SQLException", "java.io.IOException")
 
 
-class AuditInputError(Exception):
+class AuditError(Exception):
+    """Root of the audit's own errors."""
+
+
+class AuditInputError(AuditError):
     """An argument, a database, a table or a directory the audit cannot use.
 
     The message is one line naming what is wrong; ``main`` prints it and exits 2.
     """
+
+    def __init__(self, message: str, *, argument: str = "") -> None:
+        super().__init__(message)
+        self.argument = argument
 
 
 def _chain(throwable: Any) -> list[Any]:

@@ -29,7 +29,7 @@ def _window(args: argparse.Namespace, state: AuditState | None) -> AuditWindow:
     if since is None and state is not None and state.until_ms is not None:
         since = state.until_ms
     if since is not None and args.until is not None and since >= args.until:
-        raise AuditInputError("--since must be before --until")
+        raise AuditInputError("--since must be before --until", argument="--since")
     return AuditWindow(now_ms=now, grace_ms=int(args.grace * 1000), slo_ms=int(args.slo * 1000),
                        stuck_ms=int(args.stuck_after * 1000), since_ms=since,
                        until_ms=args.until)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from broker_lite.errors import StorageError
+from broker_lite.errors import DiskFullError, StorageError
 from broker_lite.storage.migrate import migrate_store
 
 __all__ = ["register", "run"]
@@ -36,7 +36,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         report = migrate_store(args.data_dir, args.to)
-    except (StorageError, OSError) as exc:
+    except (StorageError, DiskFullError, OSError) as exc:
         print(f"broker-lite migrate-store: {exc}", file=sys.stderr)
         return 2
     print(json.dumps({"records": report.records, "bytes_read": report.bytes_read,

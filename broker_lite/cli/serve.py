@@ -149,6 +149,38 @@ def register(sub: Any) -> None:
     topics.add_argument("--grpc-max-delivery-attempts", type=int, default=17, metavar="N",
                         help="deliveries of a message to a gRPC (RocketMQ 5) consumer before it "
                              "goes to %%DLQ%%group (default: 17, i.e. 16 retries)")
+    proxy = p.add_argument_group(
+        "RocketMQ 5 proxy semantics (gRPC door; docs/grpc-proxy-semantics.md)")
+    proxy.add_argument("--grpc-proxy-semantics", action="store_true",
+                       help="make the gRPC door as strict as Apache RocketMQ 5's proxy, so "
+                            "code tested here fails where it would fail on a RocketMQ "
+                            "cluster: a half's transaction data is kept in this process only, "
+                            "for --grpc-transaction-data-expire, and used up by the first "
+                            "EndTransaction (a retried end, a late end or an end after a "
+                            "restart fails: INTERNAL_SERVER_ERROR 'cannot found transaction "
+                            "data'); EndTransaction is answered OK on hand-off, before the "
+                            "broker applies it; every half sent is stored (none "
+                            "de-duplicated) and logged as one 'half stored {JSON}' line on "
+                            "broker_lite.grpc.halves; transactional batches are refused; a "
+                            "message must match its topic's message.type (broker-lite topic "
+                            "create -a +message.type=TRANSACTION); check-backs reach only "
+                            "producers that announced the topic, timed by --tx-timeout, "
+                            "--tx-check-interval and --tx-check-max. Default: off")
+    proxy.add_argument("--grpc-transaction-data-expire", type=_positive_float, default=30.0,
+                       metavar="S",
+                       help="with --grpc-proxy-semantics: how long a half (or a check-back) "
+                            "may be ended after it was stored (or sent), as the proxy's "
+                            "transactionDataExpireMillis (default: 30)")
+    proxy.add_argument("--grpc-transaction-data-max", type=int, default=15, metavar="N",
+                       help="with --grpc-proxy-semantics: transaction data kept per "
+                            "topic@transactionId, the oldest dropped first, as the proxy's "
+                            "transactionDataMaxNum (default: 15)")
+    # A test hook (docs/grpc-proxy-semantics.md), hidden from --help: every N-th half's
+    # answer is held back S seconds, so a client with a shorter timeout re-sends it.
+    proxy.add_argument("--grpc-fault-slow-half-every", type=int, default=0, metavar="N",
+                       help=argparse.SUPPRESS)
+    proxy.add_argument("--grpc-fault-slow-half-seconds", type=float, default=0.0, metavar="S",
+                       help=argparse.SUPPRESS)
     topics.add_argument("--delay-time-scale", type=_positive_float, default=1.0, metavar="F",
                         help="multiply every delay level and retry back-off by F; for tests "
                              "(0.01 turns 1 s into 10 ms). Default: 1")
@@ -179,7 +211,12 @@ def register(sub: Any) -> None:
 def build_grpc_config(args: argparse.Namespace) -> GrpcDoorConfig:
     """The gRPC door's config from parsed flags; ``ValueError`` if refused."""
     return GrpcDoorConfig(clock_skew_seconds=args.grpc_clock_skew,
-                          max_delivery_attempts=args.grpc_max_delivery_attempts)
+                          max_delivery_attempts=args.grpc_max_delivery_attempts,
+                          proxy_semantics=args.grpc_proxy_semantics,
+                          transaction_data_expire_seconds=args.grpc_transaction_data_expire,
+                          transaction_data_max_num=args.grpc_transaction_data_max,
+                          fault_slow_half_every=args.grpc_fault_slow_half_every,
+                          fault_slow_half_seconds=args.grpc_fault_slow_half_seconds)
 
 
 def build_configs(args: argparse.Namespace) -> tuple[BrokerConfig, ServerConfig]:

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 
+from broker_lite.errors import ConfigurationError
 from broker_lite.runtime import is_loopback
 
 __all__ = ["ConsoleProcess", "add_arguments", "console_command"]
@@ -59,19 +60,23 @@ def console_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]
     if args.console_port is None:
         return None
     if not 0 <= args.console_port <= 65535:
-        raise ValueError(f"--console-port must be 0..65535, got {args.console_port}")
+        raise ConfigurationError(f"--console-port must be 0..65535, got {args.console_port}",
+                                 setting="--console-port")
     if bool(args.console_access_key) != bool(args.console_secret_key):
-        raise ValueError("--console-access-key and --console-secret-key go together")
+        raise ConfigurationError("--console-access-key and --console-secret-key go together",
+                                 setting="--console-access-key, --console-secret-key")
     if not is_loopback(args.console_host) and not (args.console_token
                                                    or args.console_access_key):
-        raise ValueError(f"--console-host {args.console_host!r} is not loopback: the console "
-                         "needs credentials there (--console-token, or --console-access-key "
-                         "and --console-secret-key)")
+        raise ConfigurationError(
+            f"--console-host {args.console_host!r} is not loopback: the console "
+            "needs credentials there (--console-token, or --console-access-key "
+            "and --console-secret-key)", setting="--console-host")
     missing = [name for name in ("starlette", "jinja2", "uvicorn", "python_multipart")
                if importlib.util.find_spec(name) is None]
     if missing:
-        raise ValueError(f"--console-port needs the console extra (missing: "
-                         f"{', '.join(missing)}): pip install 'rocketbox[console]'")
+        raise ConfigurationError(f"--console-port needs the console extra (missing: "
+                                 f"{', '.join(missing)}): pip install 'rocketbox[console]'",
+                                 setting="--console-port")
     argv = [sys.executable, "-m", "outbox", "console", "--host", args.console_host,
             "--port", str(args.console_port), "--log-level", "WARNING"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROCKETBOX_")}

@@ -32,12 +32,30 @@ def _queues(text: str) -> int:
     return int(text)
 
 
+def _attributes(text: str) -> tuple[dict[str, str], list[str]]:
+    """mqadmin's ``-a``: ``+message.type=TRANSACTION`` sets, ``-message.type`` removes;
+    several are separated by commas."""
+    added: dict[str, str] = {}
+    removed: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        key, sep, value = part[1:].partition("=")
+        if part.startswith("+") and sep and key and value:
+            added[key] = value
+        elif part.startswith("-") and not sep and key:
+            removed.append(key)
+        else:
+            raise argparse.ArgumentTypeError(
+                f"attribute {part!r} is neither +KEY=VALUE (set) nor -KEY (remove), e.g. "
+                "+message.type=TRANSACTION")
+    return added, removed
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "topic", help="create, list and show topics of a running broker",
         description="Manage topics on a running broker. Each command prints JSON lines: "
-                    "topic, queues, perm (4 read, 2 write, 6 both) and max_offsets (one per "
-                    "queue).")
+                    "topic, queues, perm (4 read, 2 write, 6 both), max_offsets (one per "
+                    "queue) and attributes (message.type).")
     commands = p.add_subparsers(dest="topic_command", metavar="ACTION")
     commands.required = True
 
@@ -52,6 +70,13 @@ def register(sub: Any) -> None:
                         help="number of queues (default: 4)")
     create.add_argument("--perm", type=_perm, default=6,
                         help="4 read, 2 write, 6 read and write (default: 6)")
+    create.add_argument("--attributes", "-a", type=_attributes, default=({}, []),
+                        metavar="+KEY=VALUE,-KEY",
+                        help="topic attributes to set (+) or remove (-), as mqadmin "
+                             "updateTopic -a; broker_lite knows message.type (NORMAL, FIFO, "
+                             "DELAY, TRANSACTION, MIXED; default NORMAL), which the gRPC "
+                             "door enforces with --grpc-proxy-semantics, e.g. "
+                             "-a +message.type=TRANSACTION (a removal: --attributes=-message.type)")
     create.set_defaults(handler=functools.partial(run, parser=create, action="create"))
 
     listing = commands.add_parser("list", help="list every topic, one JSON line each",
@@ -68,7 +93,7 @@ def register(sub: Any) -> None:
 
 def topic_json(info: TopicInfo) -> dict[str, Any]:
     return {"topic": info.topic, "queues": info.queues, "perm": info.perm,
-            "max_offsets": list(info.max_offsets)}
+            "max_offsets": list(info.max_offsets), "attributes": dict(info.attributes)}
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser, action: str) -> int:
@@ -77,7 +102,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, action: str) 
     async def main() -> int:
         async with AsyncAdmin(config=config) as admin:
             if action == "create":
-                infos = [await admin.create_topic(args.topic, args.queues, args.perm)]
+                added, removed = args.attributes
+                infos = [await admin.create_topic(args.topic, args.queues, args.perm,
+                                                  attributes=added, removed_attributes=removed)]
             elif action == "route":
                 infos = [await admin.topic_route(args.topic)]
             else:

@@ -4,6 +4,8 @@ a queue, resending a message to a group, resetting a group's offset."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from broker_lite.client.config import ClientConfig, build_config
 from broker_lite.client.message import ReceivedMessage
 from broker_lite.client.session import Session, SessionClient
@@ -48,10 +50,20 @@ class AsyncAdmin(SessionClient):
                                    timeout=timeout, config=config)
         self.session = Session(self.config)
 
-    async def create_topic(self, topic: str, queues: int = 4, perm: int = 6) -> TopicInfo:
-        """Create ``topic`` (or grow its queues / change its permission)."""
+    async def create_topic(self, topic: str, queues: int = 4, perm: int = 6, *,
+                           attributes: Mapping[str, str] | None = None,
+                           removed_attributes: Sequence[str] = ()) -> TopicInfo:
+        """Create ``topic`` (or grow its queues / change its permission).
+
+        ``attributes`` are RocketMQ topic attributes to set, e.g.
+        ``{"message.type": "TRANSACTION"}`` (``mqadmin updateTopic -a
+        +message.type=TRANSACTION``); ``removed_attributes`` are dropped.
+        """
         return await self.session.request(
-            RequestCode.TOPIC_CREATE, m.TopicCreateRequest(topic=topic, queues=queues, perm=perm),
+            RequestCode.TOPIC_CREATE,
+            m.TopicCreateRequest(topic=topic, queues=queues, perm=perm,
+                                 attributes=dict(attributes or {}),
+                                 removed_attributes=list(removed_attributes)),
             m.TopicInfo)
 
     async def list_topics(self) -> list[TopicInfo]:
@@ -123,8 +135,11 @@ class Admin(SyncClient):
     def _loop_name(self) -> str:
         return "broker-lite-admin"
 
-    def create_topic(self, topic: str, queues: int = 4, perm: int = 6) -> TopicInfo:
-        return self._running().run(self._async.create_topic(topic, queues, perm))
+    def create_topic(self, topic: str, queues: int = 4, perm: int = 6, *,
+                     attributes: Mapping[str, str] | None = None,
+                     removed_attributes: Sequence[str] = ()) -> TopicInfo:
+        return self._running().run(self._async.create_topic(
+            topic, queues, perm, attributes=attributes, removed_attributes=removed_attributes))
 
     def list_topics(self) -> list[TopicInfo]:
         return self._running().run(self._async.list_topics())

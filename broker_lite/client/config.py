@@ -8,6 +8,7 @@ import socket
 import uuid
 from dataclasses import dataclass
 
+from broker_lite.errors import ConfigurationError
 from broker_lite.protocol import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = [
@@ -27,10 +28,10 @@ def parse_server(server: str) -> tuple[str, int]:
     """``"host:port"`` (or ``"[v6]:port"``) as ``(host, port)``; ValueError naming the field."""
     host, sep, port_text = server.strip().rpartition(":")
     if not sep or not host or not port_text.isdigit():
-        raise ValueError(f"server must be HOST:PORT, got {server!r}")
+        raise ConfigurationError(f"server must be HOST:PORT, got {server!r}", setting="server")
     port = int(port_text)
     if not 0 < port < 65536:
-        raise ValueError(f"server port must be in [1, 65535], got {port}")
+        raise ConfigurationError(f"server port must be in [1, 65535], got {port}", setting="server")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     return host, port
@@ -39,7 +40,8 @@ def parse_server(server: str) -> tuple[str, int]:
 def check_group(group: str) -> str:
     """A producer or consumer group name; ValueError naming the rule."""
     if not isinstance(group, str) or not group or group.startswith("%"):
-        raise ValueError(f"group must be a non-empty name not starting with '%', got {group!r}")
+        raise ConfigurationError(
+            f"group must be a non-empty name not starting with '%', got {group!r}", setting="group")
     return group
 
 
@@ -71,16 +73,20 @@ class ClientConfig:
     def __post_init__(self) -> None:
         parse_server(self.server)
         if (self.access_key is None) != (self.secret_key is None):
-            raise ValueError("access_key and secret_key go together: give both or neither")
+            raise ConfigurationError("access_key and secret_key go together: give both or neither",
+                                     setting="access_key, secret_key")
         for name in ("request_timeout", "connect_timeout", "heartbeat_interval",
                      "reconnect_min_delay", "reconnect_max_delay"):
             value = getattr(self, name)
             if not value > 0:
-                raise ValueError(f"{name} must be positive, got {value!r}")
+                raise ConfigurationError(f"{name} must be positive, got {value!r}", setting=name)
         if self.reconnect_max_delay < self.reconnect_min_delay:
-            raise ValueError("reconnect_max_delay must be >= reconnect_min_delay")
+            raise ConfigurationError("reconnect_max_delay must be >= reconnect_min_delay",
+                                     setting="reconnect_max_delay")
         if self.max_frame_size < 1024:
-            raise ValueError(f"max_frame_size must be at least 1024, got {self.max_frame_size}")
+            raise ConfigurationError(
+                f"max_frame_size must be at least 1024, got {self.max_frame_size}",
+                setting="max_frame_size")
 
     @property
     def address(self) -> tuple[str, int]:

@@ -46,7 +46,7 @@ from broker_lite.client.message import RETRY_PREFIX, ReceivedMessage, retry_topi
 from broker_lite.client.pull_consumer import AsyncPullConsumer
 from broker_lite.client.queue_worker import QueueWorker, WorkerOptions
 from broker_lite.client.sync_client import SyncClient
-from broker_lite.errors import BrokerError
+from broker_lite.errors import BrokerError, ConfigurationError
 from broker_lite.protocol import messages as m
 
 __all__ = ["AsyncPushConsumer", "PushConsumer"]
@@ -83,14 +83,20 @@ class AsyncPushConsumer:
         config: ClientConfig | None = None,
     ) -> None:
         if consume_threads < 1:
-            raise ValueError(f"consume_threads must be >= 1, got {consume_threads}")
+            raise ConfigurationError(f"consume_threads must be >= 1, got {consume_threads}",
+                                     setting="consume_threads")
         if not 0 <= max_reconsume_times <= 16:
-            raise ValueError(f"max_reconsume_times must be in [0, 16], got {max_reconsume_times}")
+            raise ConfigurationError(
+                f"max_reconsume_times must be in [0, 16], got {max_reconsume_times}",
+                setting="max_reconsume_times")
         if consume_batch_size < 1 or pull_batch_size < 1 or max_inflight_per_queue < 1:
-            raise ValueError("consume_batch_size, pull_batch_size and max_inflight_per_queue "
-                             "must be >= 1")
+            raise ConfigurationError(
+                "consume_batch_size, pull_batch_size and max_inflight_per_queue "
+                "must be >= 1",
+                setting="consume_batch_size, pull_batch_size, max_inflight_per_queue")
         if rebalance_interval <= 0 or long_poll_ms < 0:
-            raise ValueError("rebalance_interval must be > 0 and long_poll_ms >= 0")
+            raise ConfigurationError("rebalance_interval must be > 0 and long_poll_ms >= 0",
+                                     setting="rebalance_interval, long_poll_ms")
         self.client = AsyncPullConsumer(
             group, server, access_key=access_key, secret_key=secret_key, timeout=timeout,
             client_id=client_id, config=config, max_reconsume_times=max_reconsume_times)

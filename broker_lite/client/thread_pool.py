@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from broker_lite.errors import BrokerBusyError
+from broker_lite.errors import BrokerBusyError, ConfigurationError
 
 __all__ = ["BoundedThreadPool", "PoolFullError"]
 
@@ -35,10 +35,11 @@ class BoundedThreadPool:
     def __init__(self, *, min_threads: int = 1, max_threads: int = 1, queue_size: int = 2000,
                  name: str = "pool", keep_alive: float = 60.0) -> None:
         if min_threads < 1 or max_threads < min_threads:
-            raise ValueError(f"need 1 <= min_threads <= max_threads, got {min_threads}, "
-                             f"{max_threads}")
+            raise ConfigurationError(f"need 1 <= min_threads <= max_threads, got {min_threads}, "
+                                     f"{max_threads}", setting="min_threads, max_threads")
         if queue_size < 1:
-            raise ValueError(f"queue_size must be >= 1, got {queue_size}")
+            raise ConfigurationError(f"queue_size must be >= 1, got {queue_size}",
+                                     setting="queue_size")
         self.min_threads = min_threads
         self.max_threads = max_threads
         self.queue_size = queue_size

@@ -38,6 +38,7 @@ from broker_lite.client.thread_pool import BoundedThreadPool
 from broker_lite.errors import (
     BrokerBusyError,
     BrokerError,
+    ConfigurationError,
     ProtocolError,
     ResponseCode,
     error_for_code,
@@ -194,10 +195,11 @@ class AsyncTransactionProducer(AsyncProducer):
                          timeout=timeout, client_id=client_id, config=config)
         min_threads, max_threads = check_threads
         if min_threads < 1 or max_threads < min_threads:
-            raise ValueError(f"check_threads must be (min, max) with 1 <= min <= max, "
-                             f"got {check_threads}")
+            raise ConfigurationError(f"check_threads must be (min, max) with 1 <= min <= max, "
+                                     f"got {check_threads}", setting="check_threads")
         if check_queue_size < 1:
-            raise ValueError(f"check_queue_size must be >= 1, got {check_queue_size}")
+            raise ConfigurationError(f"check_queue_size must be >= 1, got {check_queue_size}",
+                                     setting="check_queue_size")
         self.listener = listener
         self.check_threads = (min_threads, max_threads)
         self.check_queue_size = check_queue_size

@@ -61,7 +61,7 @@ from enum import IntFlag
 from pathlib import Path
 from typing import Any, Literal
 
-from broker_lite.errors import NoPermissionError, UnauthorizedError
+from broker_lite.errors import ConfigurationError, NoPermissionError, UnauthorizedError
 
 __all__ = [
     "DLQ_PREFIX",
@@ -80,8 +80,15 @@ DEFAULT_CLOCK_SKEW_SECONDS = 300.0
 Action = Literal["PUB", "SUB"]
 
 
-class AclFileError(ValueError):
-    """The ACL file is missing, not JSON, or has a malformed field (named in the message)."""
+class AclFileError(ConfigurationError):
+    """The ACL file is missing, not JSON, or has a malformed field (named in the message).
+
+    ``path`` is the file when known (it is in the message then).
+    """
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        super().__init__(message, setting="acl")
+        self.path = path
 
 
 class Perm(IntFlag):
@@ -211,13 +218,15 @@ class Acl:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except OSError as exc:
-            raise AclFileError(f"cannot read ACL file {path}: {exc.strerror or exc}") from exc
+            raise AclFileError(f"cannot read ACL file {path}: {exc.strerror or exc}",
+                               path=str(path)) from exc
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise AclFileError(f"ACL file {path} is not valid JSON: {exc}") from exc
+            raise AclFileError(f"ACL file {path} is not valid JSON: {exc}",
+                               path=str(path)) from exc
         try:
             return cls.from_dict(data)
         except AclFileError as exc:
-            raise AclFileError(f"ACL file {path}: {exc}") from None
+            raise AclFileError(f"ACL file {path}: {exc}", path=str(path)) from None
 
     @classmethod
     def from_dict(cls, data: Any) -> Acl:

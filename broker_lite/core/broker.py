@@ -188,15 +188,20 @@ class Broker:
             self._born_hosts[born_host] = packed
         return packed
 
-    def send(self, producer_group: str, message: m.WireMessage, *, born_host: str = "") -> Sent:
-        """Store a message (a half when ``message.transactional``)."""
-        sent, visible = self._send(producer_group, message, born_host)
+    def send(self, producer_group: str, message: m.WireMessage, *, born_host: str = "",
+             dedupe: bool = True) -> Sent:
+        """Store a message (a half when ``message.transactional``).
+
+        A half whose message id is already stored as a half returns the first
+        one's result; ``dedupe=False`` stores it again, as RocketMQ does.
+        """
+        sent, visible = self._send(producer_group, message, born_host, dedupe=dedupe)
         if visible:
             self._arrived(message.topic, sent.result.queue_id)
         return sent
 
     def _send(self, producer_group: str, message: m.WireMessage,
-              born_host: str) -> tuple[Sent, bool]:
+              born_host: str, *, dedupe: bool = True) -> tuple[Sent, bool]:
         """Store one message; also says whether it is visible in its queue now (not a
         half, not delayed), for the caller to notify arrival listeners."""
         topic = message.topic
@@ -210,7 +215,7 @@ class Broker:
         if message.transactional:
             # RocketMQ strips any delay from a transactional message.
             result, end = self.transactions.prepare(producer_group, store_msg, msg_id, topic,
-                                                    queue_id)
+                                                    queue_id, dedupe=dedupe)
             return Sent(result, end), False
         deliver_at_ms = message.deliver_at_ms
         if message.delay_level or (deliver_at_ms and deliver_at_ms > int(time.time() * 1000)):
@@ -398,10 +403,13 @@ class Broker:
     def _info(self, config: TopicConfig) -> m.TopicInfo:
         return m.TopicInfo(topic=config.name, queues=config.queues, perm=config.perm,
                            max_offsets=[self.store.queue_offsets(config.name, q)[1]
-                                        for q in range(config.queues)])
+                                        for q in range(config.queues)],
+                           attributes=dict(config.attributes))
 
     def create_topic(self, request: m.TopicCreateRequest) -> m.TopicInfo:
-        return self._info(self.topics.create(request.topic, request.queues, request.perm))
+        return self._info(self.topics.create(
+            request.topic, request.queues, request.perm, attributes=request.attributes,
+            removed=tuple(request.removed_attributes)))
 
     def list_topics(self) -> list[m.TopicInfo]:
         return [self._info(t) for t in self.topics.all()]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker_lite.errors import ConfigurationError
 from broker_lite.storage import StoreConfig
 
 __all__ = ["BrokerConfig"]
@@ -41,10 +42,15 @@ class BrokerConfig:
 
     def __post_init__(self) -> None:
         if self.default_queues < 1 or self.default_queues > 1024:
-            raise ValueError(f"default_queues must be in [1, 1024], got {self.default_queues}")
+            raise ConfigurationError(
+                f"default_queues must be in [1, 1024], got {self.default_queues}",
+                setting="default_queues")
         if self.tx_timeout < 0 or self.tx_check_interval <= 0 or self.tx_check_max < 1:
-            raise ValueError("tx_timeout >= 0, tx_check_interval > 0 and tx_check_max >= 1")
+            raise ConfigurationError("tx_timeout >= 0, tx_check_interval > 0 and tx_check_max >= 1",
+                                     setting="tx_timeout, tx_check_interval, tx_check_max")
         if self.delay_time_scale <= 0:
-            raise ValueError("delay_time_scale must be positive")
+            raise ConfigurationError("delay_time_scale must be positive",
+                                     setting="delay_time_scale")
         if self.fault_double_commit_every < 0:
-            raise ValueError("fault_double_commit_every must be >= 0 (0 is off)")
+            raise ConfigurationError("fault_double_commit_every must be >= 0 (0 is off)",
+                                     setting="fault_double_commit_every")

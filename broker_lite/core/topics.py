@@ -1,11 +1,19 @@
-"""Topics: names, queues, permissions, auto-create, and queue selection on send."""
+"""Topics: names, queues, permissions, attributes, auto-create, and queue selection on send.
+
+A topic may carry RocketMQ's topic attributes (``TopicAttributes``); the one
+broker_lite knows is ``message.type`` (NORMAL, FIFO, DELAY, TRANSACTION or
+MIXED; a topic without it is NORMAL, as RocketMQ's ``TopicConfig.
+getTopicMessageType``), set like ``mqadmin updateTopic -a +message.type=TRANSACTION``.
+Only the gRPC door's proxy mode enforces it (docs/grpc-proxy-semantics.md).
+"""
 
 from __future__ import annotations
 
 import itertools
 import threading
 import zlib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker_lite.core.state_file import load_json, save_json
@@ -23,6 +31,8 @@ from broker_lite.storage.topic_names import (
 __all__ = [
     "DLQ_PREFIX",
     "HALF_TOPIC",
+    "MESSAGE_TYPE",
+    "MESSAGE_TYPES",
     "OP_TOPIC",
     "PERM_READ",
     "PERM_WRITE",
@@ -33,6 +43,7 @@ __all__ = [
     "TRANS_CHECK_MAX_TIME_TOPIC",
     "TopicConfig",
     "TopicManager",
+    "check_attributes",
 ]
 
 #: the broker's own topics and their queue counts (18 delay levels + 1 timer queue)
@@ -41,6 +52,20 @@ SYSTEM_TOPIC_QUEUES = {HALF_TOPIC: 1, OP_TOPIC: 1, TRANS_CHECK_MAX_TIME_TOPIC: 1
 SYSTEM_TOPICS = frozenset(SYSTEM_TOPIC_QUEUES)
 PERM_READ = 4
 PERM_WRITE = 2
+#: the topic attribute naming the message types a topic takes, and its values
+MESSAGE_TYPE = "message.type"
+MESSAGE_TYPES = frozenset({"NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"})
+
+
+def check_attributes(attributes: Mapping[str, str]) -> dict[str, str]:
+    """Known attributes with valid values, or RequestError naming the bad one."""
+    for key, value in attributes.items():
+        if key != MESSAGE_TYPE:
+            raise RequestError(f"unsupported topic attribute {key!r} (supported: {MESSAGE_TYPE})")
+        if value not in MESSAGE_TYPES:
+            raise RequestError(f"topic attribute {MESSAGE_TYPE} must be one of "
+                               f"{', '.join(sorted(MESSAGE_TYPES))}, got {value!r}")
+    return dict(attributes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +73,12 @@ class TopicConfig:
     name: str
     queues: int
     perm: int = PERM_READ | PERM_WRITE
+    attributes: dict[str, str] = field(default_factory=dict, hash=False)
+
+    @property
+    def message_type(self) -> str:
+        """RocketMQ's ``TopicMessageType`` of the topic: NORMAL unless an attribute says."""
+        return self.attributes.get(MESSAGE_TYPE, "NORMAL")
 
     @property
     def readable(self) -> bool:
@@ -70,14 +101,20 @@ class TopicManager:
         self._round_robin: dict[str, itertools.count[int]] = {}
         self._dirty = False
         for name, raw in (load_json(path) or {}).items():
-            self._topics[name] = TopicConfig(name, int(raw["queues"]), int(raw["perm"]))
+            self._topics[name] = TopicConfig(name, int(raw["queues"]), int(raw["perm"]),
+                                             dict(raw.get("attributes") or {}))
 
     def get(self, name: str) -> TopicConfig | None:
         return self._topics.get(name)
 
     def create(self, name: str, queues: int | None = None, perm: int = PERM_READ | PERM_WRITE,
-               *, system: bool = False) -> TopicConfig:
-        """Create or update a topic. Queue counts only grow (queues hold data)."""
+               *, system: bool = False, attributes: Mapping[str, str] | None = None,
+               removed: tuple[str, ...] = ()) -> TopicConfig:
+        """Create or update a topic. Queue counts only grow (queues hold data).
+
+        ``attributes`` are set (kept when ``None``), ``removed`` ones dropped, like
+        mqadmin's ``+key=value`` and ``-key``.
+        """
         validate_topic(name)
         if not system and (name in SYSTEM_TOPICS or name.startswith("RMQ_SYS_")):
             raise NoPermissionError(f"topic {name!r} is reserved for the broker")
@@ -86,9 +123,14 @@ class TopicManager:
             raise RequestError(f"queues must be in [1, 1024], got {count}")
         if perm & ~(PERM_READ | PERM_WRITE) or perm == 0:
             raise RequestError(f"perm must be 2 (write), 4 (read) or 6 (both), got {perm}")
+        wanted = check_attributes(attributes or {})
+        check_attributes(dict.fromkeys(removed, "NORMAL"))
         with self._lock:
             old = self._topics.get(name)
-            config = TopicConfig(name, max(count, old.queues if old else 0), perm)
+            merged = {**(old.attributes if old else {}), **wanted}
+            for key in removed:
+                merged.pop(key, None)
+            config = TopicConfig(name, max(count, old.queues if old else 0), perm, merged)
             if config != old:
                 self._topics[name] = config
                 self._dirty = True
@@ -132,7 +174,9 @@ class TopicManager:
         with self._lock:
             if not self._dirty:
                 return
-            data = {t.name: {"queues": t.queues, "perm": t.perm} for t in self._topics.values()}
+            data = {t.name: {"queues": t.queues, "perm": t.perm,
+                             **({"attributes": dict(t.attributes)} if t.attributes else {})}
+                    for t in self._topics.values()}
             self._dirty = False
         if not save_json(self._path, data):
             self._dirty = True

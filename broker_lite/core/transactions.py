@@ -30,8 +30,12 @@ RocketMQ's tools read a broker_lite log and the audit reads either broker's:
   ``tx_timeout + tx_check_interval * tx_check_max`` (docs/design.md §2 (3)), give or
   take how often the service runs;
 * **ours:** the state is rebuilt from the log after a restart (half copies,
-  op records, discards): a resolved half is never checked again (#2117,
-  #4436) and check counts are kept.
+  op records, discards; :mod:`~broker_lite.core.transaction_state`): a
+  resolved half is never checked again (#2117, #4436) and check counts are kept;
+* a second half under a transaction id already stored returns the first
+  one's result, unless the caller asks for RocketMQ's behaviour
+  (``dedupe=False``: the gRPC door's proxy mode), which stores it as a half of
+  its own, checked and ended on its own.
 
 What broker_lite needs beyond RocketMQ's model rides in extra properties,
 which RocketMQ ignores: an op record carries ``__transactionId__`` and
@@ -46,12 +50,23 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
 from broker_lite.core.clients import Channel, ClientRegistry
 from broker_lite.core.config import BrokerConfig
 from broker_lite.core.topics import HALF_TOPIC, OP_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC
+from broker_lite.core.transaction_state import (
+    COMMITTED,
+    DISCARDED,
+    OP_NAMES,
+    PENDING,
+    REMOVE_TAG,
+    ROLLED_BACK,
+    HalfEntry,
+    find_commit,
+    op_offsets,
+    rebuild,
+)
 from broker_lite.errors import (
     NoPermissionError,
     TransactionConflictError,
@@ -68,56 +83,19 @@ from broker_lite.storage.properties import (
     REAL_TOPIC,
     TAGS,
     TRAN_MSG,
+    TRAN_PREPARED_QUEUE_OFFSET,
     TRANSACTION_CHECK_TIMES,
     TRANSACTION_ID,
     TX_STATE,
     UNIQ_KEY,
 )
 
-__all__ = ["FROM_CHECK", "TX_STATE", "HalfEntry", "TransactionService", "delivered_view"]
+__all__ = ["FROM_CHECK", "TX_STATE", "HalfEntry", "TransactionService", "delivered_view",
+           "op_offsets"]
 
 log = logging.getLogger("broker_lite.core.transactions")
 
-#: the op record's tag (``TransactionalMessageUtil.REMOVE_TAG``)
-REMOVE_TAG = "d"
-_PENDING, _COMMITTED, _ROLLED_BACK, _DISCARDED = "pending", "committed", "rolled_back", "discarded"
-_OP_NAMES = {_COMMITTED: "COMMIT", _ROLLED_BACK: "ROLLBACK", _DISCARDED: "DISCARD"}
-_STATE_OF_OP = {v: k for k, v in _OP_NAMES.items()}
 _DROP_ON_COMMIT = (TRAN_MSG, REAL_TOPIC, REAL_QID, TX_STATE)  # EndTransactionProcessor, + ours
-
-
-def op_offsets(body: bytes) -> list[int]:
-    """The half-queue offsets an op record's body lists (``"12,13,"``); junk is skipped."""
-    return [int(part) for part in body.decode("ascii", "replace").split(",")
-            if part.strip().isdigit()]
-
-
-@dataclass(slots=True)
-class HalfEntry:
-    """What the broker knows about one transaction."""
-
-    transaction_id: str
-    producer_group: str
-    real_topic: str
-    real_queue_id: int
-    half_offset: int
-    queue_offset: int
-    store_ts: int
-    immunity_ms: int
-    state: str = _PENDING
-    check_times: int = 0
-    last_check_ms: int = 0
-    commit_offset: int = -1
-    commit_queue_offset: int = -1
-    #: every stored copy of the half (the first, then one per check): offset -> queue offset
-    copies: dict[int, int] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.copies.setdefault(self.half_offset, self.queue_offset)
-
-    @property
-    def latest_offset(self) -> int:
-        return max(self.copies)
 
 
 def delivered_view(record: StoredRecord, *, topic: str | None = None,
@@ -151,110 +129,47 @@ class TransactionService:
         self._clients = clients
         self._notify = notify
         self._lock = threading.RLock()
-        self._entries: dict[str, HalfEntry] = {}
-        self._pending: dict[str, HalfEntry] = {}
         self._commits = 0  # commits written by this process; only the fault hook reads it
-        self._rebuild()
-
-    # -- state ---------------------------------------------------------------
-
-    def _records(self, topic: str) -> Iterator[StoredRecord]:
-        low, high = self._store.queue_offsets(topic, 0)
-        offset = low
-        while offset < high:
-            records, offset = self._store.read_queue(topic, 0, offset, 256)
-            yield from records
-
-    def _rebuild(self) -> None:
-        by_queue_offset: dict[int, HalfEntry] = {}
-        for record in self._records(HALF_TOPIC):
-            props = record.properties
-            entry = self._entries.get(props.get(TRANSACTION_ID) or props.get(UNIQ_KEY, ""))
-            if entry is None:
-                entry = self._entry_from_half(record)
-                self._entries[entry.transaction_id] = entry
-                self._pending[entry.transaction_id] = entry
-            else:  # a renewed copy: one more check
-                entry.copies[record.physical_offset] = record.queue_offset
-                times = props.get(TRANSACTION_CHECK_TIMES, "")
-                if times.isdigit() and int(times) >= entry.check_times:
-                    entry.check_times = int(times)
-                    entry.last_check_ms = record.store_timestamp
-            by_queue_offset[record.queue_offset] = entry
-        for op in self._records(OP_TOPIC):
-            self._apply_op(op, by_queue_offset)
-        for record in self._records(TRANS_CHECK_MAX_TIME_TOPIC):
-            gone = self._entries.get(record.properties.get(TRANSACTION_ID, ""))
-            if gone is not None and gone.state == _PENDING:
-                gone.state = _DISCARDED
-                self._pending.pop(gone.transaction_id, None)
-        for entry in list(self._pending.values()):
-            commit = self._find_commit(entry)
+        self._table = rebuild(store)
+        for entry in list(self._table.pending.values()):
+            commit = find_commit(store, entry)
             if commit is not None:  # crashed between the commit record and its op
                 entry.commit_offset = commit.physical_offset
                 entry.commit_queue_offset = commit.queue_offset
-                self._resolve(entry, _COMMITTED, commit.prepared_tx_offset)
-        if self._entries:
-            log.info("transactions rebuilt: %d halves, %d pending", len(self._entries),
-                     len(self._pending))
+                self._resolve(entry, COMMITTED, commit.prepared_tx_offset)
+        if self._table.entries:
+            log.info("transactions rebuilt: %d halves, %d pending", len(self._table.entries),
+                     len(self._table.pending))
 
-    def _entry_from_half(self, record: StoredRecord) -> HalfEntry:
-        props = record.properties
-        immunity = props.get(CHECK_IMMUNITY_TIME_IN_SECONDS)
-        return HalfEntry(
-            transaction_id=props.get(TRANSACTION_ID) or props.get(UNIQ_KEY, ""),
-            producer_group=props.get(PGROUP, ""),
-            real_topic=props.get(REAL_TOPIC, ""),
-            real_queue_id=int(props.get(REAL_QID, "0")),
-            half_offset=record.physical_offset,
-            queue_offset=record.queue_offset,
-            store_ts=record.store_timestamp,
-            immunity_ms=int(float(immunity) * 1000) if immunity else 0,
-        )
-
-    def _apply_op(self, op: StoredRecord, by_queue_offset: dict[int, HalfEntry]) -> None:
-        if op.tags != REMOVE_TAG:
-            return  # RocketMQ logs such an op as illegal and skips it
-        kind = op.properties.get(TX_STATE, "")
-        for offset in op_offsets(op.body):
-            entry = by_queue_offset.get(offset)
-            if entry is None or entry.state != _PENDING:
-                continue
-            if kind in _STATE_OF_OP:
-                entry.state = _STATE_OF_OP[kind]
-            else:  # RocketMQ's own op record says "removed", not how
-                entry.state = _COMMITTED if self._find_commit(entry) else _ROLLED_BACK
-            self._pending.pop(entry.transaction_id, None)
-
-    def _find_commit(self, entry: HalfEntry) -> StoredRecord | None:
-        for record in self._store.lookup_key(entry.transaction_id):
-            if record.tx_type == TxType.COMMIT and record.prepared_tx_offset in entry.copies:
-                return record
-        return None
+    # -- state ---------------------------------------------------------------
 
     def _resolve(self, entry: HalfEntry, state: str, copy_offset: int,
                  extra: dict[str, str] | None = None) -> int:
         """Write the op record removing ``entry``'s half copy; mark it resolved. Returns its end."""
         props = {TAGS: REMOVE_TAG, TRANSACTION_ID: entry.transaction_id,
-                 TX_STATE: _OP_NAMES[state], **(extra or {})}
+                 TX_STATE: OP_NAMES[state], **(extra or {})}
         body = b"%d," % entry.copies[copy_offset]
         put = self._store.put_nowait(MessageToStore(topic=OP_TOPIC, body=body,
                                                     properties=props))
-        entry.state = state
-        self._pending.pop(entry.transaction_id, None)
+        self._table.settle(entry, state)
         return put.end_offset
 
     def get(self, transaction_id: str) -> HalfEntry | None:
-        return self._entries.get(transaction_id)
+        """The (first) half stored under ``transaction_id``."""
+        return self._table.first(transaction_id)
+
+    def halves(self, transaction_id: str) -> list[HalfEntry]:
+        """Every half stored under ``transaction_id`` (more than one only with ``dedupe=False``)."""
+        return list(self._table.halves(transaction_id))
 
     @property
     def pending_count(self) -> int:
-        return len(self._pending)
+        return len(self._table.pending)
 
     def pending(self, limit: int) -> list[HalfEntry]:
         """Up to ``limit`` unresolved halves, oldest first (copies: they do not change)."""
         with self._lock:
-            entries = sorted(self._pending.values(), key=lambda e: e.half_offset)[:limit]
+            entries = sorted(self._table.pending.values(), key=lambda e: e.half_offset)[:limit]
             return [HalfEntry(**{f: getattr(e, f) for f in HalfEntry.__dataclass_fields__
                                  if f != "copies"}, copies=dict(e.copies))
                     for e in entries]
@@ -268,14 +183,16 @@ class TransactionService:
     # -- producing -----------------------------------------------------------
 
     def prepare(self, producer_group: str, store_msg: MessageToStore, transaction_id: str,
-                real_topic: str, real_queue_id: int) -> tuple[m.SendResult, int]:
-        """Store a half; a second half with the same id returns the first one's result."""
+                real_topic: str, real_queue_id: int, *,
+                dedupe: bool = True) -> tuple[m.SendResult, int]:
+        """Store a half; a second half with the same id returns the first one's result,
+        or with ``dedupe=False`` is stored as a half of its own (RocketMQ's way)."""
         if self._config.reject_transactions:
             raise NoPermissionError("this broker rejects transactional messages "
                                     "(--reject-transactions)")
         with self._lock:
-            known = self._entries.get(transaction_id)
-            if known is not None:
+            known = self._table.first(transaction_id)
+            if known is not None and dedupe:
                 return self._half_result(known, duplicate=True), 0
             props = dict(store_msg.properties)
             props.update({REAL_TOPIC: real_topic, REAL_QID: str(real_queue_id),
@@ -289,8 +206,7 @@ class TransactionService:
             entry = HalfEntry(transaction_id, producer_group, real_topic, real_queue_id,
                               put.physical_offset, put.queue_offset, put.store_timestamp,
                               int(float(immunity) * 1000) if immunity else 0)
-            self._entries[transaction_id] = entry
-            self._pending[transaction_id] = entry
+            self._table.add(entry)
             return self._half_result(entry, duplicate=False), put.end_offset
 
     @staticmethod
@@ -307,29 +223,29 @@ class TransactionService:
                 f"end-transaction state {request.state} is not COMMIT (8), ROLLBACK (12) "
                 "or UNKNOWN (0)")
         with self._lock:
-            entry = self._entries.get(request.transaction_id)
+            entry = self._table.find(request.transaction_id, request.commit_log_offset)
             if entry is None:
                 raise TransactionNotFoundError(request.transaction_id)
             self._validate(entry, request)
-            wanted = {8: _COMMITTED, 12: _ROLLED_BACK}.get(request.state)
-            if entry.state != _PENDING:
+            wanted = {8: COMMITTED, 12: ROLLED_BACK}.get(request.state)
+            if entry.state != PENDING:
                 if wanted is None or wanted == entry.state:
                     return self._ended(entry, already=True), 0
                 log.warning("late %s for transaction %s refused: already %s",
-                            _OP_NAMES[wanted], entry.transaction_id, entry.state)
+                            OP_NAMES[wanted], entry.transaction_id, entry.state)
                 raise TransactionConflictError(entry.transaction_id, entry.state.replace("_", " "),
-                                               _OP_NAMES[wanted].lower())
+                                               OP_NAMES[wanted].lower())
             if wanted is None:
                 return m.EndTransactionResponse(outcome="unknown"), 0
             end_offset = 0
             copy = request.commit_log_offset if request.commit_log_offset >= 0 \
                 else entry.half_offset
-            if wanted == _COMMITTED:
+            if wanted == COMMITTED:
                 end_offset = self._write_commit(entry, copy)
                 end_offset = max(end_offset, self._fault_double_commit(entry, copy))
             extra = {FROM_CHECK: "true"} if request.from_check else None
             end_offset = max(end_offset, self._resolve(entry, wanted, copy, extra))
-        if wanted == _COMMITTED:
+        if wanted == COMMITTED:
             self._notify(entry.real_topic, entry.real_queue_id)
         return self._ended(entry, already=False), end_offset
 
@@ -381,7 +297,7 @@ class TransactionService:
     @staticmethod
     def _ended(entry: HalfEntry, *, already: bool) -> m.EndTransactionResponse:
         return m.EndTransactionResponse(
-            outcome=entry.state if entry.state != _DISCARDED else "discarded",
+            outcome=entry.state if entry.state != DISCARDED else "discarded",
             already=already, commit_log_offset=entry.commit_offset,
             queue_id=entry.real_queue_id if entry.commit_offset >= 0 else -1,
             queue_offset=entry.commit_queue_offset)
@@ -396,7 +312,7 @@ class TransactionService:
         max_age_ms = int(self._config.tx_max_age_hours * 3600 * 1000)
         sends: list[tuple[Channel, m.CheckTransactionRequest]] = []
         with self._lock:
-            for entry in list(self._pending.values()):
+            for entry in list(self._table.pending.values()):
                 age = now - entry.store_ts
                 if entry.check_times == 0:
                     if age < max(timeout_ms, entry.immunity_ms):
@@ -426,6 +342,8 @@ class TransactionService:
         props = dict(half.properties)
         props[TRANSACTION_CHECK_TIMES] = str(entry.check_times)
         props[TX_STATE] = "CHECK"
+        if entry.resent:  # tells a rebuild whose copy this is
+            props[TRAN_PREPARED_QUEUE_OFFSET] = str(entry.queue_offset)
         put = self._store.put_nowait(MessageToStore(
             topic=HALF_TOPIC, queue_id=0, body=half.body, flag=half.flag, sysflag=half.sysflag,
             properties=props, born_timestamp=half.born_timestamp, born_host=half.born_host,
@@ -438,18 +356,21 @@ class TransactionService:
         return m.CheckTransactionRequest(
             producer_group=entry.producer_group, transaction_id=entry.transaction_id,
             msg_id=entry.transaction_id, commit_log_offset=entry.half_offset,
-            queue_offset=entry.queue_offset, check_times=entry.check_times, message=view)
+            queue_offset=entry.queue_offset, check_times=entry.check_times, message=view,
+            renewed_commit_log_offset=entry.latest_offset,
+            renewed_queue_offset=entry.copies[entry.latest_offset])
 
     def _discard(self, entry: HalfEntry) -> None:
         """Copy the half to TRANS_CHECK_MAX_TIME_TOPIC (``resolveDiscardMsg``); no op record."""
         half = self._store.get(entry.latest_offset)
         props = {k: v for k, v in half.properties.items() if k != TX_STATE}
         props[TRANSACTION_CHECK_TIMES] = str(entry.check_times)
+        if entry.resent:
+            props[TRAN_PREPARED_QUEUE_OFFSET] = str(entry.queue_offset)
         self._store.put_nowait(MessageToStore(
             topic=TRANS_CHECK_MAX_TIME_TOPIC, queue_id=0, body=half.body, flag=half.flag,
             sysflag=half.sysflag, properties=props, born_timestamp=half.born_timestamp,
             born_host=half.born_host, reconsume_times=half.reconsume_times))
-        entry.state = _DISCARDED
-        self._pending.pop(entry.transaction_id, None)
+        self._table.settle(entry, DISCARDED)
         log.warning("transaction %s discarded to %s after %d checks", entry.transaction_id,
                     TRANS_CHECK_MAX_TIME_TOPIC, entry.check_times)

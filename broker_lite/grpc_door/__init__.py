@@ -18,11 +18,16 @@ Modules, by idea:
 - :mod:`~broker_lite.grpc_door.receive`: ReceiveMessage, AckMessage,
   ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue;
 - :mod:`~broker_lite.grpc_door.pop`: the in-memory receive/ack state;
+- :mod:`~broker_lite.grpc_door.pop_entries`: its entries and receipt handles;
+- :mod:`~broker_lite.grpc_door.pop_state`: ``pop.json``, what is in flight across a restart;
 - :mod:`~broker_lite.grpc_door.telemetry`: Telemetry (settings, check-back),
   Heartbeat, NotifyClientTermination;
 - :mod:`~broker_lite.grpc_door.settings`: clients and their settings;
 - :mod:`~broker_lite.grpc_door.convert`: protobuf <-> core structs;
-- :mod:`~broker_lite.grpc_door.status`: errors -> ``Status`` codes.
+- :mod:`~broker_lite.grpc_door.status`: errors -> ``Status`` codes;
+- :mod:`~broker_lite.grpc_door.proxy_mode`: ``--grpc-proxy-semantics``, the door as
+  strict as RocketMQ's proxy (docs/grpc-proxy-semantics.md);
+- :mod:`~broker_lite.grpc_door.transaction_data`: its in-memory transaction data.
 """
 
 from __future__ import annotations

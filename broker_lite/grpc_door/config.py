@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker_lite.errors import ConfigurationError
+
 __all__ = ["GrpcDoorConfig"]
 
 
@@ -46,21 +48,60 @@ class GrpcDoorConfig:
     #: user properties of one message, and their total size in bytes (keys + values)
     max_user_properties: int = 128
     max_user_properties_bytes: int = 16 * 1024
+    #: behave as Apache RocketMQ 5's proxy where broker_lite is kinder (transaction data
+    #: in memory with a window, EndTransaction answered on hand-off, no half
+    #: de-duplication, no transactional batch, the topic's message.type enforced);
+    #: docs/grpc-proxy-semantics.md
+    proxy_semantics: bool = False
+    #: proxy mode: how long the door keeps a half's transaction data for its
+    #: EndTransaction (the proxy's ``transactionDataExpireMillis``)
+    transaction_data_expire_seconds: float = 30.0
+    #: proxy mode: transaction data kept per ``topic@transactionId`` (the proxy's
+    #: ``transactionDataMaxNum``); the oldest goes first
+    transaction_data_max_num: int = 15
+    #: proxy mode test hook (hidden ``--grpc-fault-slow-half-every``): every N-th half
+    #: stored is answered only after ``fault_slow_half_seconds``, so a client whose
+    #: request timeout is shorter gives up and re-sends it: a half stored twice. 0: off
+    fault_slow_half_every: int = 0
+    fault_slow_half_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         if self.clock_skew_seconds is not None and self.clock_skew_seconds <= 0:
-            raise ValueError(f"clock_skew_seconds must be positive, got {self.clock_skew_seconds}")
+            raise ConfigurationError(
+                f"clock_skew_seconds must be positive, got {self.clock_skew_seconds}",
+                setting="clock_skew_seconds")
         if self.max_delivery_attempts < 1:
-            raise ValueError(
-                f"max_delivery_attempts must be at least 1, got {self.max_delivery_attempts}")
+            raise ConfigurationError(
+                f"max_delivery_attempts must be at least 1, got {self.max_delivery_attempts}",
+                setting="max_delivery_attempts")
         if min(self.auto_renew_invisible_seconds, self.max_invisible_seconds,
                self.max_long_polling_seconds, self.max_delay_seconds,
                self.revive_interval_seconds) <= 0:
-            raise ValueError("invisible, long-polling, delay and revive intervals must be positive")
+            raise ConfigurationError(
+                "invisible, long-polling, delay and revive intervals must be positive",
+                setting="auto_renew_invisible_seconds, max_invisible_seconds, "
+                        "max_long_polling_seconds, max_delay_seconds, revive_interval_seconds")
         if self.invisible_when_client_gone_seconds < 0 or self.auto_renew_max_seconds < 0:
-            raise ValueError("invisible_when_client_gone_seconds and auto_renew_max_seconds "
-                             "must not be negative")
+            raise ConfigurationError(
+                "invisible_when_client_gone_seconds and auto_renew_max_seconds "
+                "must not be negative",
+                setting="invisible_when_client_gone_seconds, auto_renew_max_seconds")
         if self.receive_batch_size < 1 or self.max_read_ahead < self.receive_batch_size:
-            raise ValueError("receive_batch_size >= 1 and max_read_ahead >= receive_batch_size")
+            raise ConfigurationError(
+                "receive_batch_size >= 1 and max_read_ahead >= receive_batch_size",
+                setting="receive_batch_size, max_read_ahead")
         if self.producer_max_attempts < 1:
-            raise ValueError("producer_max_attempts must be at least 1")
+            raise ConfigurationError("producer_max_attempts must be at least 1",
+                                     setting="producer_max_attempts")
+        if self.transaction_data_expire_seconds <= 0:
+            raise ConfigurationError("transaction_data_expire_seconds must be positive, got "
+                                     f"{self.transaction_data_expire_seconds}",
+                                     setting="transaction_data_expire_seconds")
+        if self.fault_slow_half_every < 0 or self.fault_slow_half_seconds < 0:
+            raise ConfigurationError("fault_slow_half_every and fault_slow_half_seconds must "
+                                     "not be negative",
+                                     setting="fault_slow_half_every, fault_slow_half_seconds")
+        if self.transaction_data_max_num < 1:
+            raise ConfigurationError("transaction_data_max_num must be at least 1, got "
+                                     f"{self.transaction_data_max_num}",
+                                     setting="transaction_data_max_num")

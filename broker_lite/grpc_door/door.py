@@ -8,9 +8,10 @@ something it could receive may have appeared: a message arriving on its topic
 message group, a changed invisible duration.
 
 The door runs two rounds of its own on the event loop: the housekeeping of
-clients (every 5 s) and the revive (every ``revive_interval_seconds``), which
-expires in-flight messages, dead-letters those that used their last delivery
-and saves what is in flight to ``pop.json`` (:mod:`~broker_lite.grpc_door.pop`).
+clients (every 5 s; in proxy mode it also drops expired transaction data) and
+the revive (every ``revive_interval_seconds``), which expires in-flight
+messages, dead-letters those that used their last delivery and saves what is
+in flight to ``pop.json`` (:mod:`~broker_lite.grpc_door.pop`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from broker_lite.grpc_door.auth import Authenticator, Caller, metadata_dict
 from broker_lite.grpc_door.config import GrpcDoorConfig
 from broker_lite.grpc_door.pop import PopService
 from broker_lite.grpc_door.pop_state import FILE_NAME, PopRecord, load_records, save_records
+from broker_lite.grpc_door.proxy_mode import ProxyMode
 from broker_lite.grpc_door.settings import ClientInfo, ClientRegistry
 from broker_lite.serving.context import ServerContext
 
@@ -87,6 +89,8 @@ class GrpcDoor:
         self.pop = PopService(self.broker, self.config, client_alive=self.clients.alive)
         self.waker = Waker(ctx.loop)
         self.broker.add_arrival_listener(self.waker.arrived)
+        #: the proxy mode's state (``--grpc-proxy-semantics``); ``None`` by default
+        self.proxy = ProxyMode(self.broker, self.config) if self.config.proxy_semantics else None
         #: where clients reach this door when a request names no endpoint ("host", port)
         self.address: tuple[str, int] = ("127.0.0.1", 0)
         self.channels: set[Any] = set()
@@ -109,6 +113,9 @@ class GrpcDoor:
         restored = self.pop.restore(self._saved)
         if restored:
             log.info("%d in-flight message(s) restored from %s", restored, self._pop_path)
+        if self.proxy is not None:
+            log.info("gRPC door in RocketMQ proxy mode: transaction data kept %g s, in this "
+                     "process only", self.config.transaction_data_expire_seconds)
         self._housekeeping = self.ctx.loop.create_task(self._expire_clients(),
                                                        name="grpc-door-housekeeping")
         self._revival = self.ctx.loop.create_task(self._revive(), name="grpc-door-revive")
@@ -178,3 +185,5 @@ class GrpcDoor:
             for client_id in self.clients.expire():
                 log.info("gRPC client %s expired (no heartbeat)", client_id)
                 self.pop.client_gone(client_id)
+            if self.proxy is not None:
+                self.proxy.housekeeping()

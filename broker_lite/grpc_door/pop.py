@@ -44,11 +44,18 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from broker_lite.core import Broker
 from broker_lite.errors import BrokerError
 from broker_lite.grpc_door.config import GrpcDoorConfig
+from broker_lite.grpc_door.pop_entries import (
+    Delivery,
+    Entry,
+    QueueState,
+    ReceiveSpec,
+    make_handle,
+    parse_handle,
+)
 from broker_lite.grpc_door.pop_state import PopRecord, stored_message
 from broker_lite.grpc_door.status import Code, GrpcDoorError
 from broker_lite.protocol import messages as m
@@ -57,54 +64,6 @@ from broker_lite.storage.properties import SHARDING_KEY
 __all__ = ["Delivery", "PopService", "ReceiveSpec"]
 
 log = logging.getLogger("broker_lite.grpc")
-
-_Key = tuple[str, str, int]  # group, topic, queue id
-
-
-@dataclass(slots=True)
-class _Entry:
-    offset: int
-    message: m.DeliveredMessage
-    group: str | None
-    attempts: int = 0
-    token: str = ""
-    deadline: float = 0.0  # monotonic; 0 while visible
-    invisible_ms: int = 0
-    client_id: str = ""
-    auto_renew: bool = False
-    held_since: float = 0.0
-
-
-@dataclass(slots=True)
-class _QueueState:
-    next_offset: int
-    entries: dict[int, _Entry] = field(default_factory=dict)
-    pending: list[int] = field(default_factory=list)
-    timers: list[tuple[float, int, str]] = field(default_factory=list)
-    busy_groups: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class ReceiveSpec:
-    """One receive: who, what, how many, and for how long they stay invisible."""
-
-    group: str
-    topic: str
-    batch: int
-    invisible_ms: int
-    client_id: str
-    max_attempts: int
-    tag_expr: str = "*"
-    auto_renew: bool = False
-    start_queue: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    message: m.DeliveredMessage
-    receipt_handle: str
-    attempt: int
-    invisible_ms: int
 
 
 class PopService:
@@ -119,7 +78,7 @@ class PopService:
         self._alive = client_alive
         self._clock = clock
         self._wall = wall
-        self._states: dict[tuple[str, str], dict[int, _QueueState]] = {}
+        self._states: dict[tuple[str, str], dict[int, QueueState]] = {}
         self._prefix = os.urandom(4).hex()
         self._tokens = itertools.count(1)
 
@@ -139,13 +98,13 @@ class PopService:
                 break
         return found
 
-    def _state(self, group: str, topic: str, queue_id: int) -> _QueueState:
+    def _state(self, group: str, topic: str, queue_id: int) -> QueueState:
         per_queue = self._states.setdefault((group, topic), {})
         state = per_queue.get(queue_id)
         if state is None:
             committed = self._committed(group, topic, queue_id)
             low = self._broker.store.queue_offsets(topic, queue_id)[0]
-            state = per_queue[queue_id] = _QueueState(next_offset=max(committed, low))
+            state = per_queue[queue_id] = QueueState(next_offset=max(committed, low))
         return state
 
     def _committed(self, group: str, topic: str, queue_id: int) -> int:
@@ -182,7 +141,7 @@ class PopService:
                                                                seen, found, now, committed):
                     state.pending.append(entry.offset)
 
-    def _offer(self, spec: ReceiveSpec, queue_id: int, state: _QueueState, entry: _Entry,
+    def _offer(self, spec: ReceiveSpec, queue_id: int, state: QueueState, entry: Entry,
                seen: set[str], found: list[Delivery], now: float, committed: int) -> bool:
         """Deliver ``entry`` if it may go now (True: delivered or settled; False: it waits).
 
@@ -209,11 +168,11 @@ class PopService:
         entry.auto_renew = spec.auto_renew
         entry.held_since = now
         heapq.heappush(state.timers, (entry.deadline, entry.offset, entry.token))
-        found.append(Delivery(entry.message, _handle(queue_id, entry), entry.attempts,
+        found.append(Delivery(entry.message, make_handle(queue_id, entry), entry.attempts,
                               spec.invisible_ms))
         return True
 
-    def _read(self, spec: ReceiveSpec, queue_id: int, state: _QueueState) -> list[_Entry] | None:
+    def _read(self, spec: ReceiveSpec, queue_id: int, state: QueueState) -> list[Entry] | None:
         """Read the next messages from the store; ``None`` when there is nothing new."""
         want = max(1, min(spec.batch, self._config.max_read_ahead - len(state.entries)))
         request = m.PullRequest(group=spec.group, topic=spec.topic, queue_id=queue_id,
@@ -233,10 +192,10 @@ class PopService:
         if filtered:
             self._broker.mark_filtered(spec.group, spec.topic, queue_id, filtered)
         state.next_offset = response.next_offset
-        return [_Entry(msg.queue_offset, msg, msg.properties.get(SHARDING_KEY) or None)
+        return [Entry(msg.queue_offset, msg, msg.properties.get(SHARDING_KEY) or None)
                 for msg in response.messages]
 
-    def _expire(self, state: _QueueState, now: float) -> None:
+    def _expire(self, state: QueueState, now: float) -> None:
         timers = state.timers
         while timers and timers[0][0] <= now:
             deadline, offset, token = heapq.heappop(timers)
@@ -250,15 +209,15 @@ class PopService:
                 continue
             self._make_visible(state, entry)
 
-    def _make_visible(self, state: _QueueState, entry: _Entry) -> None:
+    def _make_visible(self, state: QueueState, entry: Entry) -> None:
         entry.deadline = 0.0
         entry.auto_renew = False
         if entry.group is not None and state.busy_groups.get(entry.group) == entry.offset:
             del state.busy_groups[entry.group]
         bisect.insort(state.pending, entry.offset)
 
-    def _dead_letter(self, group: str, topic: str, queue_id: int, state: _QueueState,
-                     entry: _Entry) -> int:
+    def _dead_letter(self, group: str, topic: str, queue_id: int, state: QueueState,
+                     entry: Entry) -> int:
         self._remove(state, entry)
         try:
             return self._broker.send_back(m.SendBackRequest(
@@ -269,7 +228,7 @@ class PopService:
                         exc)
             return 0
 
-    def _remove(self, state: _QueueState, entry: _Entry) -> None:
+    def _remove(self, state: QueueState, entry: Entry) -> None:
         state.entries.pop(entry.offset, None)
         if entry.group is not None and state.busy_groups.get(entry.group) == entry.offset:
             del state.busy_groups[entry.group]
@@ -278,7 +237,7 @@ class PopService:
             if index < len(state.pending) and state.pending[index] == entry.offset:
                 del state.pending[index]
 
-    def _drop_all(self, state: _QueueState) -> None:
+    def _drop_all(self, state: QueueState) -> None:
         state.entries.clear()
         state.pending.clear()
         state.timers.clear()
@@ -341,7 +300,7 @@ class PopService:
             message = stored_message(self._broker, record)
             if message is None:
                 continue
-            entry = _Entry(record.offset, message, message.properties.get(SHARDING_KEY) or None,
+            entry = Entry(record.offset, message, message.properties.get(SHARDING_KEY) or None,
                            attempts=record.attempts, token=record.token,
                            invisible_ms=record.invisible_ms)
             state.entries[entry.offset] = entry
@@ -358,8 +317,8 @@ class PopService:
     # -- settling ----------------------------------------------------------------------
 
     def _find(self, group: str, topic: str, handle: str,
-              msg_id: str) -> tuple[int, _QueueState | None, _Entry | None]:
-        queue_id, offset, token = _parse_handle(handle)
+              msg_id: str) -> tuple[int, QueueState | None, Entry | None]:
+        queue_id, offset, token = parse_handle(handle)
         state = self._states.get((group, topic), {}).get(queue_id)
         entry = state.entries.get(offset) if state is not None else None
         if entry is None:
@@ -407,7 +366,7 @@ class PopService:
         entry.deadline = self._clock() + invisible_ms / 1000
         entry.auto_renew = False
         heapq.heappush(state.timers, (entry.deadline, entry.offset, entry.token))
-        return _handle(queue_id, entry)
+        return make_handle(queue_id, entry)
 
     def forward_to_dlq(self, group: str, topic: str, handle: str, msg_id: str) -> int:
         """Move the message to ``%DLQ%group`` now; returns the store's end offset."""
@@ -440,15 +399,3 @@ class PopService:
     def in_flight(self, group: str, topic: str) -> int:
         """Messages read for the group and not settled (for tests and diagnostics)."""
         return sum(len(s.entries) for s in self._states.get((group, topic), {}).values())
-
-
-def _handle(queue_id: int, entry: _Entry) -> str:
-    return f"{queue_id}:{entry.offset}:{entry.token}"
-
-
-def _parse_handle(handle: str) -> tuple[int, int, str]:
-    parts = handle.split(":")
-    if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit() or not parts[2]:
-        raise GrpcDoorError(Code.INVALID_RECEIPT_HANDLE,
-                            f"receipt handle {handle[:80]!r} is not one this broker issued")
-    return int(parts[0]), int(parts[1]), parts[2]

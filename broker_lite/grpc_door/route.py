@@ -6,7 +6,10 @@ endpoints the client used to reach the door (RocketMQ's proxy answers with
 the request's endpoints too, so NAT and wildcard binds work). Each queue's
 ``permission`` follows the topic's perm (READ_WRITE, READ or WRITE), and it
 accepts every message type (NORMAL, FIFO, DELAY, TRANSACTION: RocketMQ's
-``MIXED`` topics), since broker_lite's topics have no type.
+``MIXED`` topics), whatever the topic's ``message.type`` attribute says; in
+proxy mode (``--grpc-proxy-semantics``) it accepts only that type, as the
+proxy's ``RouteActivity`` answers, so the official client refuses a message
+of another type before sending it.
 
 A topic that does not exist yet gets a route of ``--default-queues`` queues
 when topics are auto-created (the first send creates it: RocketMQ's
@@ -30,6 +33,7 @@ from broker_lite.core.topics import PERM_READ, PERM_WRITE, SYSTEM_TOPICS
 from broker_lite.errors import InvalidMessageError, TopicNotFoundError
 from broker_lite.grpc_door.auth import Caller, check_consume, check_route
 from broker_lite.grpc_door.door import GrpcDoor
+from broker_lite.grpc_door.proxy_mode import accepted_types
 from broker_lite.grpc_door.status import Code, GrpcDoorError, ok
 from broker_lite.storage import validate_topic
 
@@ -90,6 +94,12 @@ def _topic_shape(door: GrpcDoor, topic: str) -> tuple[int, int]:
     return door.broker.config.default_queues, PERM_READ | PERM_WRITE
 
 
+def _accepted(door: GrpcDoor, topic: str) -> tuple[int, ...]:
+    if door.proxy is None:
+        return ACCEPTED_TYPES
+    return accepted_types(door.proxy.topic_type(topic))
+
+
 def query_route(door: GrpcDoor, caller: Caller, request: Any) -> Any:
     topic = validate_topic_name(request.topic.name)
     check_route(caller.account, topic)
@@ -98,9 +108,10 @@ def query_route(door: GrpcDoor, caller: Caller, request: Any) -> Any:
                        endpoints=_endpoints(door, request.endpoints))
     resource = pb.Resource(name=topic, resource_namespace=request.topic.resource_namespace)
     permission = _permission(perm)
+    accepted = _accepted(door, topic)
     return spb.QueryRouteResponse(status=ok(), message_queues=[
         pb.MessageQueue(topic=resource, id=queue_id, permission=permission, broker=broker,
-                        accept_message_types=ACCEPTED_TYPES)
+                        accept_message_types=accepted)
         for queue_id in range(queues)])
 
 
@@ -117,6 +128,6 @@ def query_assignment(door: GrpcDoor, caller: Caller, request: Any) -> Any:
     queue = pb.MessageQueue(
         topic=pb.Resource(name=topic, resource_namespace=request.topic.resource_namespace),
         id=-1, permission=_permission(perm), broker=broker,
-        accept_message_types=ACCEPTED_TYPES)
+        accept_message_types=_accepted(door, topic))
     return spb.QueryAssignmentResponse(status=ok(),
                                        assignments=[pb.Assignment(message_queue=queue)])

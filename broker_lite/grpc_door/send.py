@@ -15,10 +15,17 @@ group). Its transaction id is its message id. EndTransaction with source
 CLIENT or SERVER_CHECK goes to ``Broker.end_transaction`` (``from_check`` for
 the latter), which is idempotent: a repeated COMMIT is OK, a conflicting
 resolution is refused with BAD_REQUEST.
+
+In proxy mode (``--grpc-proxy-semantics``, :mod:`~broker_lite.grpc_door.
+proxy_mode`) a send is first checked as the proxy checks it (no transactional
+batch, the topic's message type), every half is stored even under a message id
+already stored, and its transaction data is kept; an end takes that data (or
+fails without it) and is answered OK once handed to the broker.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -69,13 +76,22 @@ async def send_message(door: GrpcDoor, caller: Caller, request: Any) -> Any:
             raise GrpcDoorError(Code.MESSAGE_CORRUPTED,
                                 "every message of one request must have the same topic")
         wires.append(to_wire(message, config=door.config, max_body=max_body, now_ms=now))
-    if any(w.transactional for w in wires):
+    proxy = door.proxy
+    if proxy is not None:
+        proxy.check_send(topic, wires)
+    elif any(w.transactional for w in wires):
         _track_transactional(door, caller, topic)
     outcomes: list[Sent | BrokerError]
     if len(wires) == 1:
-        outcomes = [door.broker.send(topic, wires[0], born_host=caller.peer)]
+        outcomes = [door.broker.send(topic, wires[0], born_host=caller.peer,
+                                     dedupe=proxy is None)]
     else:
         outcomes = door.broker.send_batch(topic, wires, born_host=caller.peer)
+    hold = 0.0
+    if proxy is not None:  # logged and kept as soon as stored, before any flush wait
+        for wire, outcome in zip(wires, outcomes, strict=True):
+            if wire.transactional and isinstance(outcome, Sent):
+                hold = max(hold, proxy.half_stored(topic, wire, outcome.result))
     ends = [o.end_offset for o in outcomes if isinstance(o, Sent)]
     if ends:
         await wait_flushed(door.ctx, max(ends))
@@ -88,6 +104,8 @@ async def send_message(door: GrpcDoor, caller: Caller, request: Any) -> Any:
                 offset=result.queue_offset))
         else:
             entries.append(spb.SendResultEntry(status=status_for(outcome)))
+    if hold:  # a test hook only (fault_slow_half_every)
+        await asyncio.sleep(hold)
     return spb.SendMessageResponse(status=_overall({e.status.code for e in entries}),
                                    entries=entries)
 
@@ -99,9 +117,16 @@ async def end_transaction(door: GrpcDoor, caller: Caller, request: Any) -> Any:
         raise GrpcDoorError(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
     check_producer(caller.account, topic)
     state = _STATES.get(int(request.resolution), m.TxState.UNKNOWN)
+    from_check = request.source == pb.TransactionSource.SOURCE_SERVER_CHECK
+    if door.proxy is not None:
+        data = door.proxy.take(topic, transaction_id)
+        door.proxy.hand_off(door.ctx.loop, m.EndTransactionRequest(
+            producer_group=topic, transaction_id=transaction_id, state=state,
+            commit_log_offset=data.commit_log_offset, queue_offset=data.queue_offset,
+            msg_id=request.message_id, from_check=from_check))
+        return spb.EndTransactionResponse(status=ok())
     ended = door.broker.end_transaction(m.EndTransactionRequest(
         producer_group=topic, transaction_id=transaction_id, state=state,
-        msg_id=request.message_id,
-        from_check=request.source == pb.TransactionSource.SOURCE_SERVER_CHECK))
+        msg_id=request.message_id, from_check=from_check))
     await wait_flushed(door.ctx, ended.end_offset)
     return spb.EndTransactionResponse(status=ok())

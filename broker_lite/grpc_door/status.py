@@ -70,8 +70,11 @@ _FIELD_CODES = {
 }
 
 
-class GrpcDoorError(Exception):
-    """A request the gRPC door refuses before (or instead of) asking the broker."""
+class GrpcDoorError(RequestError):
+    """A request the gRPC door refuses before (or instead of) asking the broker.
+
+    ``code`` is the ``apache.rocketmq.v2.Code`` it is answered with.
+    """
 
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
@@ -124,7 +127,8 @@ def ok() -> Any:
 def status_for(exc: BaseException, *, what: str = "request") -> Any:
     """The ``Status`` of a failure; unexpected ones are logged with their traceback."""
     code = code_for(exc)
-    if code == pb.Code.INTERNAL_SERVER_ERROR and not isinstance(exc, BrokerError):
+    if code == pb.Code.INTERNAL_SERVER_ERROR and not isinstance(exc, (BrokerError,
+                                                                      GrpcDoorError)):
         log.error("gRPC %s failed unexpectedly", what, exc_info=exc)
         return status(code, f"internal error: {type(exc).__name__}: {exc}")
     message = exc.message if isinstance(exc, GrpcDoorError) else str(exc)

@@ -11,7 +11,10 @@ when the core's check service finds an orphaned half, it calls
 of the half's producers, which writes a ``RecoverOrphanedTransactionCommand``
 (the half as a message, and its transaction id). The client runs its
 ``TransactionChecker`` and answers with an ``EndTransaction`` call whose
-source is SERVER_CHECK (:mod:`~broker_lite.grpc_door.send`).
+source is SERVER_CHECK (:mod:`~broker_lite.grpc_door.send`). In proxy mode
+the door keeps the half's transaction data as it writes the check, so that
+answer can end the half once, within the window, as with RocketMQ's proxy
+(``AbstractProxyRelayService.processCheckTransactionState``).
 
 Settings that are refused (bad topic or group, no permission, SQL filter)
 are answered with a ``TelemetryCommand`` carrying only the error status, and
@@ -31,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from rocketmq.grpc_protocol import service_pb2 as spb
@@ -55,13 +58,16 @@ class TelemetryChannel:
     """One client's Telemetry stream, as the core's check-back ``Channel``."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, client_id: str, remote_address: str,
-                 store_host: str) -> None:
+                 store_host: str, *,
+                 on_check: Callable[[m.CheckTransactionRequest],
+                                    m.CheckTransactionRequest] | None = None) -> None:
         self.client_id = client_id
         self.remote_address = remote_address
         self._loop = loop
         self._store_host = store_host
         self._outgoing: asyncio.Queue[Any] = asyncio.Queue()
         self._alive = True
+        self._on_check = on_check
         self.checks_sent = 0
 
     def __repr__(self) -> str:
@@ -86,6 +92,10 @@ class TelemetryChannel:
                  request.transaction_id, self.client_id)
 
     def _write_check(self, request: m.CheckTransactionRequest) -> None:
+        if not self._alive:
+            return
+        if self._on_check is not None:
+            request = self._on_check(request)
         command = spb.RecoverOrphanedTransactionCommand(
             message=to_proto(request.message, store_host=self._store_host),
             transaction_id=request.transaction_id)
@@ -156,7 +166,8 @@ async def telemetry(door: GrpcDoor, commands: AsyncIterator[Any],
     except Exception as exc:
         yield spb.TelemetryCommand(status=status_for(exc, what="Telemetry"))
         return
-    channel = TelemetryChannel(door.ctx.loop, caller.client_id, caller.peer, door.store_host)
+    channel = TelemetryChannel(door.ctx.loop, caller.client_id, caller.peer, door.store_host,
+                               on_check=door.proxy.check_sent if door.proxy else None)
     door.channels.add(channel)
     reader = asyncio.ensure_future(_read(door, caller, channel, commands))
     try:

@@ -6,6 +6,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from broker_lite.errors import ProtocolError, ResponseCode
 from broker_lite.protocol import messages as m
 from broker_lite.protocol.codes import RequestCode
 
@@ -71,8 +72,12 @@ RESPONSE_TYPES: dict[int, type[Any]] = {
 }
 
 
-class BodyError(ValueError):
-    """A body that does not decode as the type its code calls for."""
+class BodyError(ProtocolError, ValueError):
+    """A body that does not decode as the type its code calls for: ``body_type``."""
+
+    def __init__(self, message: str, *, body_type: str = "") -> None:
+        super().__init__(message, code=ResponseCode.MALFORMED_REQUEST)
+        self.body_type = body_type
 
 
 def encode(body: Any) -> bytes:
@@ -86,5 +91,6 @@ def decode(data: bytes, kind: type[T]) -> T:
     try:
         result: T = decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise BodyError(f"malformed {kind.__name__}: {exc}") from exc
+        raise BodyError(f"malformed {kind.__name__}: {exc}",
+                        body_type=kind.__name__) from exc
     return result

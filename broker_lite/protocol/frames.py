@@ -21,6 +21,8 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
+from broker_lite.errors import ProtocolError, ResponseCode
+
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "HEADER_SIZE",
@@ -51,19 +53,22 @@ class FrameKind(IntEnum):
 _KINDS = (FrameKind.REQUEST, FrameKind.RESPONSE, FrameKind.ONEWAY)
 
 
-class FrameError(ValueError):
+class FrameError(ProtocolError, ValueError):
     """Bytes that are not a frame. ``fatal`` means the stream cannot be resynced.
 
-    ``request_id`` and ``code`` are set when the header was readable, so the
-    receiver can still answer that request with an error frame.
+    ``request_id`` and ``kind`` are set when the header was readable, so the
+    receiver can still answer that request with an error frame; ``limit`` is
+    the frame size limit a frame was over.
     """
 
     def __init__(self, message: str, *, fatal: bool, request_id: int | None = None,
-                 kind: int | None = None) -> None:
-        super().__init__(message)
+                 kind: int | None = None, limit: int | None = None) -> None:
+        super().__init__(message, code=(ResponseCode.BAD_FRAME if limit is None
+                                        else ResponseCode.FRAME_TOO_LARGE))
         self.fatal = fatal
         self.request_id = request_id
         self.kind = kind
+        self.limit = limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +98,7 @@ def parse_header(header: bytes | bytearray, max_frame_size: int,
     if length + 4 > max_frame_size:
         raise FrameError(
             f"frame of {length + 4} bytes is over the limit of {max_frame_size}",
-            fatal=True, request_id=request_id, kind=kind,
+            fatal=True, request_id=request_id, kind=kind, limit=max_frame_size,
         )
     if version != PROTOCOL_VERSION:
         raise FrameError(f"protocol version {version} is not supported (want "

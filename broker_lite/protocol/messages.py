@@ -230,6 +230,10 @@ class CheckTransactionRequest(_Body, frozen=True):
     queue_offset: int
     check_times: int
     message: DeliveredMessage
+    #: the renewed copy of the half this check wrote (RocketMQ's check names that copy,
+    #: ``putBackHalfMsgQueue``): its commit-log and half-queue offsets; -1: none
+    renewed_commit_log_offset: int = -1
+    renewed_queue_offset: int = -1
 
 
 class CheckTransactionResponse(_Body, frozen=True):
@@ -339,6 +343,10 @@ class TopicCreateRequest(_Body, frozen=True):
     queues: int = 4
     #: RocketMQ permission bits: 4 read, 2 write (6 = both)
     perm: int = 6
+    #: topic attributes to set (``message.type``: NORMAL, FIFO, DELAY, TRANSACTION, MIXED)
+    attributes: dict[str, str] = {}
+    #: topic attributes to remove
+    removed_attributes: list[str] = []
 
 
 class TopicInfo(_Body, frozen=True):
@@ -346,6 +354,7 @@ class TopicInfo(_Body, frozen=True):
     queues: int
     perm: int
     max_offsets: list[int] = []
+    attributes: dict[str, str] = {}
 
 
 class TopicListResponse(_Body, frozen=True):

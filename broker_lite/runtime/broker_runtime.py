@@ -30,6 +30,7 @@ import grpc
 
 from broker_lite.core import Broker, BrokerConfig
 from broker_lite.core.acl import Acl
+from broker_lite.errors import ConfigurationError
 from broker_lite.grpc_door import GrpcDoor, add_to_server
 from broker_lite.grpc_door.config import GrpcDoorConfig
 from broker_lite.runtime.periodic import Periodic, schedule_for
@@ -44,8 +45,12 @@ log = logging.getLogger("broker_lite.server")
 _SHUTDOWN_GRACE = 10.0
 
 
-class BindRefused(ValueError):
+class BindRefused(ConfigurationError):
     """An open broker (no ACL) was asked to listen beyond loopback without ``insecure``."""
+
+    def __init__(self, message: str, *, host: str) -> None:
+        super().__init__(message, setting="host")
+        self.host = host
 
 
 def is_loopback(host: str) -> bool:
@@ -68,7 +73,8 @@ def check_bind_policy(host: str, *, acl: Acl | None, insecure: bool) -> None:
     if acl is None and not insecure and not is_loopback(host):
         raise BindRefused(
             f"refusing to listen on {host!r} without an ACL: anyone who can reach it could "
-            f"send, consume and end transactions. Pass --acl FILE, or --insecure to accept that")
+            f"send, consume and end transactions. Pass --acl FILE, or --insecure to accept that",
+            host=host)
 
 
 class BrokerRuntime:

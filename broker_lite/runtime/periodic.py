@@ -18,6 +18,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from broker_lite.errors import ConfigurationError
+
 if TYPE_CHECKING:
     from broker_lite.core import Broker
 
@@ -52,7 +54,8 @@ class Periodic:
 
     def __init__(self, name: str, job: Callable[[], object], interval: float) -> None:
         if interval <= 0:
-            raise ValueError(f"{name}: interval must be positive, got {interval}")
+            raise ConfigurationError(f"{name}: interval must be positive, got {interval}",
+                                     setting="interval")
         self.name = name
         self.interval = interval
         self.rounds = 0

@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from broker_lite.core import Broker
 from broker_lite.core.acl import Account, Acl
+from broker_lite.errors import ConfigurationError
 from broker_lite.protocol import DEFAULT_MAX_FRAME_SIZE
 from broker_lite.protocol import messages as m
 from broker_lite.serving.flushgate import FlushGate
@@ -56,16 +57,20 @@ class ServerConfig:
 
     def __post_init__(self) -> None:
         if not 0 <= self.port < 65536 or not 0 <= self.grpc_port < 65536:
-            raise ValueError(f"ports must be in [0, 65535], got {self.port} and {self.grpc_port}")
+            raise ConfigurationError(
+                f"ports must be in [0, 65535], got {self.port} and {self.grpc_port}",
+                setting="port, grpc_port")
         if self.max_frame_size < _MIN_FRAME_SIZE:
-            raise ValueError(
+            raise ConfigurationError(
                 f"max_frame_size must be at least {_MIN_FRAME_SIZE} bytes, "
-                f"got {self.max_frame_size}")
+                f"got {self.max_frame_size}", setting="max_frame_size")
         if self.max_inflight_per_connection < 1:
-            raise ValueError("max_inflight_per_connection must be at least 1")
+            raise ConfigurationError("max_inflight_per_connection must be at least 1",
+                                     setting="max_inflight_per_connection")
         if min(self.flush_timeout, self.check_reply_timeout, self.hello_timeout) <= 0:
-            raise ValueError("flush_timeout, check_reply_timeout and hello_timeout must be "
-                             "positive")
+            raise ConfigurationError("flush_timeout, check_reply_timeout and hello_timeout must be "
+                                     "positive",
+                                     setting="flush_timeout, check_reply_timeout, hello_timeout")
 
 
 class Session(Protocol):

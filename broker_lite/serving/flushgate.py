@@ -22,6 +22,7 @@ import heapq
 import itertools
 import math
 
+from broker_lite.errors import ResponseCode, UnavailableError
 from broker_lite.storage import MessageStore
 
 __all__ = ["FlushGate", "FlushTimeout"]
@@ -30,8 +31,14 @@ __all__ = ["FlushGate", "FlushTimeout"]
 _SWEEP_INTERVAL = 0.1
 
 
-class FlushTimeout(Exception):
-    """What a wait resolves to when its deadline passed before the fsync."""
+class FlushTimeout(UnavailableError):
+    """What a wait resolves to when its deadline passed before the fsync of ``end_offset``."""
+
+    code = ResponseCode.FLUSH_DISK_TIMEOUT
+
+    def __init__(self, *, end_offset: int) -> None:
+        super().__init__(f"no fsync of offset {end_offset} before the wait's deadline")
+        self.end_offset = end_offset
 
 
 class FlushGate:
@@ -97,11 +104,11 @@ class FlushGate:
         self._sweeper = None
         now = self._loop.time()
         pending = False
-        for _end, _seq, future, deadline in self._waiting:
+        for end, _seq, future, deadline in self._waiting:
             if future.done() or deadline == math.inf:
                 continue
             if deadline <= now:
-                future.set_result(FlushTimeout())
+                future.set_result(FlushTimeout(end_offset=end))
             else:
                 pending = True
         if pending:

@@ -18,7 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from broker_lite.errors import CorruptRecordError, MessageTooLargeError, OffsetOutOfRangeError
+from broker_lite.errors import (
+    ConfigurationError,
+    CorruptRecordError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+)
 from broker_lite.storage.mapped_file import MappedFile, MappedFileQueue
 from broker_lite.storage.record import (
     BLANK_MAGIC,
@@ -56,7 +61,9 @@ class CommitLog:
     def __init__(self, directory: Path, segment_size: int, *, readonly: bool = False,
                  require_crc_tail: bool = False) -> None:
         if segment_size < 4096:
-            raise ValueError(f"segment_size must be at least 4096 bytes, got {segment_size}")
+            raise ConfigurationError(
+                f"segment_size must be at least 4096 bytes, got {segment_size}",
+                setting="segment_size")
         self.segment_size = segment_size
         #: every record must carry RocketMQ's ``__CRC32#`` tail (a store that writes it)
         self.require_crc_tail = require_crc_tail

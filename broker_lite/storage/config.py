@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker_lite.errors import ConfigurationError
 from broker_lite.storage.flush import FlushMode
 
 __all__ = ["StoreConfig"]
@@ -45,10 +46,15 @@ class StoreConfig:
 
     def __post_init__(self) -> None:
         if self.flush not in ("async", "sync"):
-            raise ValueError(f"flush must be 'async' or 'sync', not {self.flush!r}")
+            raise ConfigurationError(f"flush must be 'async' or 'sync', not {self.flush!r}",
+                                     setting="flush")
         if self.segment_size < 4096:
-            raise ValueError(f"segment_size must be at least 4096 bytes, got {self.segment_size}")
+            raise ConfigurationError(
+                f"segment_size must be at least 4096 bytes, got {self.segment_size}",
+                setting="segment_size")
         if self.max_message_size <= 0:
-            raise ValueError("max_message_size must be positive")
+            raise ConfigurationError("max_message_size must be positive",
+                                     setting="max_message_size")
         if self.units_per_queue_file <= 0 or self.index_slots <= 0 or self.index_entries <= 0:
-            raise ValueError("queue and index file sizes must be positive")
+            raise ConfigurationError("queue and index file sizes must be positive",
+                                     setting="units_per_queue_file, index_slots, index_entries")

@@ -27,6 +27,7 @@ import zlib
 from collections.abc import Mapping
 from pathlib import Path
 
+from broker_lite.errors import ConfigurationError
 from broker_lite.storage.mapped_file import MappedFile, segment_name
 from broker_lite.storage.properties import KEYS, TRANSACTION_ID, UNIQ_KEY, split_keys
 
@@ -59,7 +60,9 @@ class IndexFile:
             self.end_offset = begin_offset
             self._write_header()
         elif slots != slot_count:
-            raise ValueError(f"{path}: built with {slots} slots, configured {slot_count}")
+            raise ConfigurationError(f"{path}: built with {slots} slots, configured {slot_count} "
+                                     "(index_slots)",
+                                     setting="index_slots")
         self._entries_at = _HEADER.size + slot_count * _SLOT.size
         self.dirty = False
 

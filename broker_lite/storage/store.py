@@ -384,7 +384,7 @@ class MessageStore:
                 continue
             try:
                 record = self.get(offset)
-            except StorageError:
+            except (StorageError, OffsetOutOfRangeError):
                 continue
             if key in index_keys(record.properties) and record.physical_offset == offset:
                 found.append(record)

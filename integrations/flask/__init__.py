@@ -19,12 +19,14 @@ the app's configuration. See docs/integrations.md.
 
 from __future__ import annotations
 
-from integrations._unit import HalfFirstError, MessageSpec
+from integrations._unit import MessageSpec
+from integrations.errors import AlreadyInitialisedError, HalfFirstError
 from integrations.flask._decorator import transactional_message
 from integrations.flask._extension import EXTENSION_KEY, FlaskState, Rocketbox, publish, state_for
 
 __all__ = [
     "EXTENSION_KEY",
+    "AlreadyInitialisedError",
     "FlaskState",
     "HalfFirstError",
     "MessageSpec",

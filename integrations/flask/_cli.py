@@ -64,7 +64,7 @@ def status_command(as_json: bool) -> None:
         render_status(result, Console())
 
 
-class _SettingsError(click.ClickException):
+class _SettingsError(click.ClickException, ConfigurationError):
     """A broker setting that cannot work: one line, exit 2 (as ``rocketbox`` does)."""
 
     exit_code = 2

@@ -34,6 +34,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from integrations._unit import current_unit
+from integrations.errors import AlreadyInitialisedError
 from outbox.config import Outbox, RelaySettings
 from outbox.errors import ConfigurationError, NoTransactionError
 from outbox.migrate import engine_for
@@ -226,8 +227,7 @@ class Rocketbox:
 
     def init_app(self, app: Flask) -> None:
         if EXTENSION_KEY in app.extensions:
-            raise RuntimeError("rocketbox is already initialised on this app; "
-                               "call init_app once per app")
+            raise AlreadyInitialisedError(app=app.name)
         for key, value in DEFAULTS.items():
             app.config.setdefault(key, value)
         app.extensions[EXTENSION_KEY] = FlaskState(app)

@@ -87,17 +87,21 @@ class CelerySettings:
     def __post_init__(self) -> None:
         if self.sweep_interval < 0 or self.retry_base <= 0 or self.retry_max <= 0:
             raise ConfigurationError("celery settings: sweep_interval >= 0, retry_base > 0 "
-                                     "and retry_max > 0")
+                                     "and retry_max > 0",
+                                     setting="sweep_interval, retry_base, retry_max")
         if self.sweep_min_age < 0:
             raise ConfigurationError(f"celery settings: sweep_min_age must be >= 0, got "
-                                     f"{self.sweep_min_age}")
+                                     f"{self.sweep_min_age}", setting="sweep_min_age")
         if self.max_retries < 0 or self.sweep_passes < 1:
-            raise ConfigurationError("celery settings: max_retries >= 0, sweep_passes >= 1")
+            raise ConfigurationError("celery settings: max_retries >= 0, sweep_passes >= 1",
+                                     setting="max_retries, sweep_passes")
         if self.polling_interval <= 0:
-            raise ConfigurationError("celery settings: polling_interval must be > 0")
+            raise ConfigurationError("celery settings: polling_interval must be > 0",
+                                     setting="polling_interval")
         if not 0 <= self.enqueue_window <= 5:
             raise ConfigurationError("celery settings: enqueue_window must be between 0 and "
-                                     f"5 seconds, got {self.enqueue_window}")
+                                     f"5 seconds, got {self.enqueue_window}",
+                                     setting="enqueue_window")
 
 
 @dataclass

@@ -7,10 +7,12 @@ import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
+from outbox.errors import ConfigurationError
+
 __all__ = ["ConsoleConfig", "ConsoleConfigError", "is_loopback"]
 
 
-class ConsoleConfigError(ValueError):
+class ConsoleConfigError(ConfigurationError):
     """A setting the console cannot run with (named in the message)."""
 
 
@@ -56,20 +58,22 @@ class ConsoleConfig:
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
-            raise ConsoleConfigError(f"port must be 0..65535, got {self.port}")
+            raise ConsoleConfigError(f"port must be 0..65535, got {self.port}", setting="port")
         if self.sample_seconds <= 0:
             raise ConsoleConfigError(
-                f"sample_seconds must be positive, got {self.sample_seconds}")
+                f"sample_seconds must be positive, got {self.sample_seconds}",
+                setting="sample_seconds")
         if self.history < 2:
-            raise ConsoleConfigError(f"history must be at least 2 samples, got {self.history}")
+            raise ConsoleConfigError(f"history must be at least 2 samples, got {self.history}",
+                                     setting="history")
         if bool(self.access_key) != bool(self.secret_key):
             raise ConsoleConfigError("access_key and secret_key go together: give both or "
-                                     "neither")
+                                     "neither", setting="access_key, secret_key")
         if not is_loopback(self.host) and not self.has_credentials:
             raise ConsoleConfigError(
                 f"host {self.host!r} is not loopback: the console needs credentials there "
                 "(--token, or --access-key and --secret-key); it would let anyone replay "
-                "rows and reset offsets")
+                "rows and reset offsets", setting="host")
 
     @property
     def has_credentials(self) -> bool:

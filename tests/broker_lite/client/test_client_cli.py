@@ -83,13 +83,36 @@ def test_consume_prints_binary_bodies_as_base64(broker: BrokerLiteServer) -> Non
 def test_topic_create_and_list(broker: BrokerLiteServer) -> None:
     server = ("--server", broker.native)
     [made] = lines(cli("topic", "create", *server, "--topic", "Made", "--queues", "8"))
-    assert made == {"topic": "Made", "queues": 8, "perm": 6, "max_offsets": [0] * 8}
+    assert made == {"topic": "Made", "queues": 8, "perm": 6, "max_offsets": [0] * 8,
+                    "attributes": {}}
     listed = {t["topic"]: t for t in lines(cli("topic", "list", *server))}
     assert listed["Made"]["queues"] == 8
     [route] = lines(cli("topic", "route", *server, "--topic", "Made"))
     assert route["topic"] == "Made"
     missing = cli("topic", "route", *server, "--topic", "Nope")
     assert missing.returncode == 1 and "Nope" in missing.stderr
+
+
+@pytest.mark.timeout(60)
+def test_topic_attributes_are_set_kept_and_removed_like_mqadmin(broker: BrokerLiteServer) -> None:
+    server = ("--server", broker.native)
+    [made] = lines(cli("topic", "create", *server, "--topic", "TxOnly", "--queues", "2",
+                       "-a", "+message.type=TRANSACTION"))
+    assert made["attributes"] == {"message.type": "TRANSACTION"}
+    [grown] = lines(cli("topic", "create", *server, "--topic", "TxOnly", "--queues", "4"))
+    assert grown["queues"] == 4 and grown["attributes"] == {"message.type": "TRANSACTION"}
+    [listed] = [t for t in lines(cli("topic", "list", *server)) if t["topic"] == "TxOnly"]
+    assert listed["attributes"] == {"message.type": "TRANSACTION"}
+    [dropped] = lines(cli("topic", "create", *server, "--topic", "TxOnly",
+                          "--attributes=-message.type"))
+    assert dropped["attributes"] == {}
+    bad_value = cli("topic", "create", *server, "--topic", "TxOnly", "-a", "+message.type=TX")
+    assert bad_value.returncode != 0 and "message.type must be one of" in bad_value.stderr
+    bad_key = cli("topic", "create", *server, "--topic", "TxOnly", "-a", "+queue.type=x")
+    assert bad_key.returncode != 0 and "unsupported topic attribute 'queue.type'" in \
+        bad_key.stderr
+    bad_form = cli("topic", "create", *server, "--topic", "TxOnly", "-a", "message.type")
+    assert bad_form.returncode == 2 and "+KEY=VALUE" in bad_form.stderr
 
 
 @pytest.mark.timeout(90)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from core_support import ProducerEndpoint, make_broker
+from core_support import ProducerEndpoint, make_broker, pull_all
 from support import rocketmq_log as rmq
 
 from broker_lite.core import Broker
@@ -94,3 +94,41 @@ def test_state_is_rebuilt_from_rocketmqs_own_op_records(tmp_path: Path) -> None:
         assert reopened.transactions.pending_count == 2
     finally:
         reopened.close()
+
+
+def test_a_resent_half_is_a_half_of_its_own_when_not_deduplicated(tmp_path: Path) -> None:
+    """``dedupe=False`` (the gRPC door's proxy mode) stores a half re-sent under the same
+    id as RocketMQ does: a second half, checked and ended on its own, also after a restart."""
+    data = tmp_path / "b"
+    broker = make_broker(data, tx_timeout=1, tx_check_interval=1, tx_check_max=5)
+    wire = m.WireMessage(topic="Pay", body=b"row-1", msg_id="tx-1", transactional=True)
+    try:
+        first = broker.send("pg", wire).result
+        assert broker.send("pg", wire).result.duplicate  # the default: the first one's result
+        second = broker.send("pg", wire, dedupe=False).result
+        assert not second.duplicate and second.commit_log_offset != first.commit_log_offset
+        assert len(broker.transactions.halves("tx-1")) == 2
+        endpoint = ProducerEndpoint()
+        broker.register(m.HeartbeatRequest(client_id=endpoint.client_id,
+                                           producer_groups=["pg"]), endpoint)
+        entry = broker.transactions.get("tx-1")
+        assert entry is not None
+        assert broker.transactions.check(entry.store_ts + 1_500) == 2  # one per half
+        assert sorted(c.commit_log_offset for c in endpoint.checks) == sorted(
+            (first.commit_log_offset, second.commit_log_offset))
+        _end(broker, second, ROLLBACK)  # the re-sent half, named by its offsets
+    finally:
+        broker.close()
+    broker = make_broker(data, tx_timeout=1, tx_check_interval=1, tx_check_max=5)
+    try:
+        halves = broker.transactions.halves("tx-1")
+        assert [(h.half_offset, h.state, h.check_times) for h in halves] == [
+            (first.commit_log_offset, "pending", 1), (second.commit_log_offset, "rolled_back", 1)]
+        _end(broker, first, COMMIT)
+        assert [msg.body for msg in pull_all(broker, "Pay")] == [b"row-1"]
+    finally:
+        broker.close()
+    renewed = [r for r in _log(data) if r.topic == HALF_TOPIC and "TRANSACTION_CHECK_TIMES"
+               in r.props]
+    assert [r.props.get("TRAN_PREPARED_QUEUE_OFFSET") for r in renewed] == [
+        None, str(second.queue_offset)]

@@ -17,15 +17,24 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 import grpc
-from rocketmq import ClientConfiguration, Credentials, Message, SimpleConsumer
+from rocketmq import (
+    ClientConfiguration,
+    Credentials,
+    Message,
+    SimpleConsumer,
+    TransactionChecker,
+    TransactionResolution,
+)
 from rocketmq.grpc_protocol import service_pb2_grpc
 from rocketmq.v5.util.signature import Signature
 from support import BrokerLiteServer, wait_until
 
 __all__ = [
     "FAST_GRPC_BROKER",
+    "Checker",
     "ClientLog",
     "Clients",
+    "Clock",
     "StartGrpcBroker",
     "config",
     "make_message",
@@ -158,3 +167,31 @@ def raw_metadata(client_id: str = "raw-test-client", ak: str = "", sk: str = "",
 
 def now_seconds() -> int:
     return int(time.time())
+
+
+class Checker(TransactionChecker):
+    """Answers every check-back with ``resolution`` and records the messages it was asked."""
+
+    def __init__(self, resolution: int = TransactionResolution.COMMIT) -> None:
+        self.resolution = resolution
+        self._lock = threading.Lock()
+        self.asked: list[Message] = []
+
+    def check(self, message: Message) -> int:
+        with self._lock:
+            self.asked.append(message)
+        return self.resolution
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.asked)
+
+
+class Clock:
+    """A monotonic clock the test moves (``clock.now += 30``)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now

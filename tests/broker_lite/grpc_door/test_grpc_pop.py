@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from grpc_support import Clock
 
 from broker_lite.core import Broker, BrokerConfig
 from broker_lite.grpc_door import GrpcDoorConfig, GrpcDoorError
@@ -16,14 +17,6 @@ from broker_lite.protocol import messages as m
 from broker_lite.storage import StoreConfig
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(30)]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

@@ -8,39 +8,12 @@ client's checker answers with an EndTransaction of source SERVER_CHECK.
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from grpc_support import config, make_message, receive, running
-from rocketmq import (
-    FilterExpression,
-    Message,
-    Producer,
-    SimpleConsumer,
-    TransactionChecker,
-    TransactionResolution,
-)
+from grpc_support import Checker, config, make_message, receive, running
+from rocketmq import FilterExpression, Producer, SimpleConsumer, TransactionResolution
 from support import BrokerLiteServer, wait_until
 
 pytestmark = pytest.mark.grpc
-
-
-class Checker(TransactionChecker):
-    """Answers every check with ``resolution`` and records what it was asked."""
-
-    def __init__(self, resolution: int = TransactionResolution.COMMIT) -> None:
-        self.resolution = resolution
-        self._lock = threading.Lock()
-        self.asked: list[Message] = []
-
-    def check(self, message: Message) -> int:
-        with self._lock:
-            self.asked.append(message)
-        return self.resolution
-
-    def count(self) -> int:
-        with self._lock:
-            return len(self.asked)
 
 
 def _consumer(endpoint: str, group: str, topic: str) -> SimpleConsumer:

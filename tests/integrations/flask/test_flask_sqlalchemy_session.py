@@ -81,8 +81,8 @@ def test_flask_sqlalchemy_session_commits_and_rolls_back_with_the_messages(
 @pytest.mark.timeout(10)
 def test_public_names() -> None:
     assert sorted(integrations.flask.__all__) == sorted(
-        ["EXTENSION_KEY", "FlaskState", "HalfFirstError", "MessageSpec", "Rocketbox",
-         "publish", "state_for", "transactional_message"])
+        ["EXTENSION_KEY", "AlreadyInitialisedError", "FlaskState", "HalfFirstError",
+         "MessageSpec", "Rocketbox", "publish", "state_for", "transactional_message"])
     assert all(hasattr(integrations.flask, name) for name in integrations.flask.__all__)
     assert sorted(integrations.django.__all__) == [
         "TransactionalMessageMixin", "apublish", "publish", "transactional_message"]
