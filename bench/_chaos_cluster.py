@@ -159,6 +159,8 @@ class Cluster:
     # -- Redis ----------------------------------------------------------------------------
 
     def start_redis(self) -> None:
+        if self.redis_proc is not None and self.redis_proc.poll() is None:
+            raise RuntimeError(f"Redis (pid {self.redis_proc.pid}) is already running")
         self.redis_proc = _spawn(self.redis_argv, log=self.work / "redis.log", cwd=self.redis_dir)
 
         def answers() -> bool:
