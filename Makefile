@@ -57,8 +57,9 @@ test: venv system-deps lint
 
 ## lint: ruff over code and tests, mypy --strict over the packages, the layer contracts
 lint: venv
-	$(VENV)/bin/ruff check broker_lite outbox integrations spark migrations examples bench tests docs
-	$(VENV)/bin/mypy --strict broker_lite outbox spark integrations
+	$(VENV)/bin/ruff check broker_lite outbox integrations spark migrations procgroup examples bench tests docs
+	$(VENV)/bin/mypy --strict broker_lite outbox spark integrations procgroup
+	$(VENV)/bin/mypy --strict -p examples.demo
 	$(VENV)/bin/lint-imports --no-cache
 
 ## demo: the end-to-end demo on embedded defaults

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -37,13 +36,13 @@ from support.servers import (
     BrokerLiteServer,
     PostgresServer,
     _postgres_account,
-    _spawn,
-    _stop_group,
     free_port,
     start_broker_lite,
     start_postgres,
 )
 from support.waiting import wait_until
+
+from procgroup import Process
 
 __all__ = ["BROKER_DISK_MB", "Cluster", "Proxy", "Service", "cluster"]
 
@@ -67,35 +66,15 @@ def python_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
 
 
-@dataclass
-class Service:
+class Service(Process):
     """A command in its own process group, killed with SIGKILL and started again the same way."""
 
-    name: str
-    argv: list[str]
-    log: Path
-    process: subprocess.Popen[bytes] | None = None
-    starts: int = 0
-
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out,
-                                            stderr=subprocess.STDOUT, cwd=REPO_ROOT,
-                                            env=python_env(), start_new_session=True)
-        self.starts += 1
-
-    def kill(self) -> None:
-        if self.process is not None:
-            _stop_group(self.process, sig=signal.SIGKILL, timeout=10)
-
-    def stop(self) -> int | None:
-        if self.process is None:
-            return None
-        return _stop_group(self.process, sig=signal.SIGTERM, timeout=20)
+    def __init__(self, name: str, argv: list[str], log: Path) -> None:
+        super().__init__(argv, log=log, cwd=REPO_ROOT, env=python_env(), name=name)
 
     def exited(self) -> int | None:
         """The exit status if the process ended on its own (or was killed), else None."""
-        return None if self.process is None else self.process.poll()
+        return self.poll()
 
 
 class Proxy:
@@ -133,7 +112,7 @@ class Cluster:
     pg_proxy: Proxy
     relay: Service
     checker: Service
-    redis_proc: subprocess.Popen[bytes] | None = None
+    redis_proc: Process | None = None
     stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     tmpfs: bool = False
 
@@ -159,9 +138,10 @@ class Cluster:
     # -- Redis ----------------------------------------------------------------------------
 
     def start_redis(self) -> None:
-        if self.redis_proc is not None and self.redis_proc.poll() is None:
+        if self.redis_proc is not None and self.redis_proc.alive():
             raise RuntimeError(f"Redis (pid {self.redis_proc.pid}) is already running")
-        self.redis_proc = _spawn(self.redis_argv, log=self.work / "redis.log", cwd=self.redis_dir)
+        self.redis_proc = Process(self.redis_argv, log=self.work / "redis.log", cwd=self.redis_dir,
+                                  name="redis-server").start()
 
         def answers() -> bool:
             with redis.Redis(port=self.redis_port, socket_timeout=2) as client:
@@ -172,7 +152,7 @@ class Cluster:
 
     def kill_redis(self, *, keep_data: bool) -> None:
         if self.redis_proc is not None:
-            _stop_group(self.redis_proc, sig=signal.SIGKILL, timeout=10)
+            self.redis_proc.kill(timeout=10)
         if not keep_data:
             for path in self.redis_dir.iterdir():
                 if path.is_dir():
@@ -274,6 +254,6 @@ def _stop_all(c: Cluster) -> None:
     for proxy in (c.relay_proxy, c.pg_proxy):
         proxy.down()
     if c.redis_proc is not None:
-        _stop_group(c.redis_proc, sig=signal.SIGTERM, timeout=10)
+        c.redis_proc.stop(timeout=10)
     with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):
         c.pg_ctl("stop", "-m", "fast")  # the postmaster pg_ctl restarted is not start_postgres's

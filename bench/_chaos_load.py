@@ -27,7 +27,6 @@ import dataclasses
 import json
 import random
 import re
-import subprocess
 import sys
 import threading
 import time
@@ -36,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from _chaos_cluster import READY_TIMEOUT, Cluster, python_env
+
+from procgroup import Process
 
 __all__ = ["TOPIC", "Consumer", "producer_main", "read_units", "start_producer",
            "wait_relaying"]
@@ -123,7 +124,7 @@ def producer_main(args: argparse.Namespace) -> int:
 
 
 def start_producer(c: Cluster, args: argparse.Namespace, seed: int,
-                   out: Path) -> subprocess.Popen[bytes]:
+                   out: Path) -> Process:
     """``chaos.py --role producer`` for ``args.seconds`` at ``args.rate``, through the
     app-to-PostgreSQL proxy; its log is ``producer.log`` in the run's directory."""
     argv = [sys.executable, str(Path(__file__).with_name("chaos.py")), "--role", "producer",
@@ -131,9 +132,7 @@ def start_producer(c: Cluster, args: argparse.Namespace, seed: int,
             "--out", str(out), "--rate", str(args.rate), "--seconds", str(args.seconds),
             "--threads", str(args.threads), "--seed", str(seed),
             "--rollback", str(args.rollback)]
-    with (c.work / "producer.log").open("ab") as log:
-        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=python_env(),
-                                start_new_session=True)
+    return Process(argv, log=c.work / "producer.log", env=python_env(), name="producer").start()
 
 
 def wait_relaying(c: Cluster, consumer: Consumer, timeout: float = READY_TIMEOUT) -> float:

@@ -10,6 +10,8 @@ the generated section of ``bench/README.md``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as _dt
 import gc
 import hashlib
@@ -17,22 +19,27 @@ import io
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "BENCH_DIR",
+    "COMMIT_ENV",
     "MB",
     "REPO_ROOT",
     "RESULTS_DIR",
+    "SRC_ENV",
     "TMP_DIR",
     "Samples",
+    "benchmark_main",
+    "code_state",
     "describe_machine",
     "extract_commit",
     "filesystem_of",
@@ -40,10 +47,13 @@ __all__ = [
     "load_average",
     "machine_summary",
     "median",
+    "run_at_commit",
+    "scratch_dir",
     "settle",
     "source_digest",
     "update_readme_section",
     "utc_now",
+    "windowed",
     "write_json",
 ]
 
@@ -54,6 +64,10 @@ RESULTS_DIR = BENCH_DIR / "results"
 TMP_DIR = RESULTS_DIR / "tmp"
 #: benchmarks report decimal megabytes (10**6 bytes)
 MB = 1_000_000
+#: set by :func:`run_at_commit` in the child: where the measured commit was extracted to,
+#: and which commit it is
+SRC_ENV = "ROCKETBOX_BENCH_SRC"
+COMMIT_ENV = "ROCKETBOX_BENCH_COMMIT"
 
 
 def add_repository_paths() -> None:
@@ -306,3 +320,104 @@ def update_readme_section(readme: Path, name: str, content: str) -> None:
     head = text[: start + len(begin)]
     tail = text[stop:]
     readme.write_text(f"{head}\n{content.strip()}\n{tail}", encoding="utf-8")
+
+
+# -- which code is measured ------------------------------------------------------------
+
+
+def code_state(imported_from: Path, digests: Mapping[str, str] | None = None
+               ) -> dict[str, Any]:
+    """Which code is measured: a commit extracted by :func:`run_at_commit`, or the working tree.
+
+    ``imported_from`` is the measured package's directory as actually imported;
+    under ``--at-commit`` it must lie in the extracted copy (else the run would
+    measure the wrong code, and this raises). ``digests`` (e.g. a source digest
+    of the measured files) go into the result as they are.
+    """
+    extra = dict(digests or {})
+    src = os.environ.get(SRC_ENV)
+    if src:
+        if not imported_from.is_relative_to(Path(src).resolve()):
+            raise RuntimeError(f"measured code imported from {imported_from}, not from {src}")
+        return {"source": "commit", "commit": os.environ.get(COMMIT_ENV), "dirty_paths": [],
+                **extra}
+    return {"source": "working tree", **git_state(), **extra}
+
+
+def run_at_commit(script: str | Path, rev: str, argv: Sequence[str],
+                  package: str = "broker_lite") -> int:
+    """Re-run ``script`` with ``argv`` in a child that imports ``package`` as committed at
+    ``rev`` (extracted under :data:`TMP_DIR`, first on ``PYTHONPATH``); its exit status."""
+    dest = TMP_DIR / f"src-{Path(script).stem}-{os.getpid()}"
+    try:
+        commit = extract_commit(rev, package, dest)
+        print(f"measuring {package} at commit {commit[:12]} (extracted to {dest})", flush=True)
+        env = dict(os.environ, **{SRC_ENV: str(dest), COMMIT_ENV: commit})
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(dest), env.get("PYTHONPATH")) if p)
+        return subprocess.run([sys.executable, str(script), *argv], env=env, cwd=REPO_ROOT,
+                              check=False).returncode
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            TMP_DIR.rmdir()
+
+
+@contextlib.contextmanager
+def scratch_dir(name: str) -> Iterator[Path]:
+    """A fresh directory ``bench/results/tmp/NAME-PID`` (data files), removed afterwards."""
+    root = TMP_DIR / f"{name}-{os.getpid()}"
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            TMP_DIR.rmdir()
+
+
+async def windowed(requests: int, window: int,
+                   one: Callable[[int], Awaitable[object]]) -> None:
+    """Make ``requests`` calls ``one(i)``, ``i`` = 0, 1, ..., keeping ``window`` in flight.
+
+    The same driver serves both systems: ``window`` workers each start the
+    next request as soon as their previous one is answered.
+    """
+    next_index = 0
+
+    async def worker() -> None:
+        nonlocal next_index
+        while next_index < requests:
+            index = next_index
+            next_index += 1
+            await one(index)
+
+    await asyncio.gather(*(worker() for _ in range(min(window, requests))))
+
+
+def benchmark_main(script: str | Path, name: str, argv: Sequence[str],
+                   parse_args: Callable[[Sequence[str]], Any],
+                   measure: Callable[[Any], dict[str, Any]],
+                   markdown_section: Callable[[dict[str, Any]], str]) -> int:
+    """The usual ``main`` of a benchmark: ``--render``, ``--at-commit``, measure, save.
+
+    ``--render`` rewrites the ``name`` section of bench/README.md from
+    ``results/NAME.json``; ``--at-commit REV`` re-runs ``script`` on that commit;
+    otherwise it measures and, unless ``--quick`` or ``--cases``, writes the JSON
+    and the README section.
+    """
+    args = parse_args(argv)
+    result_file, readme = RESULTS_DIR / f"{name}.json", BENCH_DIR / "README.md"
+    if args.render:
+        saved = json.loads(result_file.read_text(encoding="utf-8"))
+        update_readme_section(readme, name, markdown_section(saved))
+        return 0
+    if args.at_commit and SRC_ENV not in os.environ:
+        return run_at_commit(script, args.at_commit, argv)
+    result = measure(args)
+    if args.quick or args.cases:
+        print("quick or partial run: results not saved", flush=True)
+        return 0
+    write_json(result_file, result)
+    update_readme_section(readme, name, markdown_section(result))
+    print(f"wrote {result_file} and the {name} section of {readme}", flush=True)
+    return 0

@@ -59,16 +59,15 @@ import contextlib
 import dataclasses
 import hashlib
 import inspect
-import json
 import os
-import selectors
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -77,22 +76,20 @@ import _pyspy as pyspy
 import redis
 import redis.asyncio as aioredis
 from _common import (
-    BENCH_DIR,
-    REPO_ROOT,
-    RESULTS_DIR,
     TMP_DIR,
     Samples,
+    add_repository_paths,
     auto_create_topics,
+    benchmark_main,
+    code_state,
     describe_machine,
-    extract_commit,
-    git_state,
     load_average,
     machine_summary,
+    scratch_dir,
     settle,
     source_digest,
-    update_readme_section,
     utc_now,
-    write_json,
+    windowed,
 )
 from rich.console import Console
 from rich.progress import (
@@ -116,6 +113,10 @@ from broker_lite.client import (
 )
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
+
+add_repository_paths()
+
+from procgroup import ExitedEarly, Process  # noqa: E402
 
 BODY_SIZE = 1024
 #: queues of every broker topic (the broker's default), streams per consume case
@@ -153,8 +154,6 @@ REQUEST_TIMEOUT = 60.0
 GROUP = "bench-broker"
 
 #: set in the child process of ``--at-commit``: where the extracted code is, and its commit
-SRC_ENV = "ROCKETBOX_BENCH_SRC"
-COMMIT_ENV = "ROCKETBOX_BENCH_COMMIT"
 
 FlushMode = Literal["async", "sync"]
 Kind = Literal["send", "tx", "consume"]
@@ -168,52 +167,27 @@ FIELDS: dict[Any, Any] = {b"body": BODY}
 # -- the servers -----------------------------------------------------------------------
 
 
-class ServerProcess:
-    """A server started as a child process, with its log file and CPU-time readings."""
+class ServerProcess(Process):
+    """A server started as a child process (procgroup), with its log file and CPU time."""
 
-    def __init__(self, name: str, argv: Sequence[str], log_path: Path, *, cwd: Path,
-                 stdout: int | None = None) -> None:
-        self.name = name
-        self.log_path = log_path
-        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(list(argv), cwd=cwd,
-                                     stdout=self._log if stdout is None else stdout,
-                                     stderr=self._log,
-                                     stdin=subprocess.DEVNULL)
+    def __init__(self, name: str, argv: Sequence[str], log_path: Path, *, cwd: Path) -> None:
+        log_path.unlink(missing_ok=True)
+        super().__init__(argv, log=log_path, cwd=cwd, name=name)
         self._ticks = os.sysconf("SC_CLK_TCK")
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
+        self.start()
 
     def cpu_seconds(self) -> float:
         """User + system CPU seconds the process (all its threads) has used so far."""
-        with open(f"/proc/{self.proc.pid}/stat", encoding="ascii") as fh:
+        with open(f"/proc/{self.pid}/stat", encoding="ascii") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / self._ticks
 
-    def log_tail(self, lines: int = 20) -> str:
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+    def stop(self, sig: signal.Signals | None = signal.SIGTERM,
+             timeout: float = STOP_TIMEOUT) -> int | None:
+        return super().stop(sig, timeout)
 
-    def fail(self, why: str) -> RuntimeError:
-        return RuntimeError(f"{self.name}: {why}\n--- log tail ---\n{self.log_tail()}")
 
-    def stop(self) -> None:
-        """SIGTERM, wait (bounded), then SIGKILL."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self._log.close()
+_BROKER_READY = re.compile(r"^broker_lite ready native=(\S+)", re.MULTILINE)
 
 
 def start_broker(root: Path, flush: FlushMode) -> tuple[ServerProcess, str]:
@@ -228,40 +202,12 @@ def start_broker(root: Path, flush: FlushMode) -> tuple[ServerProcess, str]:
     argv = [sys.executable, "-m", "broker_lite", "serve", "--data-dir", str(data_dir),
             "--port", "0", "--flush", flush, "--log-level", "warning", *auto_create_topics()]
     server = ServerProcess(f"broker-lite serve --flush {flush}", argv,
-                           root / f"broker-{flush}.log", cwd=root, stdout=subprocess.PIPE)
+                           root / f"broker-{flush}.log", cwd=root)
     try:
-        line = _read_ready_line(server, READY_TIMEOUT)
+        return server, server.wait_for(_BROKER_READY, READY_TIMEOUT).group(1)
     except BaseException:
         server.stop()
         raise
-    address = next((w.split("=", 1)[1] for w in line.split() if w.startswith("native=")), "")
-    if not address:
-        server.stop()
-        raise server.fail(f"unexpected ready line {line!r}")
-    return server, address
-
-
-def _read_ready_line(server: ServerProcess, timeout: float) -> str:
-    """Wait (at most ``timeout`` s) for the broker's one stdout line."""
-    stdout = server.proc.stdout
-    assert stdout is not None
-    deadline = time.monotonic() + timeout
-    buf = b""
-    with selectors.DefaultSelector() as sel:
-        sel.register(stdout, selectors.EVENT_READ)
-        while b"\n" not in buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise server.fail(f"no ready line within {timeout:g}s")
-            if not sel.select(min(left, 0.5)):
-                if server.proc.poll() is not None:
-                    raise server.fail(f"exited with code {server.proc.returncode}")
-                continue
-            chunk = os.read(stdout.fileno(), 4096)
-            if not chunk:
-                raise server.fail(f"closed stdout (exit code {server.proc.wait()})")
-            buf += chunk
-    return buf.split(b"\n", 1)[0].decode()
 
 
 def free_port() -> int:
@@ -286,34 +232,18 @@ def start_redis(root: Path, flush: FlushMode) -> tuple[ServerProcess, int]:
         server = ServerProcess(f"redis-server appendfsync {REDIS_FSYNC[flush]}", argv,
                                root / f"redis-{flush}.log", cwd=data_dir)
         try:
-            if _wait_redis(server, port, READY_TIMEOUT):
-                return server, port
+            with contextlib.closing(redis.Redis(host="127.0.0.1", port=port,
+                                                socket_connect_timeout=0.5)) as client:
+                server.wait_until(client.ping, READY_TIMEOUT, what="PING", interval=0.02,
+                                  ignore=(redis.exceptions.ConnectionError,
+                                          redis.exceptions.BusyLoadingError))
+            return server, port
+        except ExitedEarly:
+            server.stop()  # most likely the port was taken: another one
         except BaseException:
             server.stop()
             raise
-        server.stop()
     raise RuntimeError("redis-server did not start (three ports tried)")
-
-
-def _wait_redis(server: ServerProcess, port: int, timeout: float) -> bool:
-    """True once Redis answers PING; False if it exited (port taken); raises on timeout."""
-    deadline = time.monotonic() + timeout
-    client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=0.5)
-    try:
-        while time.monotonic() < deadline:
-            if server.proc.poll() is not None:
-                return False
-            try:
-                if client.ping():
-                    return True
-            except redis.exceptions.BusyLoadingError:
-                pass
-            except redis.exceptions.ConnectionError:
-                pass
-            time.sleep(0.02)  # polling a child process, with a deadline
-    finally:
-        client.close()
-    raise server.fail(f"no answer to PING within {timeout:g}s")
 
 
 def redis_version() -> str:
@@ -335,24 +265,6 @@ def redis_py_parser() -> str:
 
 
 # -- the load generator ----------------------------------------------------------------
-
-
-async def windowed(requests: int, window: int, one: Callable[[int], Awaitable[None]]) -> None:
-    """Make ``requests`` calls ``one(i)``, ``i`` = 0, 1, ..., keeping ``window`` in flight.
-
-    The same driver serves both systems: ``window`` workers each start the
-    next request as soon as their previous one is answered.
-    """
-    next_index = 0
-
-    async def worker() -> None:
-        nonlocal next_index
-        while next_index < requests:
-            index = next_index
-            next_index += 1
-            await one(index)
-
-    await asyncio.gather(*(worker() for _ in range(min(window, requests))))
 
 
 def chunk(index: int, count: int, per_request: int) -> int:
@@ -974,47 +886,6 @@ def measured_digest() -> str:
         source_digest(package_dir() / part) for part in MEASURED_PARTS).encode()).hexdigest()
 
 
-def code_state() -> dict[str, Any]:
-    src = os.environ.get(SRC_ENV)
-    digest = measured_digest()
-    if src:
-        if not package_dir().is_relative_to(Path(src).resolve()):
-            raise RuntimeError(f"broker_lite imported from {package_dir()}, not from {src}")
-        return {"source": "commit", "commit": os.environ.get(COMMIT_ENV),
-                "broker_lite_digest": digest}
-    git = git_state()
-    return {"source": "working tree", "commit": git["commit"],
-            "dirty_paths": git["dirty_paths"], "broker_lite_digest": digest}
-
-
-def run_at_commit(rev: str, argv: Sequence[str]) -> int:
-    """Re-run this script in a child that imports broker_lite as committed at ``rev``."""
-    dest = TMP_DIR / f"src-{os.getpid()}"
-    try:
-        commit = extract_commit(rev, "broker_lite", dest)
-        console.print(f"measuring broker_lite at commit {commit[:12]} (extracted to {dest})")
-        env = dict(os.environ, **{SRC_ENV: str(dest), COMMIT_ENV: commit})
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(dest), env.get("PYTHONPATH")) if p)
-        return subprocess.run([sys.executable, __file__, *argv], env=env, cwd=REPO_ROOT,
-                              check=False).returncode
-    finally:
-        shutil.rmtree(dest, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            TMP_DIR.rmdir()
-
-
-@contextlib.contextmanager
-def scratch_dir() -> Iterator[Path]:
-    root = TMP_DIR / f"broker-{os.getpid()}"
-    root.mkdir(parents=True, exist_ok=True)
-    try:
-        yield root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            TMP_DIR.rmdir()
-
-
 # -- reporting -------------------------------------------------------------------------------
 
 
@@ -1189,14 +1060,14 @@ def select(cases: list[Comparison], names: str) -> list[Comparison]:
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    code = code_state()
+    code = code_state(package_dir(), {"broker_lite_digest": measured_digest()})
     load_before = load_average()
     if load_before and load_before[0] > 0.5 * (os.cpu_count() or 1):
         console.print(f"[yellow]warning:[/] load average {load_before[0]} at start: other work "
                       "on this machine will add noise", highlight=False)
     cases = select(build_cases(args.messages), args.cases)
     profiles: dict[str, Any] = {}
-    with scratch_dir() as root:
+    with scratch_dir("broker") as root:
         machine = describe_machine(root)
         console.print(f"[bold]broker benchmark[/] on {machine_summary(machine)}",
                       highlight=False)
@@ -1251,28 +1122,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def save(result: dict[str, Any]) -> None:
-    write_json(RESULTS_DIR / "broker.json", result)
-    update_readme_section(BENCH_DIR / "README.md", "broker", markdown_section(result))
-    console.print(f"wrote {RESULTS_DIR / 'broker.json'} and the broker section of "
-                  f"{BENCH_DIR / 'README.md'}")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv)
-    if args.render:
-        result = json.loads((RESULTS_DIR / "broker.json").read_text(encoding="utf-8"))
-        update_readme_section(BENCH_DIR / "README.md", "broker", markdown_section(result))
-        return 0
-    if args.at_commit and SRC_ENV not in os.environ:
-        return run_at_commit(args.at_commit, argv)
-    result = measure(args)
-    if args.quick or args.cases:
-        console.print("quick or partial run: results not saved")
-    else:
-        save(result)
-    return 0
+    return benchmark_main(__file__, "broker", list(sys.argv[1:] if argv is None else argv),
+                          parse_args, measure, markdown_section)
 
 
 if __name__ == "__main__":

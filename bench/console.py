@@ -31,7 +31,6 @@ import contextlib
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -53,6 +52,8 @@ from _common import (
     write_json,
 )
 
+from procgroup import Process  # after relay, which puts the checkout on sys.path
+
 TARGET = 0.05
 READY = re.compile(r"rocketbox console ready url=(\S+)")
 
@@ -65,17 +66,12 @@ def console_open(env: rb.Env, sample_seconds: float) -> Iterator[str]:
 
     argv = [sys.executable, "-m", "outbox", "console", "--db", env.db, "--broker", env.broker,
             "--port", "0", "--sample-seconds", str(sample_seconds), "--log-level", "WARNING"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            start_new_session=True, env={**os.environ,
-                                                         "PYTHONPATH": str(REPO_ROOT)})
+    proc = Process(argv, log=env.work / "console.log", name="rocketbox console",
+                   env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}).start()
     profile = tempfile.mkdtemp(prefix="bench-console-chromium-")
     driver = None
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        found = READY.search(line)
-        if found is None:
-            raise RuntimeError(f"rocketbox console did not start: {line!r}")
+        found = proc.wait_for(READY, rb.READY_TIMEOUT)
         options = webdriver.ChromeOptions()
         options.binary_location = "/usr/bin/chromium"
         for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -89,7 +85,7 @@ def console_open(env: rb.Env, sample_seconds: float) -> Iterator[str]:
     finally:
         if driver is not None:
             driver.quit()
-        rb._stop(proc)
+        proc.stop(timeout=20)
         shutil.rmtree(profile, ignore_errors=True)
 
 

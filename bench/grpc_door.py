@@ -44,8 +44,6 @@ import argparse
 import asyncio
 import os
 import re
-import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -59,28 +57,29 @@ from _common import (
     BENCH_DIR,
     REPO_ROOT,
     RESULTS_DIR,
+    SRC_ENV,
     TMP_DIR,
     Samples,
+    add_repository_paths,
     auto_create_topics,
+    code_state,
     describe_machine,
-    extract_commit,
-    git_state,
     load_average,
     machine_summary,
+    run_at_commit,
+    scratch_dir,
     settle,
     update_readme_section,
     utc_now,
+    windowed,
     write_json,
 )
-
-#: set in the child process of ``--at-commit``: where the extracted code is, and its commit
-SRC_ENV = "ROCKETBOX_BENCH_SRC"
-COMMIT_ENV = "ROCKETBOX_BENCH_COMMIT"
 
 # Put the code measured first on the import path (the working tree, or the
 # commit extracted by --at-commit).
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH_DIR]
 sys.path.insert(0, os.environ.get(SRC_ENV) or str(REPO_ROOT))
+add_repository_paths()  # after it: procgroup, from this checkout
 
 import grpc  # noqa: E402
 from rocketmq import ClientConfiguration, Credentials, Message, Producer  # noqa: E402
@@ -97,6 +96,7 @@ from broker_lite.client import (  # noqa: E402
     ReceivedMessage,
 )
 from broker_lite.client import Message as NativeMessage  # noqa: E402
+from procgroup import Process  # noqa: E402
 
 RESULT_FILE = RESULTS_DIR / "grpc.json"
 README = BENCH_DIR / "README.md"
@@ -116,18 +116,10 @@ def broker(data_dir: Path) -> Iterator[tuple[str, str]]:
     argv = [sys.executable, "-m", "broker_lite", "serve", "--data-dir", str(data_dir),
             "--port", "0", "--grpc-port", "0", "--log-level", "warning",
             *auto_create_topics(source)]
-    proc = subprocess.Popen(argv, cwd=source,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        match = _READY.search(line)
-        if match is None:
-            raise RuntimeError(f"broker did not start: {line!r}")
+    with Process(argv, log=data_dir.with_name(f"{data_dir.name}.log"), cwd=source,
+                 name="broker-lite serve") as proc:
+        match = proc.start().wait_for(_READY, 60)
         yield match[1], match[2]
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 _FLOOR_SERVER = """
@@ -157,16 +149,10 @@ asyncio.run(main())
 
 
 @contextmanager
-def floor_server() -> Iterator[str]:
+def floor_server(log: Path) -> Iterator[str]:
     """A do-nothing ``grpc.aio`` servicer answering SendMessage at once: gRPC's own cost."""
-    proc = subprocess.Popen([sys.executable, "-c", _FLOOR_SERVER], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        proc.terminate()
-        proc.wait(30)
+    with Process([sys.executable, "-c", _FLOOR_SERVER], log=log, name="floor server") as proc:
+        yield proc.start().wait_for(r"^(127\.0\.0\.1:\d+)\n", 60)[1]
 
 
 # -- native side --------------------------------------------------------------------------
@@ -174,17 +160,8 @@ def floor_server() -> Iterator[str]:
 
 async def _drive(count: int, concurrency: int, one: Callable[[int], Awaitable[Any]]) -> float:
     """``concurrency`` workers call ``one(i)`` for i in range(count); returns seconds."""
-    next_i = 0
-
-    async def worker() -> None:
-        nonlocal next_i
-        while next_i < count:
-            i = next_i
-            next_i += 1
-            await one(i)
-
     t0 = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(min(concurrency, count))))
+    await windowed(count, concurrency, one)
     return time.perf_counter() - t0
 
 
@@ -503,39 +480,34 @@ def main() -> int:
                              "archive), not the working tree")
     args = parser.parse_args()
     if args.at_commit and SRC_ENV not in os.environ:
-        return run_at_commit(args.at_commit, sys.argv[1:])
+        return run_at_commit(__file__, args.at_commit, sys.argv[1:])
     if args.render:
         update_readme_section(README, "grpc", render(json_load(RESULT_FILE)))
         return 0
     if args.quick:
         args.count, args.official_count, args.repeat = 2_000, 1_000, 1
     wanted = [c for c in (args.cases.split(",") if args.cases else [*CASES, "official"]) if c]
-    data_dir = TMP_DIR / f"grpc-{os.getpid()}"
-    shutil.rmtree(data_dir, ignore_errors=True)
     data: dict[str, Any] = {
         "benchmark": "grpc", "started": utc_now(), "count": args.count,
         "official_count": args.official_count, "repeat": args.repeat,
         "concurrency": args.concurrency, "machine": describe_machine(TMP_DIR),
-        "git": code_state(), "load_start": load_average(), "cases": [],
+        "git": code_state(_broker_lite_dir()), "load_start": load_average(), "cases": [],
     }
     print(f"gRPC door vs native door: {machine_summary(data['machine'])}")
-    try:
-        with broker(data_dir) as (native, endpoint):
-            print(f"broker: native={native} grpc={endpoint}")
-            for case in CASES:
-                if case not in wanted:
-                    continue
-                if case == "send":
-                    with floor_server() as floor:
-                        data["cases"].append(run_case(case, native, endpoint, args.count,
-                                                      args.concurrency, args.repeat, floor))
-                else:
+    with scratch_dir("grpc") as root, broker(root / "broker") as (native, endpoint):
+        print(f"broker: native={native} grpc={endpoint}")
+        for case in CASES:
+            if case not in wanted:
+                continue
+            if case == "send":
+                with floor_server(root / "floor.log") as floor:
                     data["cases"].append(run_case(case, native, endpoint, args.count,
-                                                  args.concurrency, args.repeat))
-            if "official" in wanted:
-                data["official"] = run_official(endpoint, args.official_count)
-    finally:
-        shutil.rmtree(data_dir, ignore_errors=True)
+                                                  args.concurrency, args.repeat, floor))
+            else:
+                data["cases"].append(run_case(case, native, endpoint, args.count,
+                                              args.concurrency, args.repeat))
+        if "official" in wanted:
+            data["official"] = run_official(endpoint, args.official_count)
     data["load_end"] = load_average()
     data["finished"] = utc_now()
     text = render(data)
@@ -549,31 +521,10 @@ def main() -> int:
     return 0
 
 
-def code_state() -> dict[str, Any]:
-    """Which code is measured: a commit extracted by --at-commit, or the working tree."""
+def _broker_lite_dir() -> Path:
     import broker_lite
 
-    where = Path(broker_lite.__file__).resolve().parent
-    src = os.environ.get(SRC_ENV)
-    if src:
-        if not where.is_relative_to(Path(src).resolve()):
-            raise RuntimeError(f"broker_lite imported from {where}, not from {src}")
-        return {"source": "commit", "commit": os.environ.get(COMMIT_ENV), "dirty_paths": []}
-    return {"source": "working tree", **git_state()}
-
-
-def run_at_commit(rev: str, argv: list[str]) -> int:
-    """Re-run this script in a child that imports broker_lite as committed at ``rev``."""
-    dest = TMP_DIR / f"grpc-src-{os.getpid()}"
-    try:
-        commit = extract_commit(rev, "broker_lite", dest)
-        print(f"measuring broker_lite at commit {commit[:12]} (extracted to {dest})")
-        env = dict(os.environ, **{SRC_ENV: str(dest), COMMIT_ENV: commit})
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(dest), env.get("PYTHONPATH")) if p)
-        return subprocess.run([sys.executable, __file__, *argv], env=env, cwd=REPO_ROOT,
-                              check=False).returncode
-    finally:
-        shutil.rmtree(dest, ignore_errors=True)
+    return Path(broker_lite.__file__).resolve().parent
 
 
 def json_load(path: Path) -> dict[str, Any]:

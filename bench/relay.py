@@ -88,6 +88,8 @@ from _common import (
 
 add_repository_paths()
 
+from procgroup import Process  # noqa: E402
+
 BODY_SIZE = 256
 ID_RE = re.compile(rb'"i":\s*(\d+)')
 PRODUCER_GROUP = "relaybench"
@@ -428,38 +430,20 @@ class Env:
     broker: str
     work: Path
     celery_app: Any = None
-    ours_worker: subprocess.Popen[bytes] | None = None
+    ours_worker: Process | None = None
 
 
-def _child(role: str, *extra: str, env: Env, stdin: Any = subprocess.DEVNULL,
-           log_name: str) -> subprocess.Popen[bytes]:
+def _child(role: str, *extra: str, env: Env, stdin: int = subprocess.DEVNULL,
+           log_name: str) -> Process:
     argv = [sys.executable, __file__, "--role", role, *extra]
-    out = (env.work / log_name).open("ab")
-    return subprocess.Popen(argv, stdin=stdin, stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True,
-                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    return Process(argv, log=env.work / log_name, stdin=stdin, name=role,
+                   env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}).start()
 
 
-async def _wait_ready(path: Path, proc: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT
-    while not path.exists():
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode} before it was ready")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what} not ready after {READY_TIMEOUT}s")
-        await asyncio.sleep(0.02)
-
-
-def _stop(proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, 15)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, 9)
-            proc.wait()
+async def _wait_ready(path: Path, proc: Process) -> None:
+    """Until the child wrote ``path`` (its ready file); raises if it exits or times out."""
+    await asyncio.to_thread(proc.wait_until, path.exists, READY_TIMEOUT,
+                            what=f"{path.name} written", interval=0.02)
 
 
 async def run_producer(env: Env, side: str, mode: str, count: int, *, topic: str = "",
@@ -529,22 +513,22 @@ async def peer_relay(env: Env, cfg: PeerConfig, stream: str) -> Any:
                   "--min-interval", str(cfg.min_fetch_interval),
                   "--max-interval", str(cfg.max_fetch_interval),
                   env=env, stdin=subprocess.PIPE, log_name="peer-relay.log")
-    assert proc.stdin is not None
+    stdin = proc.popen.stdin if proc.popen is not None else None
+    assert stdin is not None
     try:
-        await _wait_ready(ready, proc, "peer relay")
+        await _wait_ready(ready, proc)
 
         def go() -> None:
-            assert proc.stdin is not None
-            proc.stdin.write(b"go\n")
-            proc.stdin.flush()
+            stdin.write(b"go\n")
+            stdin.flush()
 
         yield go
         with contextlib.suppress(BrokenPipeError):
-            proc.stdin.write(b"stop\n")
-            proc.stdin.close()
+            stdin.write(b"stop\n")
+            stdin.close()
         await asyncio.to_thread(proc.wait, 30)
     finally:
-        _stop(proc)
+        proc.stop(timeout=20)
 
 
 def start_ours_worker(env: Env, concurrency: int, batch_size: int, drain_lanes: int) -> None:
@@ -554,12 +538,12 @@ def start_ours_worker(env: Env, concurrency: int, batch_size: int, drain_lanes: 
                   "--batch-size", str(batch_size), "--drain-lanes", str(drain_lanes),
                   env=env, log_name="ours-relay.log")
     env.ours_worker = proc
-    asyncio.run(_wait_ready(ready, proc, "our relay worker"))
+    asyncio.run(_wait_ready(ready, proc))
 
 
 def stop_ours_worker(env: Env) -> None:
     if env.ours_worker is not None:
-        _stop(env.ours_worker)
+        env.ours_worker.stop(timeout=20)
         env.ours_worker = None
 
 

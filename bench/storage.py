@@ -44,38 +44,32 @@ import asyncio
 import cProfile
 import inspect
 import io
-import json
 import os
 import pstats
 import shutil
-import subprocess
 import sys
 import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from _common import (
-    BENCH_DIR,
+    COMMIT_ENV,
     MB,
-    REPO_ROOT,
-    RESULTS_DIR,
-    TMP_DIR,
+    SRC_ENV,
     Samples,
+    benchmark_main,
+    code_state,
     describe_machine,
-    extract_commit,
-    git_state,
     load_average,
     machine_summary,
+    scratch_dir,
     settle,
     source_digest,
-    update_readme_section,
     utc_now,
-    write_json,
 )
 from rich.console import Console
 from rich.progress import (
@@ -87,11 +81,10 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
+from storage_versus import VersusWorker, serve
 
 from broker_lite.serving.flushgate import FlushGate
 from broker_lite.storage import CommitLog, MessageStore, MessageToStore, StoreConfig
-from broker_lite.storage.properties import encode_properties
-from broker_lite.storage.record import encode_record, pack_host
 
 BODY_SIZE = 1024
 TOPIC = "BenchTopic"
@@ -114,10 +107,6 @@ TARGETS = {
     "recovery-warm": ("mb_per_s", 300.0, "crash recovery with CRC checks, MB/s"),
 }
 
-#: set in the child process of ``--at-commit``: where the extracted code is, and its commit
-SRC_ENV = "ROCKETBOX_BENCH_SRC"
-COMMIT_ENV = "ROCKETBOX_BENCH_COMMIT"
-
 FlushMode = Literal["async", "sync"]
 #: wide enough for the results table when output is not a terminal
 console = Console(width=None if sys.stdout.isatty() else 120)
@@ -137,26 +126,17 @@ def make_message(i: int) -> MessageToStore:
     )
 
 
-def encoded_record() -> bytes:
-    """The bytes the store writes for one benchmark message (for the bounds)."""
-    msg = make_message(0)
-    props = encode_properties(msg.properties)
-    now = int(time.time() * 1000)
-    return encode_record(
-        topic=TOPIC.encode(), body=msg.body, properties=props, queue_id=0, flag=0,
-        queue_offset=0, physical_offset=0, sysflag=0, born_timestamp=now,
-        born_host=b"\x00" * 8, store_timestamp=now, store_host=pack_host("127.0.0.1", 10911),
-        reconsume_times=0, prepared_tx_offset=0,
-    )
+def encoded_record(root: Path) -> bytes:
+    """The bytes the store writes for one benchmark message (for the bounds).
 
-
-def check_record_size(root: Path, record: bytes) -> None:
-    """Fail early if the store writes records of another size than the bounds do."""
+    Read back from a probe store, so that it is the measured code's format
+    (also under ``--at-commit``).
+    """
     with MessageStore(StoreConfig(data_dir=root / "probe", segment_size=SEGMENT_SIZE)) as store:
-        size = store.put(make_message(0)).size
+        put = store.put(make_message(0))
+        record = store.get_raw(put.physical_offset, put.size)
     shutil.rmtree(root / "probe", ignore_errors=True)
-    if size != len(record):
-        raise RuntimeError(f"the store wrote {size} bytes, the bounds write {len(record)}")
+    return record
 
 
 # -- code under test -------------------------------------------------------------------
@@ -169,35 +149,6 @@ def storage_dir() -> Path:
     itself a namespace package, which has no ``__file__``.
     """
     return Path(inspect.getfile(MessageStore)).resolve().parent
-
-
-def code_state() -> dict[str, Any]:
-    """Which code is measured: a commit extracted by --at-commit, or the working tree."""
-    src = os.environ.get(SRC_ENV)
-    if src:
-        if not storage_dir().is_relative_to(Path(src).resolve()):
-            raise RuntimeError(f"broker_lite imported from {storage_dir()}, not from {src}")
-        return {"source": "commit", "commit": os.environ.get(COMMIT_ENV),
-                "storage_digest": source_digest(storage_dir())}
-    git = git_state()
-    return {"source": "working tree", "commit": git["commit"],
-            "dirty_paths": git["dirty_paths"], "storage_digest": source_digest(storage_dir())}
-
-
-def run_at_commit(rev: str, argv: Sequence[str]) -> int:
-    """Re-run this script in a child that imports broker_lite as committed at ``rev``."""
-    dest = TMP_DIR / f"src-{os.getpid()}"
-    try:
-        commit = extract_commit(rev, "broker_lite", dest)
-        console.print(f"measuring broker_lite at commit {commit[:12]} (extracted to {dest})")
-        env = dict(os.environ, **{SRC_ENV: str(dest), COMMIT_ENV: commit})
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(dest), env.get("PYTHONPATH")) if p)
-        return subprocess.run([sys.executable, __file__, *argv], env=env, cwd=REPO_ROOT,
-                              check=False).returncode
-    finally:
-        shutil.rmtree(dest, ignore_errors=True)
-        with suppress(OSError):
-            TMP_DIR.rmdir()
 
 
 # -- measurements --------------------------------------------------------------------
@@ -234,11 +185,18 @@ class Comparison:
     ours: Side
     bound: Side
     params: dict[str, Any] = field(default_factory=dict)
+    #: the same work done by broker_lite at another commit (``--versus``)
+    versus: Side | None = None
 
-    def ratios(self) -> Samples:
-        """Paired ours/bound throughput ratios (bound seconds / our seconds)."""
+    def ratios(self, side: Side | None = None, to: Side | None = None) -> Samples:
+        """Paired throughput ratios ``side / to`` (default ours / bound), repetition by
+        repetition (``to`` seconds / ``side`` seconds)."""
+        num, den = side or self.ours, to or self.bound
         return Samples([b.seconds / o.seconds
-                        for o, b in zip(self.ours.samples, self.bound.samples, strict=True)])
+                        for o, b in zip(num.samples, den.samples, strict=True)])
+
+    def sides(self) -> list[Side]:
+        return [self.ours, self.bound] + ([self.versus] if self.versus else [])
 
     def rate(self, side: Side, unit: Literal["records", "mb"]) -> float:
         amount = self.records if unit == "records" else self.nbytes / MB
@@ -554,29 +512,18 @@ def recovery_comparisons(log: RecoveryLog) -> list[Comparison]:
 
 
 def run_all(cases: Sequence[Comparison], repeat: int, progress: Progress) -> None:
-    """``repeat`` rounds over every case, ours and bound back to back, order flipped."""
-    task = progress.add_task("measuring", total=repeat * len(cases) * 2)
+    """``repeat`` rounds over every case, its sides back to back, the order rotated."""
+    task = progress.add_task("measuring", total=repeat * sum(len(c.sides()) for c in cases))
     for rep in range(repeat):
         for case in cases:
-            sides = (case.ours, case.bound) if rep % 2 == 0 else (case.bound, case.ours)
+            sides = case.sides()
+            sides = sides[rep % len(sides):] + sides[: rep % len(sides)]  # rotate the order
             for side in sides:
-                label = "ours" if side is case.ours else "bound"
+                label = "ours" if side is case.ours else "bound" if side is case.bound \
+                    else "versus"
                 progress.update(task, description=f"[{rep + 1}/{repeat}] {case.name} {label}")
                 side.samples.append(side.run())
                 progress.advance(task)
-
-
-@contextmanager
-def scratch_dir() -> Iterator[Path]:
-    """A fresh data directory under bench/results/tmp, removed afterwards."""
-    root = TMP_DIR / f"storage-{os.getpid()}"
-    root.mkdir(parents=True, exist_ok=True)
-    try:
-        yield root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-        with suppress(OSError):
-            TMP_DIR.rmdir()
 
 
 # -- profiling -----------------------------------------------------------------------
@@ -645,7 +592,7 @@ def case_result(case: Comparison) -> dict[str, Any]:
         }
 
     ratios = case.ratios()
-    return {
+    result = {
         "name": case.name,
         "kind": case.kind,
         **case.params,
@@ -657,6 +604,17 @@ def case_result(case: Comparison) -> dict[str, Any]:
         "ratio_median": ratios.median,
         "ratio_samples": ratios.values,
     }
+    if case.versus is not None:
+        vs_bound, ours_vs = case.ratios(case.versus), case.ratios(case.ours, case.versus)
+        result |= {
+            "versus": side(case.versus),
+            "versus_ratio_median": vs_bound.median,
+            "versus_ratio_samples": vs_bound.values,
+            "ours_vs_versus_meaning": "ours throughput / versus throughput, paired",
+            "ours_vs_versus_median": ours_vs.median,
+            "ours_vs_versus_samples": ours_vs.values,
+        }
+    return result
 
 
 def target_results(cases: Sequence[Comparison]) -> list[dict[str, Any]]:
@@ -674,17 +632,29 @@ def target_results(cases: Sequence[Comparison]) -> list[dict[str, Any]]:
 
 def results_table(cases: Sequence[Comparison], title: str) -> Table:
     table = Table(title=title, title_justify="left")
-    for col in ("case", "records", "ours rec/s", "ours MB/s", "bound rec/s", "bound MB/s",
-                "ours/bound", "ratio range"):
+    versus = any(c.versus for c in cases)
+    cols = ["case", "records", "ours rec/s", "ours MB/s", "bound rec/s", "bound MB/s",
+            "ours/bound", "ratio range"]
+    if versus:
+        cols += ["vs rec/s", "vs/bound", "ours/vs", "ours/vs range"]
+    for col in cols:
         table.add_column(col, justify="left" if col == "case" else "right")
     for case in cases:
         ratios = case.ratios()
-        table.add_row(
+        row = [
             case.name, f"{case.records:,}",
             f"{case.rate(case.ours, 'records'):,.0f}", f"{case.rate(case.ours, 'mb'):,.1f}",
             f"{case.rate(case.bound, 'records'):,.0f}", f"{case.rate(case.bound, 'mb'):,.1f}",
             f"{ratios.median:.2f}", f"{min(ratios.values):.2f}-{max(ratios.values):.2f}",
-        )
+        ]
+        if case.versus is not None:
+            ours_vs = case.ratios(case.ours, case.versus)
+            row += [f"{case.rate(case.versus, 'records'):,.0f}",
+                    f"{case.ratios(case.versus).median:.2f}", f"{ours_vs.median:.3f}",
+                    f"{min(ours_vs.values):.2f}-{max(ours_vs.values):.2f}"]
+        elif versus:
+            row += ["", "", "", ""]
+        table.add_row(*row)
     return table
 
 
@@ -715,25 +685,37 @@ def code_summary(code: dict[str, Any]) -> str:
 def markdown_section(result: dict[str, Any]) -> str:
     """The generated part of bench/README.md: machine, parameters, results, targets."""
     params = result["parameters"]
+    versus = result.get("versus")
     lines = [
         f"Last full run: {result['generated_at']}, {params['repeat']} repetitions (medians).",
-        f"Code measured: {code_summary(result['code'])}.",
+        f"Code measured: {code_summary(result['code'])}"
+        + (f"; versus: broker_lite as committed at `{versus['commit'][:12]}` (--versus), "
+           "run in a child process between ours and the bound, every repetition"
+           if versus else "") + ".",
         f"Machine: {machine_summary(result['machine'])}; data dir on the repository's disk; "
         f"load average {_load_text(result['load_average'])}.",
         f"Record: {params['body_size']} B body, {params['record_size']} B encoded; "
         f"segments of {params['segment_size'] // 2**20} MiB. MB = 10^6 bytes.",
         "",
         "| case | records | ours rec/s | ours MB/s | bound rec/s | bound MB/s | ours/bound "
-        "| ratio range |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| ratio range |" + (" versus rec/s | versus/bound | ours/versus | range |"
+                             if versus else ""),
+        "|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|---:|" if versus else ""),
     ]
     for c in result["cases"]:
-        lines.append(
+        row = (
             f"| {c['name']} | {c['records']:,} | {c['ours']['records_per_s']:,.0f} | "
             f"{c['ours']['mb_per_s']:,.1f} | {c['bound']['records_per_s']:,.0f} | "
             f"{c['bound']['mb_per_s']:,.1f} | {c['ratio_median']:.2f} | "
             f"{min(c['ratio_samples']):.2f}-{max(c['ratio_samples']):.2f} |"
         )
+        if "versus" in c:
+            row += (f" {c['versus']['records_per_s']:,.0f} | {c['versus_ratio_median']:.2f} | "
+                    f"{c['ours_vs_versus_median']:.3f} | {min(c['ours_vs_versus_samples']):.2f}-"
+                    f"{max(c['ours_vs_versus_samples']):.2f} |")
+        elif versus:
+            row += " | | | |"
+        lines.append(row)
     lines += ["", "| target | goal | measured | met |", "|---|---:|---:|:---:|"]
     for t in result["targets"]:
         lines.append(f"| {t['description']} | {t['target']:,.0f} | {t['measured']:,.0f} | "
@@ -774,6 +756,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--at-commit", metavar="REV", default="",
                         help="measure broker_lite as committed at REV (e.g. HEAD), not the "
                              "working tree")
+    parser.add_argument("--versus", metavar="REV", default="",
+                        help="also run every case with broker_lite as committed at REV (in a "
+                             "child process, interleaved with ours and the bound) and report "
+                             "ours/REV")
+    parser.add_argument("--versus-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--render", action="store_true",
                         help="only rewrite the README section from bench/results/storage.json")
     parser.add_argument("--profile", action="store_true",
@@ -794,26 +781,23 @@ def select(cases: list[Comparison], names: str) -> list[Comparison]:
     return [c for c in cases if c.name in wanted]
 
 
-def save(result: dict[str, Any]) -> None:
-    write_json(RESULTS_DIR / "storage.json", result)
-    update_readme_section(BENCH_DIR / "README.md", "storage", markdown_section(result))
-    console.print(f"wrote {RESULTS_DIR / 'storage.json'} and the storage section of "
-                  f"{BENCH_DIR / 'README.md'}")
+def _code_state() -> dict[str, Any]:
+    """Which broker_lite is measured, with a digest of its storage package."""
+    return code_state(storage_dir(), {"storage_digest": source_digest(storage_dir())})
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Run every selected case; return the result document."""
-    code = code_state()
-    record = encoded_record()
+    code = _code_state()
     load_before = load_average()
     if load_before and load_before[0] > 0.5 * (os.cpu_count() or 1):
         console.print(f"[yellow]warning:[/] load average {load_before[0]} at start: other work "
                       "on this machine will add noise", highlight=False)
-    with scratch_dir() as root:
+    with scratch_dir("storage") as root:
         machine = describe_machine(root)
         console.print(f"[bold]storage benchmark[/] on {machine_summary(machine)}", highlight=False)
         console.print(f"code: {code_summary(code)}; data dir {root}", highlight=False)
-        check_record_size(root, record)
+        record = encoded_record(root)
         progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                             MofNCompleteColumn(), TimeElapsedColumn(), console=console)
         with progress:
@@ -823,7 +807,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             progress.remove_task(setup)
             cases = select(append_comparisons(root, args.records, messages, record)
                            + recovery_comparisons(log), args.cases)
-            run_all(cases, args.repeat, progress)
+            worker = start_versus(args, cases) if args.versus else None
+            try:
+                run_all(cases, args.repeat, progress)
+            finally:
+                if worker is not None:
+                    worker.close()
         console.print(results_table(cases, f"median of {args.repeat} runs; ratio = median of "
                                            "paired ours/bound throughput"))
         targets = target_results(cases)
@@ -848,26 +837,49 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             "topic": TOPIC, "queues": QUEUES, "sync_divisors": SYNC_DIVISORS,
             "data_dir": "bench/results/tmp (removed afterwards)",
         },
+        "versus": None if worker is None else {"commit": worker.commit, **worker.info},
         "cases": [case_result(c) for c in cases],
         "targets": targets,
     }
 
 
+def start_versus(args: argparse.Namespace, cases: Sequence[Comparison]) -> VersusWorker:
+    """Start the ``--versus`` child and give every case a side run by it."""
+    worker = VersusWorker(args.versus, Path(__file__), [
+        "--records", str(args.records), "--recovery-mb", str(args.recovery_mb),
+        "--cases", ",".join(c.name for c in cases)], SRC_ENV, COMMIT_ENV)
+    console.print(f"versus: broker_lite at commit {worker.commit[:12]} in a child process; "
+                  f"its record is {worker.info['record_size']} B", highlight=False)
+
+    def run_in_child(name: str) -> Measurement:
+        return Measurement(*worker.run(name))
+
+    for case in cases:
+        case.versus = Side(f"broker_lite at {worker.commit[:12]}: {case.ours.what}",
+                           lambda name=case.name: run_in_child(name))
+    return worker
+
+
+def versus_worker(args: argparse.Namespace) -> int:
+    """The ``--versus`` child: build its own workload with the code it imported, then serve."""
+    code = _code_state()
+    with scratch_dir("storage-versus") as root:
+        record = encoded_record(root)
+        messages = [make_message(i) for i in range(args.records)]
+        log = build_recovery_log(root, args.recovery_mb)
+        cases = select(append_comparisons(root, args.records, messages, record)
+                       + recovery_comparisons(log), args.cases)
+        serve({"code": code, "record_size": len(record), "recovery_records": log.records,
+               "recovery_bytes": log.log_bytes}, {c.name: c.ours.run for c in cases}, sys.stdout)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
-    if args.render:
-        result = json.loads((RESULTS_DIR / "storage.json").read_text(encoding="utf-8"))
-        update_readme_section(BENCH_DIR / "README.md", "storage", markdown_section(result))
-        return 0
-    if args.at_commit and SRC_ENV not in os.environ:
-        return run_at_commit(args.at_commit, argv)
-    result = measure(args)
-    if args.quick or args.cases:
-        console.print("quick or partial run: results not saved")
-    else:
-        save(result)
-    return 0
+    if args.versus_worker:
+        return versus_worker(args)
+    return benchmark_main(__file__, "storage", argv, parse_args, measure, markdown_section)
 
 
 if __name__ == "__main__":

@@ -1,365 +1,75 @@
-"""``rocketbox demo`` / ``make demo``: the whole path end to end, on embedded defaults.
+"""``rocketbox demo``: run the end-to-end demo of a source checkout (``examples/demo``).
 
-On a fresh checkout it needs nothing but the virtualenv: SQLite for the
-databases, broker_lite started here, and Celery on kombu's SQLAlchemy
-transport (a SQLite file). In ``.demo/`` (wiped first, so it runs again) it
-
-1. starts broker_lite (fast check-back: ``--tx-timeout 1``), migrates the
-   shop's and the inventory's databases, and starts the check-back
-   responder, the inventory consumer (inbox), the relay worker (Celery, with
-   the demo's crash hook) and the Flask shop on a free port;
-2. sends ``--orders`` orders over HTTP with a progress bar: most succeed,
-   some fail and roll back (an unknown item answers 422, too many items 409),
-   and for a few the relay kills itself between the half and the commit
-   (the shop's ``relay --demo-crash-dir`` hook), so the broker's check-back
-   has to resolve them; a killed relay is restarted (:class:`Supervisor`,
-   which also measures how long the relay was down);
-3. waits until the inventory has consumed every committed order;
-4. audits: every committed status row has exactly one commit record in the
-   broker (``broker-lite inspect``), no record mentions a rolled-back order,
-   the inventory reserved every committed order once and nothing else; then,
-   when pyspark and Java are there (not with ``--quick`` unless ``--spark
-   on``), the Spark audit ``spark.audit_job`` over the same files, with a
-   latency SLO of :data:`BASE_SLO` plus the kill period (from the first
-   relay death to the last restarted relay's ``ready.``): the demo kills the
-   relay on purpose, a restart on a busy machine takes seconds (it imports
-   and starts a Celery worker), and the kills come one after another, so
-   transactions committed in that period wait through it by design, not by a
-   fault;
-5. prints a summary table and, last, one line
-   ``demo: committed=C rolled_back=R consumed=C divergences=D``, where D
-   counts divergent transactions (and orders), not kinds of divergence.
-
-Every process runs in its own process group and is stopped with SIGTERM,
-then SIGKILL. Exit status 0 when the audit found no divergence, 1 otherwise,
-2 when the demo could not run.
-
-The parts live in ``examples/flask_shop`` (they are started as
-subprocesses, so this module imports nothing above the outbox layer).
+The demo is not part of the installed library: it starts the Flask shop of
+``examples/`` and the Spark audit of ``spark/`` with the checkout's process
+supervisor (``procgroup``). This command finds the checkout this ``outbox``
+package was loaded from and runs ``python -m examples.demo`` there as a child
+(every argument passed on; its exit status is the command's, 128 + N when
+signal N killed it). A SIGTERM sent
+to this process is passed on to the demo, which stops its parts; Ctrl-C
+reaches the demo from the terminal by itself, so this process only waits for
+it. From an installed wheel, which has no checkout, it prints one line saying
+what it needs and exits 2.
 """
 
 from __future__ import annotations
 
-import argparse
-import collections
-import contextlib
-import http.client
-import json
 import os
-import re
-import shutil
 import signal
 import subprocess
 import sys
 import threading
-import time
-import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+__all__ = ["DEMO_MODULE", "find_checkout", "main"]
 
-from outbox.demo_audit import (
-    BASE_SLO,
-    Outcome,
-    audit,
-    print_summary,
-    query,
-    spark_available,
-)
-from outbox.demo_parts import REPO, DemoError, Part, Supervisor, poll
-
-__all__ = ["DemoError", "main"]
-
-SHOP = "examples.flask_shop.run"
-_READY = re.compile(r"broker_lite ready native=(\S+) grpc=(\S+)")
+DEMO_MODULE = "examples.demo"
+NEEDS_CHECKOUT = ("rocketbox demo: needs a source checkout of rocketbox (it runs examples/demo "
+                  "there): clone the repository and run `make demo` in it")
 
 
-# -- orders ------------------------------------------------------------------------------
+def find_checkout(package_dir: Path | None = None) -> Path | None:
+    """The source checkout holding this ``outbox`` package, or None (an installed wheel).
 
-
-@dataclass(frozen=True, slots=True)
-class Order:
-    ref: str
-    item: str
-    qty: int
-    kind: str  # "ok", "crash" (the relay dies between half and commit), "unknown", "too_many"
-
-
-def plan(count: int) -> list[Order]:
-    """A fixed mix: about 80 % plain, 4 % relay crashes, the rest rolled back."""
-    orders = []
-    items = ("tea", "coffee", "cake", "scone")
-    for i in range(count):
-        if i % 25 == 7:
-            kind, item, qty = "crash", items[i % 4], 1 + i % 5
-        elif i % 13 == 5:
-            kind, item, qty = "unknown", "unicorn", 1
-        elif i % 11 == 3:
-            kind, item, qty = "too_many", items[i % 4], 99
-        else:
-            kind, item, qty = "ok", items[i % 4], 1 + i % 5
-        prefix = "crash-" if kind == "crash" else "order-"
-        orders.append(Order(f"{prefix}{uuid.uuid4().hex[:12]}", item, qty, kind))
-    return orders
-
-
-def post(address: str, order: Order) -> tuple[int, dict[str, Any]]:
-    host, port = address.rsplit(":", 1)
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        body = json.dumps({"ref": order.ref, "item": order.item, "qty": order.qty})
-        conn.request("POST", "/orders", body=body, headers={"Content-Type": "application/json"})
-        response = conn.getresponse()
-        raw = response.read()
-        try:
-            data = json.loads(raw or b"{}")
-        except ValueError:
-            data = {"raw": raw.decode("utf-8", "replace")}
-        return response.status, data
-    finally:
-        conn.close()
-
-
-def spark_audit(demo: Demo, env: dict[str, str], timeout: float, slo: float
-                ) -> tuple[str, dict[str, int]]:
-    """Run ``spark.audit_job`` over the demo's files: what it said, and divergent counts.
-
-    The counts are the audit's divergent transactions per category (from its
-    ``--json`` summary); empty when it found none or could not run.
+    A checkout is the package's parent directory when it has ``examples/demo``,
+    ``examples/flask_shop`` and ``procgroup`` beside it.
     """
-    work = demo.work
-    part = demo.part("spark-audit", [sys.executable, "-m", "spark.audit_job", "--jdbc-url",
-                                     f"jdbc:sqlite:{work / 'shop.sqlite'}", "--commitlog",
-                                     str(work / "broker"), "--slo", f"{slo:.1f}",
-                                     "--json", str(work / "audit.json"),
-                                     "--html", str(work / "audit.html"), "--quiet"], env)
-    assert part.process is not None
-    try:
-        code = part.process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        part.stop()
-        return f"timed out after {timeout:.0f}s (skipped)", {}
-    if code == 0:
-        return f"clean (report: {work / 'audit.html'})", {}
-    if code == 1:
-        summary = json.loads((work / "audit.json").read_text(encoding="utf-8"))
-        counts = {str(c): int(n) for c, n in summary["counts"].items()
-                  if c not in ("ok", "pending") and n}
-        if not counts:  # categories the demo does not know: the total still counts
-            counts = {"divergent": int(summary.get("divergent") or 1)}
-        return f"divergences (see {work / 'audit.json'})", counts
-    tail = part.log().strip().splitlines()[-1:] or ["no output"]
-    return f"could not run, skipped: {tail[0][:120]}", {}
+    root = (package_dir or Path(__file__).resolve().parent).parent
+    needed = (root / "examples" / "demo" / "__main__.py",
+              root / "examples" / "flask_shop" / "run.py",
+              root / "procgroup" / "__init__.py")
+    return root if all(path.is_file() for path in needed) else None
 
 
-# -- running it ----------------------------------------------------------------------------
-
-
-@dataclass
-class Demo:
-    work: Path
-    console: Console
-    parts: list[Part] = field(default_factory=list)
-
-    def part(self, name: str, argv: Sequence[str], env: dict[str, str]) -> Part:
-        part = Part(name, list(argv), env, self.work / "logs" / f"{name}.log")
-        self.parts.append(part)
-        part.start()
-        return part
-
-    def stop_all(self) -> None:
-        for part in reversed(self.parts):
-            part.stop()
-
-
-def _env(work: Path, broker: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHOP_")}
-    env.update({
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")])),
-        "PYTHONUNBUFFERED": "1",
-        "SHOP_DB": f"sqlite:///{work / 'shop.sqlite'}",
-        "SHOP_INVENTORY_DB": f"sqlite:///{work / 'inventory.sqlite'}",
-        "SHOP_CELERY_BROKER": f"sqla+sqlite:///{work / 'celery.sqlite'}",
-        "SHOP_BROKER": broker,
-    })
-    return env
-
-
-@contextlib.contextmanager
-def _terminating(demo: Demo) -> Iterator[None]:
-    """Stop every part on the way out, also on SIGTERM and Ctrl-C."""
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def on_term(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    in_main = threading.current_thread() is threading.main_thread()
-    if in_main:
-        signal.signal(signal.SIGTERM, on_term)
+@contextmanager
+def _passing_signals_to(child: subprocess.Popen[bytes]) -> Iterator[None]:
+    """SIGTERM goes on to ``child``; SIGINT is ignored here (the terminal sent it to both)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM,
+                                              lambda signum, _frame: child.send_signal(signum)),
+                signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN)}
     try:
         yield
     finally:
-        demo.stop_all()
-        if in_main:
-            signal.signal(signal.SIGTERM, previous)
-
-
-def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str,
-        spark_timeout: float = 600.0) -> int:
-    started = time.monotonic()
-    if work.exists():
-        shutil.rmtree(work)
-    (work / "logs").mkdir(parents=True)
-    demo = Demo(work, console)
-    python = sys.executable
-    timings: dict[str, float] = {}
-    with _terminating(demo):
-        console.print(f"[b]rocketbox demo[/b]: {orders} orders, everything in {work}")
-        broker = demo.part("broker", [python, "-m", "broker_lite", "serve", "--data-dir",
-                                      str(work / "broker"), "--port", "0", "--grpc-port", "0",
-                                      "--tx-timeout", "1", "--tx-check-interval", "0.5",
-                                      "--auto-create-topics"],
-                           dict(os.environ, PYTHONUNBUFFERED="1"))
-        native = broker.wait_for(_READY, 60).group(1)
-        env = _env(work, native)
-        migrated = subprocess.run([python, "-m", SHOP, "migrate"], env=env, cwd=REPO,
-                                  capture_output=True, text=True, timeout=120)
-        if migrated.returncode != 0:
-            raise DemoError(f"migrate failed:\n{migrated.stdout}{migrated.stderr}")
-        checker = demo.part("checker", [python, "-m", SHOP, "checker"], env)
-        inventory = demo.part("inventory", [python, "-m", SHOP, "inventory"], env)
-        relay = demo.part("relay", [python, "-m", SHOP, "relay", "--demo-crash-dir",
-                                    str(work / "crashed")], env)
-        web = demo.part("web", [python, "-m", SHOP, "web", "--port", "0"], env)
-        checker.wait_for("checker ready", 90)
-        inventory.wait_for("inventory ready", 90)
-        relay.wait_for(r"ready\.", 90)
-        address = web.wait_for(r"shop ready http://(\S+)", 90).group(1)
-        timings["start-up"] = time.monotonic() - started
-        console.print(f"broker {native}, shop http://{address}, relay, check-back responder "
-                      f"and inventory consumer up ({timings['start-up']:.1f}s)")
-        supervisor = Supervisor(relay)
-        plan_ = plan(orders)
-        answers: collections.Counter[str] = collections.Counter()
-        ok_refs: set[str] = set()
-        failed_refs: set[str] = set()
-        sending = time.monotonic()
-        progress = Progress(TextColumn("{task.description}"), BarColumn(),
-                            MofNCompleteColumn(), TimeElapsedColumn(), console=console)
-
-        def kills() -> str:
-            return f"[red]{supervisor.kills} relay kills[/red]"
-
-        def sent() -> str:  # kills go on after the last order: both lines keep counting
-            return (f"orders    [green]{len(ok_refs)} committed[/green]  "
-                    f"[yellow]{len(failed_refs)} rolled back[/yellow]  {kills()}")
-
-        with progress:
-            task = progress.add_task("orders", total=len(plan_))
-            for order in plan_:
-                status, _body = post(address, order)
-                answers[str(status)] += 1
-                if status == 201:
-                    ok_refs.add(order.ref)
-                else:
-                    failed_refs.add(order.ref)
-                supervisor.check()
-                progress.update(task, advance=1, description=sent())
-            timings["sending"] = time.monotonic() - sending
-            waiting = time.monotonic()
-            consuming = progress.add_task("consumed", total=len(ok_refs))
-
-            def consumed_all() -> bool:
-                supervisor.check()
-                rows = query(work / "inventory.sqlite",
-                              "SELECT count(*) FROM inventory_reservation")
-                progress.update(consuming, completed=rows[0][0],
-                                description=f"consumed  {kills()}")
-                progress.update(task, description=sent())
-                return bool(rows[0][0] >= len(ok_refs))
-
-            remaining = max(10.0, timeout - (time.monotonic() - started))
-            poll(consumed_all, remaining, "the inventory did not consume every order in time")
-        timings["relay and consume"] = time.monotonic() - waiting
-        downtime, kill_period = supervisor.downtime(), supervisor.kill_period()
-        auditing = time.monotonic()
-        result = audit(work, ok_refs, failed_refs)
-        timings["audit"] = time.monotonic() - auditing
-        slo = BASE_SLO + kill_period
-        spark_result = "off"
-        if spark != "off":
-            why_not = spark_available()
-            if why_not is not None:
-                spark_result = f"skipped: {why_not}"
-            else:
-                console.print(f"running the Spark audit (spark.audit_job, local[*], "
-                              f"SLO {slo:.1f}s) ...")
-                spark_started = time.monotonic()
-                spark_result, counts = spark_audit(demo, env, spark_timeout, slo)
-                timings["spark audit"] = time.monotonic() - spark_started
-                for category, count in counts.items():
-                    result.diverged(f"spark: {category}", f"spark audit: {count} {category} "
-                                    f"({spark_result})", count)
-        checkbacks = len(set(re.findall(
-            r"check-back of transaction '(\w+)' resolved it: committed", broker.log())))
-    crashed = len(list((work / "crashed").glob("*"))) if (work / "crashed").exists() else 0
-    timings["total"] = time.monotonic() - started
-    print_summary(console, orders, answers, result, Outcome(
-        kills=supervisor.kills, halves_left=crashed, checkbacks=checkbacks,
-        downtime=downtime, longest=max(supervisor.outages, default=downtime),
-        kill_period=kill_period, slo=slo),
-        timings)
-    console.print(f"Spark audit: {spark_result}")
-    for line in result.lines[:20]:
-        console.print(f"[red]divergence[/red] {line}")
-    rolled_back = len(failed_refs)
-    print(f"demo: committed={len(ok_refs)} rolled_back={rolled_back} "
-          f"consumed={result.consumed} divergences={result.divergences}", flush=True)
-    return 0 if not result.divergences else 1
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="rocketbox demo", description="The end-to-end demo on embedded defaults "
-        "(SQLite, broker_lite, Celery on SQLite): orders over HTTP, rollbacks, relay "
-        "crashes resolved by check-back, an inbox consumer and a consistency audit.")
-    parser.add_argument("--orders", type=int, default=200,
-                        help="how many orders to send (default: 200)")
-    parser.add_argument("--quick", action="store_true", help="30 orders (for CI)")
-    parser.add_argument("--dir", type=Path, default=Path(".demo"),
-                        help="working directory, wiped first (default: .demo)")
-    parser.add_argument("--spark", choices=("auto", "on", "off"), default="auto",
-                        help="also run the Spark audit (spark.audit_job) when pyspark and "
-                             "Java are there; auto: yes, except with --quick")
-    parser.add_argument("--timeout", type=float, default=420.0,
-                        help="give up when the orders are not all consumed this many seconds "
-                             "after the start (default: %(default)s)")
-    parser.add_argument("--spark-timeout", type=float, default=600.0,
-                        help="seconds the Spark audit may take before it is skipped "
-                             "(default: %(default)s; a busy machine needs minutes)")
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    orders = 30 if args.quick else args.orders
-    if orders < 1:
-        parser.error("--orders must be >= 1")
-    if not (REPO / "examples" / "flask_shop" / "run.py").exists():
-        print("rocketbox demo: needs a source checkout (examples/flask_shop is missing)",
-              file=sys.stderr)
+    """Run the checkout's demo with ``argv``; 2 (one line) when there is no checkout."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    root = find_checkout()
+    if root is None:
+        print(NEEDS_CHECKOUT, file=sys.stderr)
         return 2
-    console = Console()
-    try:
-        spark = args.spark if args.spark != "auto" else ("off" if args.quick else "on")
-        return run(orders, args.dir.resolve(), console, timeout=args.timeout, spark=spark,
-                   spark_timeout=args.spark_timeout)
-    except DemoError as exc:
-        print(f"rocketbox demo: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    path = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH", "")]))
+    sys.stdout.flush()
+    child = subprocess.Popen([sys.executable, "-m", DEMO_MODULE, *args],
+                             env={**os.environ, "PYTHONPATH": path})
+    with _passing_signals_to(child):
+        code = child.wait()
+    return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell says

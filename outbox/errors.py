@@ -27,9 +27,8 @@ there. The web-framework integrations add their own branch
     │  retry later (``retriable``)
     ├── RelayError                a row could not be relayed now: ``tx_id``, ``topic``
     │   └── BrokerUnreachableError  the broker did not answer: ``server``
-    ├── NotConnected              [cli_commands] the first connection to ``--db``
-    │                             failed; the driver's error is the cause
-    └── DemoError                 [demo_parts] a part of the demo did not start in time
+    └── NotConnected              [cli_commands] the first connection to ``--db``
+                                  failed; the driver's error is the cause
 
 Internal signals (outside the tree, they never leave their module):
 ``_AlreadyProcessed`` [inbox] rolls back a redelivery's transaction.

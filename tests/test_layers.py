@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ["broker_lite", "outbox", "integrations", "spark", "migrations"]
+PACKAGES = ["broker_lite", "outbox", "integrations", "spark", "migrations", "procgroup"]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 pytestmark = pytest.mark.skipif(not LINT_IMPORTS.exists(),
@@ -58,6 +58,10 @@ def test_the_untouched_tree_keeps_every_contract(tmp_path: Path) -> None:
     ("outbox/_bad.py", "from broker_lite.core import Broker", "outbox._bad -> broker_lite.core"),
     # an integration around the outbox
     ("integrations/_bad.py", "import broker_lite.client", "integrations._bad -> broker_lite"),
+    # the library leaning on the checkout's process supervisor (not in the wheel)
+    ("outbox/_bad.py", "from procgroup import Process", "outbox._bad -> procgroup"),
+    # the supervisor leaning on the library
+    ("procgroup/_bad.py", "import outbox", "procgroup._bad -> outbox"),
 ])
 def test_a_deliberately_bad_import_breaks_a_contract(tmp_path: Path, module: str,
                                                      bad_import: str, named: str) -> None:

@@ -128,9 +128,6 @@ def register(sub: Any) -> None:
     tx.add_argument("--reject-transactions", action="store_true",
                     help="refuse half messages with NO_PERMISSION (RocketMQ's "
                          "rejectTransactionMessage)")
-    # A test hook (docs/audit.md), hidden from --help: write every N-th commit record twice.
-    tx.add_argument("--fault-double-commit-every", type=int, default=0, metavar="N",
-                    help=argparse.SUPPRESS)
 
     topics = p.add_argument_group("topics and consumers")
     topics.add_argument("--auto-create-topics", dest="auto_create_topics",
@@ -233,8 +230,7 @@ def build_configs(args: argparse.Namespace) -> tuple[BrokerConfig, ServerConfig]
         default_queues=args.default_queues, reject_transactions=args.reject_transactions,
         tx_timeout=args.tx_timeout, tx_check_interval=args.tx_check_interval,
         tx_check_max=args.tx_check_max, delay_time_scale=args.delay_time_scale,
-        client_expiry=args.client_expiry,
-        fault_double_commit_every=args.fault_double_commit_every)
+        client_expiry=args.client_expiry)
     server = ServerConfig(host=args.host, port=args.port, grpc_port=args.grpc_port,
                           max_frame_size=args.max_frame_size, insecure=args.insecure)
     if server.max_frame_size < store.max_message_size + 64 * 1024:

@@ -17,12 +17,12 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from broker_lite.core.clients import Channel, ClientRegistry, allocate_averagely
 from broker_lite.core.config import BrokerConfig
 from broker_lite.core.filtering import parse_tag_expr
+from broker_lite.core.model import Ended, EndRequest, Message, SendResult, Sent
 from broker_lite.core.offsets import OffsetManager
 from broker_lite.core.schedule import DelayService
 from broker_lite.core.topics import (
@@ -54,7 +54,7 @@ from broker_lite.storage.properties import (
 )
 from broker_lite.storage.record import pack_host
 
-__all__ = ["Broker", "Ended", "Sent", "new_msg_id"]
+__all__ = ["Broker", "new_msg_id"]
 
 log = logging.getLogger("broker_lite.core")
 
@@ -90,20 +90,6 @@ _ids = _RandomIds()
 def new_msg_id() -> str:
     """A 32-hex-digit unique (random) id, the shape of RocketMQ's message ids."""
     return _ids.next()
-
-
-@dataclass(frozen=True, slots=True)
-class Sent:
-    """A send's result; in ``sync`` mode acknowledge once ``end_offset`` is durable."""
-
-    result: m.SendResult
-    end_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class Ended:
-    response: m.EndTransactionResponse
-    end_offset: int
 
 
 class Broker:
@@ -160,7 +146,7 @@ class Broker:
 
     # -- producing ---------------------------------------------------------------
 
-    def _store_message(self, msg: m.WireMessage, topic: str, queue_id: int, msg_id: str,
+    def _store_message(self, msg: Message, topic: str, queue_id: int, msg_id: str,
                        born_host: str) -> MessageToStore:
         props = dict(msg.properties)
         if msg.tags:
@@ -188,7 +174,7 @@ class Broker:
             self._born_hosts[born_host] = packed
         return packed
 
-    def send(self, producer_group: str, message: m.WireMessage, *, born_host: str = "",
+    def send(self, producer_group: str, message: Message, *, born_host: str = "",
              dedupe: bool = True) -> Sent:
         """Store a message (a half when ``message.transactional``).
 
@@ -200,7 +186,7 @@ class Broker:
             self._arrived(message.topic, sent.result.queue_id)
         return sent
 
-    def _send(self, producer_group: str, message: m.WireMessage,
+    def _send(self, producer_group: str, message: Message,
               born_host: str, *, dedupe: bool = True) -> tuple[Sent, bool]:
         """Store one message; also says whether it is visible in its queue now (not a
         half, not delayed), for the caller to notify arrival listeners."""
@@ -222,15 +208,15 @@ class Broker:
             queue_offset, end = self.delays.schedule(
                 store_msg, level=message.delay_level,
                 deliver_at_ms=deliver_at_ms if not message.delay_level else 0)
-            return Sent(m.SendResult(msg_id=msg_id, topic=topic, queue_id=queue_id,
+            return Sent(SendResult(msg_id=msg_id, topic=topic, queue_id=queue_id,
                                      queue_offset=queue_offset, commit_log_offset=-1),
                         end), False
         put = self.store.put_nowait(store_msg)
-        return Sent(m.SendResult(msg_id=msg_id, topic=topic, queue_id=queue_id,
+        return Sent(SendResult(msg_id=msg_id, topic=topic, queue_id=queue_id,
                                  queue_offset=put.queue_offset,
                                  commit_log_offset=put.physical_offset), put.end_offset), True
 
-    def send_batch(self, producer_group: str, messages: list[m.WireMessage], *,
+    def send_batch(self, producer_group: str, messages: list[Message], *,
                    born_host: str = "") -> list[Sent | BrokerError]:
         """Store each message on its own (a refusal does not stop the others).
 
@@ -254,7 +240,7 @@ class Broker:
                 self._arrived(topic, queue_id)
         return results
 
-    def end_transaction(self, request: m.EndTransactionRequest) -> Ended:
+    def end_transaction(self, request: EndRequest) -> Ended:
         response, end = self.transactions.end(request)
         return Ended(response, end)
 
@@ -288,7 +274,8 @@ class Broker:
         while offset < high and not found:
             records, offset = self.store.read_queue(
                 request.topic, request.queue_id, offset, wanted, tag_filter.hashes)
-            found.extend(delivered_view(r) for r in records if tag_filter.matches(r.tags))
+            found.extend(delivered_view(r, make=m.DeliveredMessage)
+                         for r in records if tag_filter.matches(r.tags))
         status = "found" if found or offset > request.offset else "no_new_message"
         return m.PullResponse(status=status, messages=found, next_offset=offset,
                               min_offset=low, max_offset=high)
@@ -422,7 +409,8 @@ class Broker:
 
     def query_by_key(self, request: m.QueryByKeyRequest) -> m.QueryByKeyResponse:
         records = self.store.lookup_key(request.key, max(1, min(request.max_messages, 256)))
-        return m.QueryByKeyResponse(messages=[delivered_view(r) for r in records])
+        return m.QueryByKeyResponse(
+            messages=[delivered_view(r, make=m.DeliveredMessage) for r in records])
 
     # -- periodic work -------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from broker_lite.core.model import CheckRequest
 from broker_lite.protocol import messages as m
 
 __all__ = ["Channel", "ClientRegistry", "allocate_averagely"]
@@ -27,7 +28,7 @@ class Channel(Protocol):
 
     def is_alive(self) -> bool: ...
 
-    def send_check(self, request: m.CheckTransactionRequest) -> None: ...
+    def send_check(self, request: CheckRequest) -> None: ...
 
 
 @dataclass

@@ -35,10 +35,6 @@ class BrokerConfig:
     delay_time_scale: float = 1.0
     #: a client that sent no heartbeat for this long is dropped (seconds)
     client_expiry: float = 120.0
-    #: TEST HOOK, never for production: write the commit record twice for every N-th
-    #: commit (0, the default, is off). The consistency audit's tests use it to make a
-    #: real duplicate commit (docs/audit.md)
-    fault_double_commit_every: int = 0
 
     def __post_init__(self) -> None:
         if self.default_queues < 1 or self.default_queues > 1024:
@@ -51,6 +47,3 @@ class BrokerConfig:
         if self.delay_time_scale <= 0:
             raise ConfigurationError("delay_time_scale must be positive",
                                      setting="delay_time_scale")
-        if self.fault_double_commit_every < 0:
-            raise ConfigurationError("fault_double_commit_every must be >= 0 (0 is off)",
-                                     setting="fault_double_commit_every")

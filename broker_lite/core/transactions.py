@@ -51,9 +51,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from broker_lite.core.clients import Channel, ClientRegistry
 from broker_lite.core.config import BrokerConfig
+from broker_lite.core.model import CheckRequest, DeliveredMessage, EndRequest, EndResult, SendResult
 from broker_lite.core.topics import HALF_TOPIC, OP_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC
 from broker_lite.core.transaction_state import (
     COMMITTED,
@@ -73,7 +75,6 @@ from broker_lite.errors import (
     TransactionMismatchError,
     TransactionNotFoundError,
 )
-from broker_lite.protocol import messages as m
 from broker_lite.storage import MessageStore, MessageToStore, StoredRecord, SysFlag, TxType
 from broker_lite.storage.properties import (
     CHECK_IMMUNITY_TIME_IN_SECONDS,
@@ -95,15 +96,18 @@ __all__ = ["FROM_CHECK", "TX_STATE", "HalfEntry", "TransactionService", "deliver
 
 log = logging.getLogger("broker_lite.core.transactions")
 
+_View = TypeVar("_View")
+
 _DROP_ON_COMMIT = (TRAN_MSG, REAL_TOPIC, REAL_QID, TX_STATE)  # EndTransactionProcessor, + ours
 
 
 def delivered_view(record: StoredRecord, *, topic: str | None = None,
-                   queue_id: int | None = None) -> m.DeliveredMessage:
-    """A stored record as consumers (and check-back listeners) see it."""
+                   queue_id: int | None = None, make: Callable[..., _View]) -> _View:
+    """A stored record as consumers (and check-back listeners) see it, built by ``make``
+    (the core's :class:`DeliveredMessage`, or a door's struct of the same fields)."""
     props = record.properties
     keys = props.get("KEYS")
-    return m.DeliveredMessage(
+    return make(
         msg_id=props.get(UNIQ_KEY, ""),
         topic=record.topic if topic is None else topic,
         queue_id=record.queue_id if queue_id is None else queue_id,
@@ -129,7 +133,6 @@ class TransactionService:
         self._clients = clients
         self._notify = notify
         self._lock = threading.RLock()
-        self._commits = 0  # commits written by this process; only the fault hook reads it
         self._table = rebuild(store)
         for entry in list(self._table.pending.values()):
             commit = find_commit(store, entry)
@@ -184,7 +187,7 @@ class TransactionService:
 
     def prepare(self, producer_group: str, store_msg: MessageToStore, transaction_id: str,
                 real_topic: str, real_queue_id: int, *,
-                dedupe: bool = True) -> tuple[m.SendResult, int]:
+                dedupe: bool = True) -> tuple[SendResult, int]:
         """Store a half; a second half with the same id returns the first one's result,
         or with ``dedupe=False`` is stored as a half of its own (RocketMQ's way)."""
         if self._config.reject_transactions:
@@ -210,13 +213,13 @@ class TransactionService:
             return self._half_result(entry, duplicate=False), put.end_offset
 
     @staticmethod
-    def _half_result(entry: HalfEntry, *, duplicate: bool) -> m.SendResult:
-        return m.SendResult(msg_id=entry.transaction_id, topic=entry.real_topic,
+    def _half_result(entry: HalfEntry, *, duplicate: bool) -> SendResult:
+        return SendResult(msg_id=entry.transaction_id, topic=entry.real_topic,
                             queue_id=entry.real_queue_id, queue_offset=entry.queue_offset,
                             commit_log_offset=entry.half_offset,
                             transaction_id=entry.transaction_id, duplicate=duplicate)
 
-    def end(self, request: m.EndTransactionRequest) -> tuple[m.EndTransactionResponse, int]:
+    def end(self, request: EndRequest) -> tuple[EndResult, int]:
         """Commit, roll back, or (UNKNOWN) leave for check-back. Idempotent; first wins."""
         if request.state not in (0, 8, 12):
             raise TransactionMismatchError(
@@ -236,20 +239,19 @@ class TransactionService:
                 raise TransactionConflictError(entry.transaction_id, entry.state.replace("_", " "),
                                                OP_NAMES[wanted].lower())
             if wanted is None:
-                return m.EndTransactionResponse(outcome="unknown"), 0
+                return EndResult(outcome="unknown"), 0
             end_offset = 0
             copy = request.commit_log_offset if request.commit_log_offset >= 0 \
                 else entry.half_offset
             if wanted == COMMITTED:
                 end_offset = self._write_commit(entry, copy)
-                end_offset = max(end_offset, self._fault_double_commit(entry, copy))
             extra = {FROM_CHECK: "true"} if request.from_check else None
             end_offset = max(end_offset, self._resolve(entry, wanted, copy, extra))
         if wanted == COMMITTED:
             self._notify(entry.real_topic, entry.real_queue_id)
         return self._ended(entry, already=False), end_offset
 
-    def _validate(self, entry: HalfEntry, request: m.EndTransactionRequest) -> None:
+    def _validate(self, entry: HalfEntry, request: EndRequest) -> None:
         if request.producer_group != entry.producer_group:
             raise TransactionMismatchError(
                 f"transaction {entry.transaction_id!r} belongs to producer group "
@@ -275,28 +277,9 @@ class TransactionService:
         entry.commit_queue_offset = put.queue_offset
         return put.end_offset
 
-    def _fault_double_commit(self, entry: HalfEntry, copy_offset: int) -> int:
-        """Test hook (``fault_double_commit_every``): a second commit record every N-th commit.
-
-        Off (0) in every production path. It models a broker that committed one
-        transaction twice, which the consistency audit must report as ``duplicate``.
-        Returns the second record's end offset, or 0 when nothing was written.
-        """
-        every = self._config.fault_double_commit_every
-        if every <= 0:
-            return 0
-        self._commits += 1
-        if self._commits % every:
-            return 0
-        first = (entry.commit_offset, entry.commit_queue_offset)
-        end_offset = self._write_commit(entry, copy_offset)
-        entry.commit_offset, entry.commit_queue_offset = first  # clients see the first
-        log.warning("fault hook: commit of %s written twice", entry.transaction_id)
-        return end_offset
-
     @staticmethod
-    def _ended(entry: HalfEntry, *, already: bool) -> m.EndTransactionResponse:
-        return m.EndTransactionResponse(
+    def _ended(entry: HalfEntry, *, already: bool) -> EndResult:
+        return EndResult(
             outcome=entry.state if entry.state != DISCARDED else "discarded",
             already=already, commit_log_offset=entry.commit_offset,
             queue_id=entry.real_queue_id if entry.commit_offset >= 0 else -1,
@@ -310,7 +293,7 @@ class TransactionService:
         timeout_ms = int(self._config.tx_timeout * 1000)
         interval_ms = int(self._config.tx_check_interval * 1000)
         max_age_ms = int(self._config.tx_max_age_hours * 3600 * 1000)
-        sends: list[tuple[Channel, m.CheckTransactionRequest]] = []
+        sends: list[tuple[Channel, CheckRequest]] = []
         with self._lock:
             for entry in list(self._table.pending.values()):
                 age = now - entry.store_ts
@@ -350,10 +333,11 @@ class TransactionService:
             reconsume_times=half.reconsume_times))
         entry.copies[put.physical_offset] = put.queue_offset
 
-    def _check_request(self, entry: HalfEntry) -> m.CheckTransactionRequest:
+    def _check_request(self, entry: HalfEntry) -> CheckRequest:
         half = self._store.get(entry.half_offset)
-        view = delivered_view(half, topic=entry.real_topic, queue_id=entry.real_queue_id)
-        return m.CheckTransactionRequest(
+        view = delivered_view(half, topic=entry.real_topic, queue_id=entry.real_queue_id,
+                              make=DeliveredMessage)
+        return CheckRequest(
             producer_group=entry.producer_group, transaction_id=entry.transaction_id,
             msg_id=entry.transaction_id, commit_log_offset=entry.half_offset,
             queue_offset=entry.queue_offset, check_times=entry.check_times, message=view,

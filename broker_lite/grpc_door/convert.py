@@ -33,6 +33,7 @@ from typing import Any
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
+from broker_lite.core.model import DeliveredMessage, Message
 from broker_lite.grpc_door.config import GrpcDoorConfig
 from broker_lite.grpc_door.status import Code, GrpcDoorError
 from broker_lite.protocol import messages as m
@@ -59,8 +60,8 @@ __all__ = [
     "SYSTEM_PROPERTIES",
     "duration_ms",
     "timestamp_ms",
+    "to_message",
     "to_proto",
-    "to_wire",
 ]
 
 TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
@@ -145,7 +146,8 @@ def _user_properties(message: Any, config: GrpcDoorConfig) -> dict[str, str]:
     return props
 
 
-def to_wire(message: Any, *, config: GrpcDoorConfig, max_body: int, now_ms: int) -> m.WireMessage:
+def to_message(message: Any, *, config: GrpcDoorConfig, max_body: int,
+               now_ms: int) -> Message:
     """One inbound ``Message`` as the core's ``WireMessage``; GrpcDoorError if refused."""
     sp = message.system_properties
     message_id = sp.message_id
@@ -194,7 +196,7 @@ def to_wire(message: Any, *, config: GrpcDoorConfig, max_body: int, now_ms: int)
     if sp.HasField("trace_context") and sp.trace_context:
         props[TRACE_CONTEXT] = sp.trace_context
     born = timestamp_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else 0
-    return m.WireMessage(
+    return Message(
         topic=message.topic.name, body=body, tags=tag, keys=list(sp.keys), properties=props,
         msg_id=message_id, sharding_key=group, deliver_at_ms=deliver_at,
         born_timestamp=born, transactional=transactional)
@@ -210,7 +212,8 @@ def _message_type(props: Mapping[str, str]) -> int:
     return int(pb.MessageType.NORMAL)
 
 
-def to_proto(view: m.DeliveredMessage, *, store_host: str = "", receipt_handle: str = "",
+def to_proto(view: m.DeliveredMessage | DeliveredMessage, *, store_host: str = "",
+             receipt_handle: str = "",
              delivery_attempt: int = 0, invisible_ms: int = 0) -> Any:
     """A stored message as a consumer (or a check-back) sees it over gRPC."""
     props = view.properties

@@ -39,12 +39,12 @@ import msgspec
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from broker_lite.core import Broker
+from broker_lite.core.model import CheckRequest, EndRequest, Message, SendResult
 from broker_lite.core.topics import DLQ_PREFIX, RETRY_PREFIX
 from broker_lite.errors import BrokerError
 from broker_lite.grpc_door.config import GrpcDoorConfig
 from broker_lite.grpc_door.status import Code, GrpcDoorError
 from broker_lite.grpc_door.transaction_data import TransactionData, TransactionDataTable
-from broker_lite.protocol import messages as m
 
 __all__ = ["HALVES_LOGGER", "NOT_FOUND", "ProxyMode", "accepted_types", "message_type"]
 
@@ -63,7 +63,7 @@ _BY_NAME = {"NORMAL": (pb.MessageType.NORMAL,), "FIFO": (pb.MessageType.FIFO,),
             "MIXED": _ALL_TYPES}
 
 
-def message_type(wire: m.WireMessage) -> str:
+def message_type(wire: Message) -> str:
     """A message's ``TopicMessageType``, in the order of ``parseFromMessageProperty``."""
     if wire.transactional:
         return "TRANSACTION"
@@ -96,7 +96,7 @@ class ProxyMode:
 
     # -- SendMessage ---------------------------------------------------------------------
 
-    def check_send(self, topic: str, wires: Sequence[m.WireMessage]) -> None:
+    def check_send(self, topic: str, wires: Sequence[Message]) -> None:
         """Refuse what the proxy (or the broker behind it) refuses; GrpcDoorError."""
         kind = message_type(wires[0])  # the proxy types a request by its first message
         if len(wires) > 1 and any(w.transactional for w in wires):
@@ -114,7 +114,7 @@ class ProxyMode:
                 f"topic {topic!r} takes {expected} messages, this one is {kind} (topic "
                 f"attribute message.type; create it with -a +message.type={kind})")
 
-    def half_stored(self, topic: str, wire: m.WireMessage, result: m.SendResult) -> float:
+    def half_stored(self, topic: str, wire: Message, result: SendResult) -> float:
         """Keep the half's transaction data, and log the one line a test counts.
 
         Returns how long to hold the answer back: 0, except under the test hook
@@ -137,7 +137,7 @@ class ProxyMode:
 
     # -- check-back ----------------------------------------------------------------------
 
-    def check_sent(self, request: m.CheckTransactionRequest) -> m.CheckTransactionRequest:
+    def check_sent(self, request: CheckRequest) -> CheckRequest:
         """A check-back goes to a client: its answer may end the half, once, in the window.
 
         As RocketMQ's, the check names the half's copy it just renewed, not the
@@ -166,11 +166,11 @@ class ProxyMode:
                 "or is older than the window, or was kept by another door process")
         return data
 
-    def hand_off(self, loop: Any, request: m.EndTransactionRequest) -> None:
+    def hand_off(self, loop: Any, request: EndRequest) -> None:
         """Apply the end after the answer, as the proxy's one-way request; failures logged."""
         loop.call_soon(self._apply, request)
 
-    def _apply(self, request: m.EndTransactionRequest) -> None:
+    def _apply(self, request: EndRequest) -> None:
         try:
             self._broker.end_transaction(request)
         except BrokerError as exc:

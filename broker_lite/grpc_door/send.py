@@ -4,7 +4,7 @@ A send stores each message through ``Broker.send`` (NORMAL, FIFO with its
 message group as the sharding key, DELAY with its delivery time, and halves of
 TRANSACTION messages) and, with ``--flush sync``, answers only once the
 message is on disk, as the native door does. Every message of a request is
-checked first (:func:`~broker_lite.grpc_door.convert.to_wire`); one bad
+checked first (:func:`~broker_lite.grpc_door.convert.to_message`); one bad
 message fails the whole request with its code, nothing stored, as in
 RocketMQ's proxy. Each stored message gets its own ``SendResultEntry``; the
 response's status is their common code, or MULTIPLE_RESULTS.
@@ -32,20 +32,19 @@ from typing import Any
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
-from broker_lite.core import Sent
+from broker_lite.core.model import EndRequest, Message, Sent, TxState
 from broker_lite.errors import BrokerError
 from broker_lite.grpc_door.auth import Caller, check_producer, check_topic
-from broker_lite.grpc_door.convert import to_wire
+from broker_lite.grpc_door.convert import to_message
 from broker_lite.grpc_door.door import GrpcDoor
 from broker_lite.grpc_door.route import validate_topic_name
 from broker_lite.grpc_door.status import Code, GrpcDoorError, ok, status, status_for
-from broker_lite.protocol import messages as m
 from broker_lite.serving.durability import wait_flushed
 
 __all__ = ["end_transaction", "send_message"]
 
-_STATES = {int(pb.TransactionResolution.COMMIT): m.TxState.COMMIT,
-           int(pb.TransactionResolution.ROLLBACK): m.TxState.ROLLBACK}
+_STATES = {int(pb.TransactionResolution.COMMIT): TxState.COMMIT,
+           int(pb.TransactionResolution.ROLLBACK): TxState.ROLLBACK}
 
 
 def _overall(codes: set[int]) -> Any:
@@ -70,12 +69,12 @@ async def send_message(door: GrpcDoor, caller: Caller, request: Any) -> Any:
     check_topic(caller.account, topic, "PUB")
     max_body = door.broker.config.store.max_message_size
     now = int(time.time() * 1000)
-    wires: list[m.WireMessage] = []
+    wires: list[Message] = []
     for message in request.messages:
         if message.topic.name != topic:
             raise GrpcDoorError(Code.MESSAGE_CORRUPTED,
                                 "every message of one request must have the same topic")
-        wires.append(to_wire(message, config=door.config, max_body=max_body, now_ms=now))
+        wires.append(to_message(message, config=door.config, max_body=max_body, now_ms=now))
     proxy = door.proxy
     if proxy is not None:
         proxy.check_send(topic, wires)
@@ -116,16 +115,16 @@ async def end_transaction(door: GrpcDoor, caller: Caller, request: Any) -> Any:
     if not transaction_id:
         raise GrpcDoorError(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
     check_producer(caller.account, topic)
-    state = _STATES.get(int(request.resolution), m.TxState.UNKNOWN)
+    state = _STATES.get(int(request.resolution), TxState.UNKNOWN)
     from_check = request.source == pb.TransactionSource.SOURCE_SERVER_CHECK
     if door.proxy is not None:
         data = door.proxy.take(topic, transaction_id)
-        door.proxy.hand_off(door.ctx.loop, m.EndTransactionRequest(
+        door.proxy.hand_off(door.ctx.loop, EndRequest(
             producer_group=topic, transaction_id=transaction_id, state=state,
             commit_log_offset=data.commit_log_offset, queue_offset=data.queue_offset,
             msg_id=request.message_id, from_check=from_check))
         return spb.EndTransactionResponse(status=ok())
-    ended = door.broker.end_transaction(m.EndTransactionRequest(
+    ended = door.broker.end_transaction(EndRequest(
         producer_group=topic, transaction_id=transaction_id, state=state,
         msg_id=request.message_id, from_check=from_check))
     await wait_flushed(door.ctx, ended.end_offset)

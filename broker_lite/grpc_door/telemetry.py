@@ -39,13 +39,13 @@ from typing import Any
 
 from rocketmq.grpc_protocol import service_pb2 as spb
 
+from broker_lite.core.model import CheckRequest
 from broker_lite.grpc_door.auth import Caller, check_consume, check_producer
 from broker_lite.grpc_door.convert import to_proto
 from broker_lite.grpc_door.door import GrpcDoor
 from broker_lite.grpc_door.route import validate_group, validate_topic_name
 from broker_lite.grpc_door.settings import PRODUCER, ClientInfo, answer_settings
 from broker_lite.grpc_door.status import Code, GrpcDoorError, ok, status, status_for
-from broker_lite.protocol import messages as m
 
 __all__ = ["TelemetryChannel", "heartbeat", "notify_client_termination", "telemetry"]
 
@@ -59,8 +59,7 @@ class TelemetryChannel:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, client_id: str, remote_address: str,
                  store_host: str, *,
-                 on_check: Callable[[m.CheckTransactionRequest],
-                                    m.CheckTransactionRequest] | None = None) -> None:
+                 on_check: Callable[[CheckRequest], CheckRequest] | None = None) -> None:
         self.client_id = client_id
         self.remote_address = remote_address
         self._loop = loop
@@ -76,7 +75,7 @@ class TelemetryChannel:
     def is_alive(self) -> bool:
         return self._alive
 
-    def send_check(self, request: m.CheckTransactionRequest) -> None:
+    def send_check(self, request: CheckRequest) -> None:
         """The core's check service asks (from any thread): write the check on the stream.
 
         A stream that closed since the core picked it drops the check; the core
@@ -91,7 +90,7 @@ class TelemetryChannel:
         log.info("check-back of %s not sent: the Telemetry stream of %s is closed",
                  request.transaction_id, self.client_id)
 
-    def _write_check(self, request: m.CheckTransactionRequest) -> None:
+    def _write_check(self, request: CheckRequest) -> None:
         if not self._alive:
             return
         if self._on_check is not None:

@@ -21,6 +21,7 @@ import asyncio
 import logging
 from typing import Any, Protocol
 
+from broker_lite.core.model import EndRequest
 from broker_lite.errors import BrokerError, ResponseCode
 from broker_lite.protocol import BodyError, RequestCode, decode
 from broker_lite.protocol import messages as m
@@ -67,7 +68,7 @@ async def answer_check(ctx: ServerContext, target: CheckTarget,
     if answer.state == m.TxState.UNKNOWN:
         log.debug("check-back of transaction %r: still unknown", tx)
         return
-    end = m.EndTransactionRequest(
+    end = EndRequest(
         producer_group=request.producer_group, transaction_id=tx, state=answer.state,
         commit_log_offset=request.commit_log_offset, queue_offset=request.queue_offset,
         msg_id=request.msg_id, from_check=True)

@@ -42,6 +42,7 @@ from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from broker_lite.core.acl import Account
+from broker_lite.core.model import CheckRequest
 from broker_lite.errors import BrokerError, ProtocolError, ResponseCode
 from broker_lite.protocol import (
     HEADER_SIZE,
@@ -61,6 +62,7 @@ from broker_lite.protocol import messages as m
 from broker_lite.protocol.signing import hello_signature_ok
 from broker_lite.server.checkback import answer_check
 from broker_lite.server.handlers import HANDLERS, INLINE, Handler, InlineHandler
+from broker_lite.server.translate import check_out
 from broker_lite.serving.context import ServerContext
 from broker_lite.serving.durability import flush_future, flush_outcome
 
@@ -122,7 +124,7 @@ class Connection:
     def is_alive(self) -> bool:
         return self._alive
 
-    def send_check(self, request: m.CheckTransactionRequest) -> None:
+    def send_check(self, request: CheckRequest) -> None:
         """Ask the producer about a transaction; fire-and-forget, from any thread."""
         if self._alive:
             self._ctx.call_soon_threadsafe(self._start_check, request)
@@ -130,9 +132,9 @@ class Connection:
     def mark_registered(self) -> None:
         self._registered = True
 
-    def _start_check(self, request: m.CheckTransactionRequest) -> None:
+    def _start_check(self, request: CheckRequest) -> None:
         if self._alive:
-            self._ctx.spawn(answer_check(self._ctx, self, request),
+            self._ctx.spawn(answer_check(self._ctx, self, check_out(request)),
                             name=f"check-{request.transaction_id}")
 
     async def request(self, code: RequestCode, body: Any, timeout: float) -> tuple[int, bytes]:

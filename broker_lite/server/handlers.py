@@ -39,6 +39,7 @@ from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
 from broker_lite.server.fit import fit
 from broker_lite.server.ops_handlers import OPS_HANDLERS
+from broker_lite.server.translate import end_in, end_out, message_in, send_result_out
 from broker_lite.serving.context import MAX_LONG_POLL_MS, ServerContext, Session
 from broker_lite.serving.durability import wait_flushed
 from broker_lite.serving.longpoll import NO_NEW_MESSAGE, long_poll_pull
@@ -111,9 +112,9 @@ async def unregister(ctx: ServerContext, session: Session, req: m.HeartbeatReque
 
 def send_now(ctx: ServerContext, session: Session, req: m.SendRequest) -> tuple[m.SendResult, int]:
     _check_topic(session, req.message.topic, "PUB")
-    sent: Sent = ctx.broker.send(req.producer_group, req.message,
+    sent: Sent = ctx.broker.send(req.producer_group, message_in(req.message),
                                  born_host=session.remote_address)
-    return sent.result, sent.end_offset
+    return send_result_out(sent.result), sent.end_offset
 
 
 async def send(ctx: ServerContext, session: Session, req: m.SendRequest) -> m.SendResult:
@@ -128,14 +129,15 @@ def send_batch_now(ctx: ServerContext, session: Session,
     if session.account is not None:
         for message in req.messages:
             _check_topic(session, message.topic, "PUB")
-    outcomes = ctx.broker.send_batch(req.producer_group, req.messages,
+    outcomes = ctx.broker.send_batch(req.producer_group,
+                                     [message_in(message) for message in req.messages],
                                      born_host=session.remote_address)
     results: list[m.SendItemResult] = []
     end = -1
     success = ResponseCode.SUCCESS
     for outcome in outcomes:
         if isinstance(outcome, Sent):
-            results.append(m.SendItemResult(code=success, result=outcome.result))
+            results.append(m.SendItemResult(code=success, result=send_result_out(outcome.result)))
             if outcome.end_offset > end:
                 end = outcome.end_offset
         else:
@@ -157,8 +159,8 @@ async def send_batch(ctx: ServerContext, session: Session,
 def end_transaction_now(ctx: ServerContext, session: Session, req: m.EndTransactionRequest
                         ) -> tuple[m.EndTransactionResponse, int]:
     _check_producer(session, req.producer_group)
-    ended: Ended = ctx.broker.end_transaction(req)
-    return ended.response, ended.end_offset
+    ended: Ended = ctx.broker.end_transaction(end_in(req))
+    return end_out(ended.response), ended.end_offset
 
 
 async def end_transaction(ctx: ServerContext, session: Session,
@@ -179,7 +181,7 @@ def end_transaction_batch_now(ctx: ServerContext, session: Session,
     for item in req.items:
         try:
             _check_producer(session, item.producer_group)
-            ended = end_transaction(item)
+            ended = end_transaction(end_in(item))
         except BrokerError as exc:
             codes.append(exc.code)
             results.append(None)
@@ -188,7 +190,7 @@ def end_transaction_batch_now(ctx: ServerContext, session: Session,
         if ended.end_offset > end:
             end = ended.end_offset
         codes.append(ResponseCode.SUCCESS)
-        results.append(ended.response)
+        results.append(end_out(ended.response))
         errors.append(None)
     return m.EndTransactionBatchResponse(codes=codes, results=results, errors=errors), end
 

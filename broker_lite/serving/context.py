@@ -16,9 +16,9 @@ from typing import Any, Protocol, TypeVar
 
 from broker_lite.core import Broker
 from broker_lite.core.acl import Account, Acl
+from broker_lite.core.model import CheckRequest
 from broker_lite.errors import ConfigurationError
 from broker_lite.protocol import DEFAULT_MAX_FRAME_SIZE
-from broker_lite.protocol import messages as m
 from broker_lite.serving.flushgate import FlushGate
 from broker_lite.serving.longpoll import ArrivalHub
 
@@ -83,7 +83,7 @@ class Session(Protocol):
 
     def is_alive(self) -> bool: ...
 
-    def send_check(self, request: m.CheckTransactionRequest) -> None: ...
+    def send_check(self, request: CheckRequest) -> None: ...
 
     def mark_registered(self) -> None:
         """Remember to tell the broker ``channel_closed`` when the connection ends."""

@@ -103,7 +103,7 @@ def browse(broker: Broker, request: m.BrowseRequest) -> m.PullResponse:
     records, next_offset = broker.store.read_queue(request.topic, request.queue_id, offset,
                                                    wanted)
     return m.PullResponse(status="found" if records else "no_new_message",
-                          messages=[delivered_view(r) for r in records],
+                          messages=[delivered_view(r, make=m.DeliveredMessage) for r in records],
                           next_offset=next_offset, min_offset=low, max_offset=high)
 
 

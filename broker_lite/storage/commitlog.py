@@ -12,6 +12,7 @@ Reads may run from any thread while appends go on.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -111,6 +112,22 @@ class CommitLog:
             full.wrote_position = full.file_size
             self._write_offset = mf.start_offset
         return mf.start_offset + mf.wrote_position
+
+    def reserve_at(self, size: int) -> tuple[int, mmap.mmap, int]:
+        """:meth:`reserve`, plus the segment's mapping and the position the record goes to.
+
+        The caller encodes the record there in place, then calls :meth:`advance`
+        with ``size``, under the same lock.
+        """
+        offset = self.reserve(size)
+        mf = self.queue.files[-1]
+        return offset, mf.writable(), mf.wrote_position
+
+    def advance(self, size: int) -> None:
+        """Publish the ``size`` bytes just encoded at the position :meth:`reserve_at` gave."""
+        mf = self.queue.files[-1]
+        mf.wrote_position += size
+        self._write_offset = mf.start_offset + mf.wrote_position
 
     def write(self, data: bytes) -> int:
         """Append the bytes of a record whose offset :meth:`reserve` gave."""

@@ -99,7 +99,8 @@ class MappedFile:
     def remaining(self) -> int:
         return self.file_size - self.wrote_position
 
-    def _writable(self) -> mmap.mmap:
+    def writable(self) -> mmap.mmap:
+        """The mapping, for writing in place; raises if the file is read-only."""
         if self._mm is None or self.readonly:
             raise StorageError(f"{self.path} is open read-only")
         return self._mm
@@ -136,7 +137,7 @@ class MappedFile:
 
     def zero_from(self, pos: int) -> None:
         """Wipe everything from ``pos`` to the end (recovery truncation)."""
-        mm = self._writable()
+        mm = self.writable()
         chunk = 1 << 20
         zeros = bytes(chunk)
         at = pos

@@ -1,4 +1,6 @@
-"""The commit-log record codec, byte for byte RocketMQ 5's: plain functions, no I/O.
+"""The commit-log record layout, byte for byte RocketMQ 5's, and its reader: no I/O.
+
+The writer is :mod:`broker_lite.storage.record_encoder`.
 
 Layout (big-endian), as ``MessageExtEncoder.encode`` and
 ``CommitLog.DefaultAppendMessageCallback.doAppend`` write it:
@@ -47,7 +49,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from functools import lru_cache
 
-from zlib_ng.zlib_ng import crc32, crc32_combine  # zlib's CRC-32, 3x faster, and combine
+from zlib_ng.zlib_ng import crc32  # zlib's CRC-32, 3x faster
 
 from broker_lite.storage.properties import KEYS, TAGS, UNIQ_KEY, decode_properties, split_keys
 
@@ -67,13 +69,11 @@ __all__ = [
     "TxType",
     "crc_digits",
     "decode_record",
-    "encode_record",
-    "encode_record_fast",
     "format_host",
+    "head_struct",
     "pack_host",
     "peek_route",
     "read_header",
-    "record_size",
     "sysflag_name",
     "tag_hash",
     "verify_record",
@@ -99,7 +99,6 @@ MIN_BLANK_SIZE = _TOTAL_MAGIC.size
 
 _CRC_KEY = b"__CRC32#\x01"  # MessageConst.PROPERTY_CRC32 + NAME_VALUE_SEPARATOR
 CRC_TAIL_SIZE = len(_CRC_KEY) + 10 + 1  # CommitLog.CRC32_RESERVED_LEN: 20
-MAX_PROPERTIES_LENGTH = 32767  # Short.MAX_VALUE, the properties length field's limit
 _MIN_RECORD_SIZE = HEADER_SIZE + 1 + 2
 
 HostAddress = bytes  # 8 bytes (IPv4 + port) or 20 bytes (IPv6 + port)
@@ -181,101 +180,9 @@ def crc_digits(crc: int) -> bytes:
 
 
 @lru_cache(maxsize=8)
-def _head_struct(born_len: int, store_len: int) -> struct.Struct:
+def head_struct(born_len: int, store_len: int) -> struct.Struct:
+    """The fixed part of a record, up to the body length, for these host field sizes."""
     return struct.Struct(f">IIIiiqqiq{born_len}sq{store_len}siqI")
-
-
-def _props_with_separator(properties: bytes, crc_tail: bool) -> bytes:
-    if crc_tail and properties and properties[-1] != 2:
-        return properties + b"\x02"  # needAppendLastPropertySeparator
-    return properties
-
-
-def record_size(body_len: int, topic_len: int, props_len: int, *, sysflag: int = 0,
-                crc_tail: bool = True) -> int:
-    """Total encoded size (``MessageExtEncoder.calMsgLength``) of a record with these lengths.
-
-    ``props_len`` is the encoded properties' length; ``sysflag`` only matters
-    for its IPv6 host bits.
-    """
-    hosts = (_IPV6 if sysflag & SysFlag.BORNHOST_V6 else _IPV4) \
-        + (_IPV6 if sysflag & SysFlag.STOREHOST_V6 else _IPV4)
-    tail = CRC_TAIL_SIZE if crc_tail else 0
-    return (HEADER_SIZE - 2 * _IPV4 + hosts + body_len + (1 if topic_len <= 127 else 2)
-            + topic_len + 2 + props_len + tail)
-
-
-def encode_record(
-    *,
-    topic: bytes,
-    body: bytes,
-    properties: bytes,
-    queue_id: int,
-    flag: int,
-    queue_offset: int,
-    physical_offset: int,
-    sysflag: int,
-    born_timestamp: int,
-    born_host: HostAddress,
-    store_timestamp: int,
-    store_host: HostAddress,
-    reconsume_times: int,
-    prepared_tx_offset: int,
-    crc_tail: bool = True,
-) -> bytes:
-    """Encode one record. ``topic`` and ``properties`` come already UTF-8 encoded."""
-    return encode_record_fast(topic, body, properties, queue_id, flag, queue_offset,
-                              physical_offset, sysflag, born_timestamp, born_host,
-                              store_timestamp, store_host, reconsume_times, prepared_tx_offset,
-                              crc_tail)
-
-
-def encode_record_fast(
-    topic: bytes, body: bytes, properties: bytes, queue_id: int, flag: int,
-    queue_offset: int, physical_offset: int, sysflag: int, born_timestamp: int,
-    born_host: HostAddress, store_timestamp: int, store_host: HostAddress,
-    reconsume_times: int, prepared_tx_offset: int, crc_tail: bool = True,
-) -> bytes:
-    """:func:`encode_record` with positional arguments, for the store's hot path.
-
-    The host bits of ``sysflag`` are set from the hosts' sizes, as RocketMQ
-    sets them from the addresses' families.
-    """
-    born_len = len(born_host)
-    store_len = len(store_host)
-    if born_len == _IPV4 and store_len == _IPV4:
-        head_struct = _HEAD4
-        sysflag &= ~_HOST_BITS
-    else:
-        if born_len not in (_IPV4, _IPV6) or store_len not in (_IPV4, _IPV6):
-            raise ValueError(f"a packed host is 8 or 20 bytes, not {born_len}/{store_len}")
-        head_struct = _head_struct(born_len, store_len)
-        sysflag = (sysflag & ~_HOST_BITS) | (SysFlag.BORNHOST_V6 if born_len == _IPV6 else 0) \
-            | (SysFlag.STOREHOST_V6 if store_len == _IPV6 else 0)
-    topic_len = len(topic)
-    if topic_len <= 127:
-        magic, topic_field = MAGIC_V1, bytes((topic_len,))
-    else:
-        magic, topic_field = MAGIC_V2, _U16.pack(topic_len)
-    properties = _props_with_separator(properties, crc_tail)
-    props_len = len(properties) + (CRC_TAIL_SIZE if crc_tail else 0)
-    if props_len > MAX_PROPERTIES_LENGTH:
-        raise ValueError(f"properties of {props_len} bytes are over the limit of "
-                         f"{MAX_PROPERTIES_LENGTH} bytes")
-    body_len = len(body)
-    body_crc = crc32(body)
-    head = head_struct.pack(
-        head_struct.size + body_len + len(topic_field) + topic_len + 2 + props_len,
-        magic, body_crc & _MASK31, queue_id, flag, queue_offset, physical_offset,
-        sysflag, born_timestamp, born_host, store_timestamp, store_host, reconsume_times,
-        prepared_tx_offset, body_len,
-    )
-    tail = topic_field + topic + _U16.pack(props_len) + properties
-    if not crc_tail:
-        return b"".join((head, body, tail))
-    crc = crc32(tail, crc32_combine(crc32(head), body_crc, body_len)) & _MASK31
-    return b"".join((head, body, tail, _CRC_KEY, (b"%d" % crc)[::-1].ljust(10, b"0"),
-                     b"\x02"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,7 +358,7 @@ def decode_record(
     sysflag = _I32.unpack_from(view, pos + 36)[0]
     born_len = _IPV6 if sysflag & SysFlag.BORNHOST_V6 else _IPV4
     store_len = _IPV6 if sysflag & SysFlag.STOREHOST_V6 else _IPV4
-    head = _HEAD4 if born_len == store_len == _IPV4 else _head_struct(born_len, store_len)
+    head = _HEAD4 if born_len == store_len == _IPV4 else head_struct(born_len, store_len)
     (total, magic, body_crc, queue_id, flag, queue_offset, physical_offset, _sysflag,
      born_ts, born_host, store_ts, store_host, reconsume, prepared, body_len,
      ) = head.unpack_from(view, pos)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from broker_lite.errors import (
     InvalidMessageError,
@@ -46,11 +47,10 @@ from broker_lite.storage.record import (
     HostAddress,
     StoredRecord,
     SysFlag,
-    encode_record_fast,
     pack_host,
-    record_size,
     tag_hash,
 )
+from broker_lite.storage.record_encoder import encode_record_into, record_size
 from broker_lite.storage.recovery import RecoveryReport, Redispatcher
 
 __all__ = [
@@ -67,6 +67,11 @@ log = logging.getLogger("broker_lite.storage")
 
 _TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
 _NO_HOST = b"\x00" * 8
+# plain ints for the append path (an IntEnum member lookup costs more than the test)
+_TX_MASK = int(SysFlag.TX_MASK)
+_QUEUED_TX = frozenset(int(t) for t in QUEUED_TX_TYPES)
+_BORN_V6 = int(SysFlag.BORNHOST_V6)
+_STORE_V6 = int(SysFlag.STOREHOST_V6)
 
 
 def validate_topic(topic: str) -> bytes:
@@ -96,9 +101,8 @@ class MessageToStore:
     store_timestamp: int = 0  # ms; 0 means "now" (set only when rewriting a log)
 
 
-@dataclass(frozen=True, slots=True)
-class PutResult:
-    """Where a record went."""
+class PutResult(NamedTuple):
+    """Where a record went (a named tuple: one is made per append)."""
 
     physical_offset: int
     size: int
@@ -131,7 +135,7 @@ class MessageStore:
         self._checkpoint_lock = threading.Lock()
         self._closed = False
         self._store_host = pack_host(*_split_host(config.store_host))
-        self._store_host_bits = SysFlag.STOREHOST_V6 if len(self._store_host) == 20 else 0
+        self._store_host_bits = _STORE_V6 if len(self._store_host) == 20 else 0
         self._crc_tail = config.append_prop_crc
         self._log = CommitLog(root / "commitlog", config.segment_size,
                               require_crc_tail=config.append_prop_crc)
@@ -232,11 +236,11 @@ class MessageStore:
                 f"{len(props_b)} bytes encoded, over the limit of "
                 f"{MAX_PROPERTIES_BYTES - CRC_TAIL_SIZE - 1} (the __CRC32# tail takes "
                 f"{CRC_TAIL_SIZE})", field="properties")
-        host_bits = self._store_host_bits | (SysFlag.BORNHOST_V6 if len(msg.born_host) == 20
-                                             else 0)
+        host_bits = self._store_host_bits | (_BORN_V6 if len(msg.born_host) == 20 else 0)
+        crc_tail = self._crc_tail
         size = record_size(len(body), len(topic_b), len(props_b), sysflag=host_bits,
-                           crc_tail=self._crc_tail)
-        dispatch = (msg.sysflag & SysFlag.TX_MASK) in QUEUED_TX_TYPES
+                           crc_tail=crc_tail)
+        dispatch = (msg.sysflag & _TX_MASK) in _QUEUED_TX
         keys = index_keys(props)
         tag = tag_hash(props.get(TAGS))
         with self._lock:
@@ -244,16 +248,17 @@ class MessageStore:
                 raise StoreClosedError("the message store is closed")
             cq = self._queue(msg.topic, msg.queue_id) if dispatch else None
             queue_offset = cq.max_offset if cq is not None else 0
-            offset = self._log.reserve(size)
+            offset, buf, pos = self._log.reserve_at(size)
             unit_file = cq.prepare(queue_offset) if cq is not None else None
             if keys:
                 self._index.prepare(len(keys), offset)
             now = msg.store_timestamp or int(time.time() * 1000)
-            self._log.write(encode_record_fast(
-                topic_b, body, props_b, msg.queue_id, msg.flag, queue_offset, offset,
-                msg.sysflag, msg.born_timestamp or now, msg.born_host, now, self._store_host,
-                msg.reconsume_times, msg.prepared_tx_offset, self._crc_tail,
-            ))
+            encode_record_into(
+                buf, pos, size, topic_b, body, props_b, msg.queue_id, msg.flag, queue_offset,
+                offset, msg.sysflag, msg.born_timestamp or now, msg.born_host, now,
+                self._store_host, msg.reconsume_times, msg.prepared_tx_offset, crc_tail,
+            )
+            self._log.advance(size)
             if cq is not None and unit_file is not None:
                 cq.write_unit(unit_file, queue_offset, offset, size, tag)
             if keys:

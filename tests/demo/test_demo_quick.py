@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from demo_support import processes_mentioning
 
 REPO = Path(__file__).resolve().parents[2]
 LAST_LINE = re.compile(r"demo: committed=(\d+) rolled_back=(\d+) consumed=(\d+) divergences=0$")
-
-
-def _processes_mentioning(text: str) -> list[str]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if text in cmdline:
-            found.append(f"{entry.name}: {cmdline}")
-    return found
 
 
 @pytest.mark.slow
@@ -48,7 +34,7 @@ def test_demo_quick_passes_twice_and_leaves_no_process(tmp_path: Path) -> None:
         progress_kills = re.findall(r"(\d+) relay kills", done.stdout)
         assert progress_kills and set(progress_kills[-2:]) == {table_kills.group(1)}, \
             done.stdout  # the progress lines' last count is the table's
-        assert _processes_mentioning(str(work)) == []
+        assert processes_mentioning(str(work)) == []
 
 
 @pytest.mark.timeout(30)

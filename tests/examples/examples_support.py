@@ -1,52 +1,23 @@
-"""Run an example's parts as subprocesses, each in its own process group."""
+"""Run an example's parts as subprocesses, each in its own process group (procgroup)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
 from support import wait_until
 from support.http import http as http  # re-exported for the tests
 
+from procgroup import Process
+
 REPO = Path(__file__).resolve().parents[2]
 FLASK = Path(sys.executable).with_name("flask")
-
-
-@dataclass
-class Running:
-    name: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    def log(self) -> str:
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
-
-    def wait_for(self, pattern: str, timeout: float = 60.0) -> re.Match[str]:
-        def seen() -> re.Match[str] | None:
-            if self.process.poll() is not None:
-                raise AssertionError(f"{self.name} exited {self.process.returncode}:\n"
-                                     f"{self.log()[-4000:]}")
-            return re.search(pattern, self.log())
-        return wait_until(seen, timeout=timeout, interval=0.05,
-                          message=lambda: f"{self.name}:\n{self.log()[-4000:]}")
-
-    def stop(self) -> int:
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(15)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        return self.process.wait(15)
+READY_TIMEOUT = 60.0
 
 
 def example_env(**settings: str) -> dict[str, str]:
@@ -59,18 +30,12 @@ def example_env(**settings: str) -> dict[str, str]:
 
 @contextlib.contextmanager
 def running(name: str, argv: Sequence[str], env: Mapping[str, str], tmp: Path,
-            ready: str) -> Iterator[Running]:
-    log_path = tmp / f"{name}.log"
-    with log_path.open("ab") as out:
-        process = subprocess.Popen(list(argv), env=dict(env), cwd=tmp, stdout=out,
-                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)
-    part = Running(name, process, log_path)
-    try:
-        part.wait_for(ready)
+            ready: str, timeout: float = READY_TIMEOUT) -> Iterator[Process]:
+    """``argv`` in its own process group, logging to ``tmp/NAME.log``, ready once its log
+    matches ``ready``; stopped (SIGTERM, then SIGKILL) on the way out."""
+    with Process(argv, log=tmp / f"{name}.log", env=env, cwd=tmp, name=name) as part:
+        part.start().wait_for(ready, timeout)
         yield part
-    finally:
-        part.stop()
 
 
 def run(argv: Sequence[str], env: Mapping[str, str], tmp: Path) -> str:
@@ -97,15 +62,17 @@ def order_from_the_shop(address: str) -> list[str]:
     return created
 
 
-def wait_reserved(inventory_url: str, refs: Sequence[str], relay: Running) -> None:
-    """Wait until the inventory has reserved exactly the orders ``refs``."""
+def wait_reserved(inventory_url: str, refs: Sequence[str], relay: Process,
+                  ignore: tuple[type[BaseException], ...] = ()) -> None:
+    """Wait until the inventory has reserved exactly the orders ``refs`` (``ignore``: errors
+    that mean "not yet", e.g. a table the consumer has not created yet)."""
     inventory = create_engine(inventory_url)
     try:
         def reserved() -> list[str]:
             with inventory.connect() as conn:
                 return sorted(conn.execute(text(
                     "SELECT order_ref FROM inventory_reservation")).scalars())
-        wait_until(lambda: reserved() == sorted(refs), timeout=40,
-                   message=lambda: f"reserved {reserved()}\n{relay.log()[-3000:]}")
+        wait_until(lambda: reserved() == sorted(refs), timeout=40, ignore=ignore,
+                   message=lambda: f"reserved {reserved()}\n{relay.output()[-3000:]}")
     finally:
         inventory.dispose()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from examples_support import example_env, http, run, running
+from examples_support import READY_TIMEOUT, example_env, http, run, running, wait_reserved
 from sqlalchemy import create_engine, text
 from support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_until
 
@@ -38,7 +38,7 @@ def _exercise(env: dict[str, str], tmp: Path, inventory_url: str) -> None:
                                     "inventory ready"))
         web = stack.enter_context(running("web", [*MANAGE, "serve", "--port", "0"], env, tmp,
                                           r"shop ready http://\S+"))
-        address = web.wait_for(r"shop ready http://(\S+)").group(1)
+        address = web.wait_for(r"shop ready http://(\S+)", READY_TIMEOUT).group(1)
         created = []
         for i in range(5):
             status, body = _post(address, {"item": "cake", "qty": i + 1})
@@ -46,17 +46,7 @@ def _exercise(env: dict[str, str], tmp: Path, inventory_url: str) -> None:
             created.append(body["ref"])
         assert _post(address, {"item": "unicorn", "ref": "bad-1"})[0] == 422
         assert _post(address, {"item": "tea", "qty": 50, "ref": "bad-2"})[0] == 500
-        inventory = create_engine(inventory_url)
-        try:
-            def reserved() -> list[str]:
-                with inventory.connect() as conn:
-                    return sorted(conn.execute(text(
-                        "SELECT order_ref FROM inventory_reservation")).scalars())
-            wait_until(lambda: reserved() == sorted(created), timeout=40,
-                       ignore=(Exception,),
-                       message=lambda: f"reserved {reserved()}\n{relay.log()[-3000:]}")
-        finally:
-            inventory.dispose()
+        wait_reserved(inventory_url, created, relay, ignore=(Exception,))
         status_json = json.loads(run([*MANAGE, "rocketbox_status", "--json"], env, tmp))
         assert status_json["totals"]["parked"] == 0
 
@@ -112,7 +102,7 @@ def test_admin_logins_and_orders_race_the_relay_on_sqlite(
                                             tmp_path, r"ready\."))
         web = stack.enter_context(running("web", [*MANAGE, "serve", "--port", "0"], env,
                                           tmp_path, r"shop ready http://\S+"))
-        address = web.wait_for(r"shop ready http://(\S+)").group(1)
+        address = web.wait_for(r"shop ready http://(\S+)", READY_TIMEOUT).group(1)
         refs: list[str] = []
 
         def logins() -> None:
@@ -139,7 +129,7 @@ def test_admin_logins_and_orders_race_the_relay_on_sqlite(
             thread.start()
         for thread in threads:
             thread.join(240)
-        assert failures == [], f"{failures[:5]}\n{web.log()[-3000:]}"
+        assert failures == [], f"{failures[:5]}\n{web.output()[-3000:]}"
         shop = create_engine(f"sqlite:///{tmp_path / 'var' / 'shop.sqlite'}")
         try:
             def unrelayed() -> int:
@@ -148,9 +138,9 @@ def test_admin_logins_and_orders_race_the_relay_on_sqlite(
                         "SELECT count(*) FROM rocketbox_transaction "
                         "WHERE relayed_at IS NULL")).scalar_one())
             wait_until(lambda: unrelayed() == 0, timeout=60,
-                       message=lambda: f"{unrelayed()} unrelayed\n{relay.log()[-3000:]}")
+                       message=lambda: f"{unrelayed()} unrelayed\n{relay.output()[-3000:]}")
         finally:
             shop.dispose()
         assert len(refs) == 40
-        for log in (web.log(), relay.log()):
+        for log in (web.output(), relay.output()):
             assert "database is locked" not in log

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from examples_support import (
+    READY_TIMEOUT,
     example_env,
     http,
     order_from_the_shop,
@@ -37,7 +38,7 @@ def _exercise(env: dict[str, str], tmp: Path, shop_sync_url: str, inventory_url:
                                     "inventory ready"))
         web = stack.enter_context(running("web", [PY, "-m", SHOP, "web", "--port", "0"], env,
                                           tmp, r"shop ready http://\S+"))
-        address = web.wait_for(r"shop ready http://(\S+)").group(1)
+        address = web.wait_for(r"shop ready http://(\S+)", READY_TIMEOUT).group(1)
         created = order_from_the_shop(address)
         assert http(address, "GET", f"/orders/{created[0]}")[1]["qty"] == 1
         wait_reserved(inventory_url, created, relay)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from examples_support import (
     FLASK,
+    READY_TIMEOUT,
     example_env,
     order_from_the_shop,
     run,
@@ -35,7 +36,7 @@ def _exercise(env: dict[str, str], tmp: Path, inventory_url: str) -> None:
                                     "inventory ready"))
         web = stack.enter_context(running("web", [PY, "-m", SHOP, "web", "--port", "0"], env,
                                           tmp, r"shop ready http://\S+"))
-        address = web.wait_for(r"shop ready http://(\S+)").group(1)
+        address = web.wait_for(r"shop ready http://(\S+)", READY_TIMEOUT).group(1)
         created = order_from_the_shop(address)
         wait_reserved(inventory_url, created, relay)
         status_json = json.loads(run([str(FLASK), "--app", APP, "rocketbox", "status",

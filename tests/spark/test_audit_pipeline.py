@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.orm import Session
-from support import BrokerLiteServer, start_broker_lite, wait_until
+from support import BrokerLiteServer, double_commit_broker, start_broker_lite, wait_until
 from support.sqlite import sqlite_outbox_engine
 
 from broker_lite.client import LocalTransactionState, ReceivedMessage, TransactionProducer
@@ -140,8 +140,8 @@ _DOUBLED = re.compile(r"fault hook: commit of (\S+) written twice")
 def test_audit_reports_commits_forced_twice_by_the_broker_as_duplicate(
         spark_session: Any, tmp_path: Path) -> None:
     every = 13
-    fault = ["--fault-double-commit-every", str(every)]
-    with start_broker_lite(tmp_path / "broker", fault) as broker, \
+    with start_broker_lite(tmp_path / "broker", command=double_commit_broker.command(every)
+                           ) as broker, \
             _pipeline(tmp_path, broker, N_FAULTY, per_db_tx=40) as run:
         # the broker's own word on which commits it wrote twice
         doubled = set(_DOUBLED.findall(broker.stderr_text()))

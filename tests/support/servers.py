@@ -19,13 +19,11 @@ Errors:
 from __future__ import annotations
 
 import atexit
-import collections
 import contextlib
 import dataclasses
 import functools
 import os
 import pwd
-import queue
 import re
 import shutil
 import signal
@@ -33,17 +31,14 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import psycopg
 import redis
 
-from .waiting import WaitTimeout, wait_until
+from procgroup import ExitedEarly, NotReady, Process, ProcessError
 
 __all__ = [
     "LOOPBACK",
@@ -80,7 +75,7 @@ _POSTGRES_SETTINGS = {
 _REDIS_ARGS = ("--bind", LOOPBACK, "--save", "", "--appendonly", "no", "--daemonize", "no")
 
 _BROKER_READY = re.compile(
-    r"^broker_lite ready native=(?P<native>\S+:\d+) grpc=(?P<grpc>\S+:\d+)\s*$"
+    r"^broker_lite ready native=(?P<native>\S+:\d+) grpc=(?P<grpc>\S+:\d+)[ \t\r]*\n", re.MULTILINE
 )
 
 
@@ -92,10 +87,6 @@ class ServerStartError(RuntimeError):
     """The server is installed but did not come up; the message has its log tail."""
 
 
-class _ExitedEarly(Exception):
-    """The server process ended while we waited for it to answer."""
-
-
 def free_port(host: str = LOOPBACK) -> int:
     """Return a TCP port on ``host`` that nothing listened on a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -105,67 +96,23 @@ def free_port(host: str = LOOPBACK) -> int:
 
 
 # --------------------------------------------------------------------------
-# process plumbing
+# process plumbing: procgroup.Process (spawn in a session, wait, stop the group)
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _stop_group(
-    proc: subprocess.Popen[bytes] | subprocess.Popen[str],
-    *,
-    sig: signal.Signals | None = signal.SIGTERM,
-    timeout: float = STOP_TIMEOUT,
-) -> int:
-    """Send ``sig`` to the process group, wait up to ``timeout``, then SIGKILL it.
-
-    With ``sig=None`` nothing is sent first: the caller has already asked the
-    server to stop some other way. Returns the leader's exit code.
-    """
-    if proc.poll() is None:
-        if sig is not None:
-            _signal_group(proc.pid, sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout)
-    # Whatever is left in the group (the leader or a stray child) goes now.
-    _signal_group(proc.pid, signal.SIGKILL)
-    return proc.wait(timeout)
-
-
-def _spawn(
-    argv: Sequence[str | os.PathLike[str]], *, log: Path, cwd: Path | None = None
-) -> subprocess.Popen[bytes]:
+def _spawn(argv: Sequence[str | os.PathLike[str]], *, log: Path, cwd: Path | None = None,
+           name: str | None = None) -> Process:
     """Start ``argv`` in a new session (own process group), output appended to ``log``."""
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [os.fspath(a) for a in argv],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-            start_new_session=True,
-        )
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        return f"<cannot read {path}: {exc}>"
-    return "\n".join(text.splitlines()[-lines:])
+    return Process(argv, log=log, cwd=cwd, name=name).start()
 
 
 def _launch_answering(
     what: str,
-    launch: Callable[[int], subprocess.Popen[bytes]],
+    launch: Callable[[int], Process],
     probe: Callable[[int], object],
     *,
     ignore: tuple[type[BaseException], ...],
-    log: Path,
     timeout: float,
-    started: list[subprocess.Popen[bytes]],
+    started: list[Process],
 ) -> int:
     """``launch(port)`` on a free port, poll ``probe(port)`` until it answers; return the port.
 
@@ -178,33 +125,24 @@ def _launch_answering(
     Raises:
         ServerStartError: the deadline passed, or every attempt exited.
     """
+    last: ExitedEarly | None = None
     for _ in range(START_ATTEMPTS):
         port = free_port()
         proc = launch(port)
         started.append(proc)
         try:
-            wait_until(
-                functools.partial(_answers, proc, probe, port),
-                timeout=timeout,
-                interval=0.02,
-                ignore=ignore,
-            )
-        except _ExitedEarly:
+            proc.wait_until(functools.partial(_answers, probe, port), timeout, interval=0.02,
+                            what=f"answering on port {port}", ignore=ignore)
+        except ExitedEarly as exc:
+            last = exc
             continue
-        except WaitTimeout as exc:
-            raise ServerStartError(
-                f"{what} on port {port} did not answer: {exc}\nlog:\n{_tail(log)}"
-            ) from exc
+        except NotReady as exc:
+            raise ServerStartError(f"{what}: {exc}") from exc
         return port
-    raise ServerStartError(
-        f"{what} exited with {started[-1].returncode} on each of {START_ATTEMPTS} ports "
-        f"tried; log:\n{_tail(log)}"
-    )
+    raise ServerStartError(f"{what}: on each of {START_ATTEMPTS} ports tried: {last}")
 
 
-def _answers(proc: subprocess.Popen[bytes], probe: Callable[[int], object], port: int) -> bool:
-    if proc.poll() is not None:
-        raise _ExitedEarly
+def _answers(probe: Callable[[int], object], port: int) -> bool:
     probe(port)
     return True
 
@@ -240,7 +178,7 @@ class PostgresServer:
     base_dir: Path
     user: str = "postgres"
     dbname: str = "postgres"
-    process: subprocess.Popen[bytes] | None = field(default=None, compare=False, repr=False)
+    process: Process | None = field(default=None, compare=False, repr=False)
 
     @property
     def data_dir(self) -> Path:
@@ -318,19 +256,19 @@ def _postmaster_pid(data_dir: Path) -> int | None:
         return None
 
 
-def _stop_postgres(proc: subprocess.Popen[bytes], data_dir: Path) -> None:
+def _stop_postgres(proc: Process, data_dir: Path) -> None:
     """Fast shutdown (SIGINT to the postmaster itself), then kill what is left.
 
     The postmaster is signalled directly rather than through ``runuser``, so
     that it shuts down in order and frees its shared memory.
     """
     pid = _postmaster_pid(data_dir)
-    if proc.poll() is None and pid is not None:
+    if proc.alive() and pid is not None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGINT)
-        _stop_group(proc, sig=None)
+        proc.stop(sig=None, timeout=STOP_TIMEOUT)
     else:
-        _stop_group(proc, sig=signal.SIGINT)
+        proc.stop(sig=signal.SIGINT, timeout=STOP_TIMEOUT)
 
 
 @contextlib.contextmanager
@@ -350,7 +288,7 @@ def start_postgres(*, timeout: float = START_TIMEOUT,
     bin_dir = find_postgres_bindir()
     account, prefix = _postgres_account()
     base = _make_tempdir("rocketbox-pg-", account)
-    started: list[subprocess.Popen[bytes]] = []
+    started: list[Process] = []
     try:
         data_dir, sock_dir = base / "data", base / "sock"
         sock_dir.mkdir()
@@ -371,12 +309,12 @@ def start_postgres(*, timeout: float = START_TIMEOUT,
             )
         log = base / "postgres.log"
 
-        def launch(port: int) -> subprocess.Popen[bytes]:
+        def launch(port: int) -> Process:
             argv: list[str | os.PathLike[str]] = [*prefix, bin_dir / "postgres", "-D", data_dir]
             argv += ["-p", str(port), "-k", sock_dir]
             for key, value in {**_POSTGRES_SETTINGS, **(settings or {})}.items():
                 argv += ["-c", f"{key}={value}"]
-            return _spawn(argv, log=log, cwd=base)
+            return _spawn(argv, log=log, cwd=base, name="postgres")
 
         def probe(port: int) -> None:
             PostgresServer(LOOPBACK, port, bin_dir, base).ping()
@@ -386,7 +324,6 @@ def start_postgres(*, timeout: float = START_TIMEOUT,
             launch,
             probe,
             ignore=(psycopg.OperationalError,),
-            log=log,
             timeout=timeout,
             started=started,
         )
@@ -411,7 +348,7 @@ class RedisServer:
     port: int
     base_dir: Path
     db: int = 0
-    process: subprocess.Popen[bytes] | None = field(default=None, compare=False, repr=False)
+    process: Process | None = field(default=None, compare=False, repr=False)
 
     @property
     def url(self) -> str:
@@ -441,13 +378,13 @@ def start_redis(*, timeout: float = START_TIMEOUT) -> Iterator[RedisServer]:
             "redis-server is not on PATH (Debian: apt-get install redis-server)"
         )
     base = _make_tempdir("rocketbox-redis-", None)
-    started: list[subprocess.Popen[bytes]] = []
+    started: list[Process] = []
     try:
         log = base / "redis.log"
 
-        def launch(port: int) -> subprocess.Popen[bytes]:
+        def launch(port: int) -> Process:
             argv = [binary, "--port", str(port), "--dir", os.fspath(base), *_REDIS_ARGS]
-            return _spawn(argv, log=log, cwd=base)
+            return _spawn(argv, log=log, cwd=base, name="redis-server")
 
         def probe(port: int) -> None:
             RedisServer(LOOPBACK, port, base).ping()
@@ -457,44 +394,18 @@ def start_redis(*, timeout: float = START_TIMEOUT) -> Iterator[RedisServer]:
             launch,
             probe,
             ignore=(redis.exceptions.ConnectionError,),
-            log=log,
             timeout=timeout,
             started=started,
         )
         yield RedisServer(LOOPBACK, port, base, process=started[-1])
     finally:
         for proc in started:
-            _stop_group(proc, sig=signal.SIGTERM)
+            proc.stop(timeout=STOP_TIMEOUT)
         shutil.rmtree(base, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------
 # broker_lite
-
-
-class _LineReader(threading.Thread):
-    """Drains a text stream so the child never blocks on a full pipe.
-
-    Every line goes to ``queue`` (``None`` marks end of stream) and to
-    ``recent``, which keeps the last few hundred.
-    """
-
-    def __init__(self, stream: IO[str]) -> None:
-        super().__init__(name="broker-lite-stdout", daemon=True)
-        self._stream = stream
-        self.queue: queue.Queue[str | None] = queue.Queue()
-        self.recent: collections.deque[str] = collections.deque(maxlen=500)
-
-    def run(self) -> None:
-        try:
-            for line in self._stream:
-                line = line.rstrip("\r\n")
-                self.recent.append(line)
-                self.queue.put(line)
-        except (OSError, ValueError):
-            pass  # the pipe was closed under us during shutdown
-        finally:
-            self.queue.put(None)
 
 
 @dataclass(frozen=True)
@@ -507,17 +418,15 @@ class BrokerLiteServer:
     native: str
     grpc: str
     data_dir: Path
-    process: subprocess.Popen[str] = field(compare=False, repr=False)
-    stderr_path: Path = field(compare=False, repr=False)
-    _reader: _LineReader = field(compare=False, repr=False)
+    process: Process = field(compare=False, repr=False)
 
     @property
     def stdout_lines(self) -> list[str]:
-        """The most recent lines the broker printed on stdout, ready line included."""
-        return list(self._reader.recent)
+        """The lines the broker printed on stdout, ready line included."""
+        return self.process.output().splitlines()
 
     def stderr_text(self) -> str:
-        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+        return self.process.errors()
 
     def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = STOP_TIMEOUT) -> int:
         """Send ``sig`` to the broker's process group; SIGKILL after ``timeout``.
@@ -525,8 +434,8 @@ class BrokerLiteServer:
         Returns the exit code (negative for death by signal). Safe to call
         more than once.
         """
-        code = _stop_group(self.process, sig=sig, timeout=timeout)
-        self._reader.join(timeout)
+        code = self.process.stop(sig, timeout)
+        assert code is not None  # started before this object was made
         return code
 
     def kill(self) -> int:
@@ -546,9 +455,9 @@ def start_broker_lite(
 
     The command is ``python -m broker_lite serve --data-dir D --port 0
     --grpc-port 0 --auto-create-topics *extra_args``; ``command`` replaces the ``python -m
-    broker_lite`` part (a stand-in, in tests of this helper). The broker's
-    stderr goes to a temp file that is deleted on exit; ``data_dir`` is the
-    caller's and is kept.
+    broker_lite`` part (a stand-in in tests of this helper, or a broker with a test
+    hook: :mod:`support.double_commit_broker`). The broker's stdout and stderr go to
+    temp files deleted on exit; ``data_dir`` is the caller's and is kept.
 
     Raises:
         ServerStartError: the process exited, or printed no ready line within
@@ -563,64 +472,16 @@ def start_broker_lite(
     argv = [*prefix, "serve", "--data-dir", os.fspath(data_dir), *ports,
             "--auto-create-topics", *extra_args]
     log_dir = Path(tempfile.mkdtemp(prefix="rocketbox-broker-"))
-    stderr_path = log_dir / "stderr.log"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc: subprocess.Popen[str] | None = None
-    reader: _LineReader | None = None
+    proc = Process(argv, log=log_dir / "stdout.log", stderr=log_dir / "stderr.log",
+                   env={**os.environ, "PYTHONUNBUFFERED": "1"}, cwd=REPO_ROOT,
+                   name="broker_lite")
     try:
-        with stderr_path.open("wb") as err:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                cwd=REPO_ROOT,
-                env=env,
-                text=True,
-                encoding="utf-8",
-                errors="replace",
-                start_new_session=True,
-            )
-        assert proc.stdout is not None
-        reader = _LineReader(proc.stdout)
-        reader.start()
-        native, grpc = _await_ready_line(argv, proc, reader, stderr_path, timeout)
-        yield BrokerLiteServer(native, grpc, data_dir, proc, stderr_path, reader)
-    finally:
-        if proc is not None:
-            _stop_group(proc, sig=signal.SIGTERM)
-        if reader is not None:
-            reader.join(STOP_TIMEOUT)
-        if proc is not None and proc.stdout is not None:
-            proc.stdout.close()
-        shutil.rmtree(log_dir, ignore_errors=True)
-
-
-def _await_ready_line(
-    argv: Sequence[str],
-    proc: subprocess.Popen[str],
-    reader: _LineReader,
-    stderr_path: Path,
-    timeout: float,
-) -> tuple[str, str]:
-    """Block on the stdout queue until the ready line, end of stream, or the deadline."""
-    deadline = time.monotonic() + timeout
-    problem = f"printed no ready line within {timeout:.0f}s"
-    while (remaining := deadline - time.monotonic()) > 0:
+        proc.start()
         try:
-            line = reader.queue.get(timeout=remaining)
-        except queue.Empty:
-            break
-        if line is None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(STOP_TIMEOUT)
-            problem = f"exited with {proc.returncode} before its ready line"
-            break
-        match = _BROKER_READY.match(line)
-        if match is not None:
-            return match["native"], match["grpc"]
-    stdout = "\n".join(reader.recent)
-    raise ServerStartError(
-        f"broker_lite {problem}: {' '.join(argv)}\n"
-        f"stdout:\n{stdout}\nstderr:\n{_tail(stderr_path, 80)}"
-    )
+            ready = proc.wait_for(_BROKER_READY, timeout, interval=0.02)
+        except ProcessError as exc:
+            raise ServerStartError(f"{' '.join(argv)}\n{exc}") from exc
+        yield BrokerLiteServer(ready["native"], ready["grpc"], data_dir, proc)
+    finally:
+        proc.stop(timeout=STOP_TIMEOUT)
+        shutil.rmtree(log_dir, ignore_errors=True)

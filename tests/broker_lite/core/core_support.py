@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from broker_lite.core import Broker, BrokerConfig
+from broker_lite.core import Broker, BrokerConfig, model
 from broker_lite.protocol import messages as m
 from broker_lite.storage import StoreConfig
 
@@ -22,13 +22,13 @@ class ProducerEndpoint:
         self.client_id = client_id
         self.remote_address = "127.0.0.1:5555"
         self.alive = True
-        self.checks: list[m.CheckTransactionRequest] = []
+        self.checks: list[model.CheckRequest] = []
         self._lock = threading.Lock()
 
     def is_alive(self) -> bool:
         return self.alive
 
-    def send_check(self, request: m.CheckTransactionRequest) -> None:
+    def send_check(self, request: model.CheckRequest) -> None:
         with self._lock:
             self.checks.append(request)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from core_support import make_broker, pull_all
 
-from broker_lite.core import Broker
+from broker_lite.core import Broker, model
 from broker_lite.core.topics import SCHEDULE_TOPIC
 from broker_lite.errors import (
     InvalidMessageError,
@@ -26,8 +26,8 @@ pytestmark = pytest.mark.timeout(60)
 Opener = Callable[..., Broker]
 
 
-def send(broker: Broker, topic: str, body: str, **fields: object) -> m.SendResult:
-    return broker.send("pg", m.WireMessage(topic=topic, body=body.encode(), **fields)).result
+def send(broker: Broker, topic: str, body: str, **fields: object) -> model.SendResult:
+    return broker.send("pg", model.Message(topic=topic, body=body.encode(), **fields)).result
 
 
 def test_round_robin_and_sharding_key_order(open_broker: Opener) -> None:
@@ -177,7 +177,7 @@ def test_bad_input_is_refused_with_specific_errors(open_broker: Opener) -> None:
         send(broker, "bad topic!", "x")
     assert info.value.code == ResponseCode.INVALID_TOPIC
     with pytest.raises(MessageTooLargeError) as too_big:
-        broker.send("pg", m.WireMessage(topic="Big", body=b"x" * (4 * 1024 * 1024 + 1)))
+        broker.send("pg", model.Message(topic="Big", body=b"x" * (4 * 1024 * 1024 + 1)))
     assert too_big.value.code == ResponseCode.MESSAGE_TOO_LARGE
     with pytest.raises(NoPermissionError):
         send(broker, "RMQ_SYS_TRANS_HALF_TOPIC", "sneaky")

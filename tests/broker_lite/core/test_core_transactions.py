@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from core_support import ProducerEndpoint, make_broker, pull_all
 
-from broker_lite.core import Broker
+from broker_lite.core import Broker, model
 from broker_lite.core.topics import HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC
 from broker_lite.errors import (
     NoPermissionError,
@@ -25,20 +25,20 @@ from broker_lite.storage import TxType
 
 pytestmark = pytest.mark.timeout(60)
 Opener = Callable[..., Broker]
-COMMIT, ROLLBACK, UNKNOWN = m.TxState.COMMIT, m.TxState.ROLLBACK, m.TxState.UNKNOWN
+COMMIT, ROLLBACK, UNKNOWN = model.TxState.COMMIT, model.TxState.ROLLBACK, model.TxState.UNKNOWN
 
 
 def half(broker: Broker, tx_id: str, *, topic: str = "Pay", group: str = "pg",
-         props: dict[str, str] | None = None, born: int = 0) -> m.SendResult:
-    return broker.send(group, m.WireMessage(topic=topic, body=f"body-{tx_id}".encode(),
+         props: dict[str, str] | None = None, born: int = 0) -> model.SendResult:
+    return broker.send(group, model.Message(topic=topic, body=f"body-{tx_id}".encode(),
                                             tags="t", keys=[f"order-{tx_id}"],
                                             properties=props or {}, msg_id=tx_id,
                                             born_timestamp=born, transactional=True)).result
 
 
-def end(broker: Broker, sent: m.SendResult, state: int, *, group: str = "pg",
-        from_check: bool = False) -> m.EndTransactionResponse:
-    return broker.end_transaction(m.EndTransactionRequest(
+def end(broker: Broker, sent: model.SendResult, state: int, *, group: str = "pg",
+        from_check: bool = False) -> model.EndResult:
+    return broker.end_transaction(model.EndRequest(
         producer_group=group, transaction_id=sent.transaction_id, state=state,
         commit_log_offset=sent.commit_log_offset, queue_offset=sent.queue_offset,
         msg_id=sent.msg_id, from_check=from_check)).response
@@ -103,12 +103,12 @@ def test_end_transaction_validation(open_broker: Opener) -> None:
     broker = open_broker()
     sent = half(broker, "tx-v")
     with pytest.raises(TransactionNotFoundError, match="find prepared transaction"):
-        broker.end_transaction(m.EndTransactionRequest(producer_group="pg",
+        broker.end_transaction(model.EndRequest(producer_group="pg",
                                                        transaction_id="nope", state=COMMIT))
     with pytest.raises(TransactionMismatchError, match="producer group"):
         end(broker, sent, COMMIT, group="other")
     for field in ("commit_log_offset", "queue_offset"):
-        bad = m.EndTransactionRequest(producer_group="pg", transaction_id="tx-v", state=COMMIT,
+        bad = model.EndRequest(producer_group="pg", transaction_id="tx-v", state=COMMIT,
                                       **{field: getattr(sent, field) + 1})
         with pytest.raises(TransactionMismatchError, match=field.replace("_", "[- ]")):
             broker.end_transaction(bad)
@@ -191,7 +191,7 @@ def test_unresolved_half_is_discarded_after_check_max(open_broker: Opener) -> No
     assert discarded.properties["TRANSACTION_CHECK_TIMES"] == "3"
     assert pull_all(broker, "Pay") == []
     with pytest.raises(TransactionConflictError, match="discarded"):
-        end(broker, m.SendResult(msg_id="tx-u", topic="Pay", queue_id=0, queue_offset=-1,
+        end(broker, model.SendResult(msg_id="tx-u", topic="Pay", queue_id=0, queue_offset=-1,
                                  commit_log_offset=-1, transaction_id="tx-u"), COMMIT)
 
 

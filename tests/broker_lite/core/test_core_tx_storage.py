@@ -12,23 +12,23 @@ import pytest
 from core_support import ProducerEndpoint, make_broker, pull_all
 from support import rocketmq_log as rmq
 
-from broker_lite.core import Broker
+from broker_lite.core import Broker, model
 from broker_lite.core.topics import HALF_TOPIC, OP_TOPIC
 from broker_lite.protocol import messages as m
 from broker_lite.storage import MessageToStore
 
 pytestmark = pytest.mark.timeout(60)
-COMMIT, ROLLBACK = m.TxState.COMMIT, m.TxState.ROLLBACK
+COMMIT, ROLLBACK = model.TxState.COMMIT, model.TxState.ROLLBACK
 
 
-def _half(broker: Broker, tx_id: str) -> m.SendResult:
-    return broker.send("pg", m.WireMessage(topic="Pay", body=tx_id.encode(), tags="t",
+def _half(broker: Broker, tx_id: str) -> model.SendResult:
+    return broker.send("pg", model.Message(topic="Pay", body=tx_id.encode(), tags="t",
                                            msg_id=tx_id, transactional=True)).result
 
 
-def _end(broker: Broker, sent: m.SendResult, state: int, *, offset: int | None = None,
+def _end(broker: Broker, sent: model.SendResult, state: int, *, offset: int | None = None,
          queue_offset: int | None = None) -> None:
-    broker.end_transaction(m.EndTransactionRequest(
+    broker.end_transaction(model.EndRequest(
         producer_group="pg", transaction_id=sent.transaction_id, state=state,
         commit_log_offset=sent.commit_log_offset if offset is None else offset,
         queue_offset=sent.queue_offset if queue_offset is None else queue_offset,
@@ -101,7 +101,7 @@ def test_a_resent_half_is_a_half_of_its_own_when_not_deduplicated(tmp_path: Path
     id as RocketMQ does: a second half, checked and ended on its own, also after a restart."""
     data = tmp_path / "b"
     broker = make_broker(data, tx_timeout=1, tx_check_interval=1, tx_check_max=5)
-    wire = m.WireMessage(topic="Pay", body=b"row-1", msg_id="tx-1", transactional=True)
+    wire = model.Message(topic="Pay", body=b"row-1", msg_id="tx-1", transactional=True)
     try:
         first = broker.send("pg", wire).result
         assert broker.send("pg", wire).result.duplicate  # the default: the first one's result

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from grpc_support import Clock
 
-from broker_lite.core import Broker, BrokerConfig
+from broker_lite.core import Broker, BrokerConfig, model
 from broker_lite.grpc_door import GrpcDoorConfig, GrpcDoorError
 from broker_lite.grpc_door.pop import Delivery, PopService, ReceiveSpec
 from broker_lite.grpc_door.status import Code
@@ -42,7 +42,7 @@ def _pop(broker: Broker, clock: Clock, alive: set[str] | None = None,
 def _send(broker: Broker, *bodies: str, group: str | None = None, tag: str | None = None
           ) -> None:
     for body in bodies:
-        broker.send("p", m.WireMessage(topic="T", body=body.encode(), sharding_key=group,
+        broker.send("p", model.Message(topic="T", body=body.encode(), sharding_key=group,
                                        tags=tag))
 
 

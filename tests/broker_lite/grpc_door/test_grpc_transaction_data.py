@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from grpc_support import Clock
 
-from broker_lite.core import Broker, BrokerConfig
+from broker_lite.core import Broker, BrokerConfig, model
 from broker_lite.grpc_door import GrpcDoorConfig, GrpcDoorError
 from broker_lite.grpc_door.proxy_mode import ProxyMode, message_type
 from broker_lite.grpc_door.status import Code
@@ -65,10 +65,10 @@ def test_expire_drops_only_what_is_past_its_window() -> None:
 
 def test_message_type_follows_rocketmqs_order() -> None:
     base = {"topic": "T", "body": b"x"}
-    assert message_type(m.WireMessage(**base, transactional=True)) == "TRANSACTION"
-    assert message_type(m.WireMessage(**base, deliver_at_ms=5)) == "DELAY"
-    assert message_type(m.WireMessage(**base, sharding_key="g")) == "FIFO"
-    assert message_type(m.WireMessage(**base)) == "NORMAL"
+    assert message_type(model.Message(**base, transactional=True)) == "TRANSACTION"
+    assert message_type(model.Message(**base, deliver_at_ms=5)) == "DELAY"
+    assert message_type(model.Message(**base, sharding_key="g")) == "FIFO"
+    assert message_type(model.Message(**base)) == "NORMAL"
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
 def test_an_end_is_answered_before_the_broker_applies_it_and_a_refusal_is_only_logged(
         broker: Broker, caplog: pytest.LogCaptureFixture) -> None:
     proxy = ProxyMode(broker, GrpcDoorConfig(proxy_semantics=True))
-    wire = m.WireMessage(topic="Pay", body=b"row", msg_id="tx-1", keys=["row-1"],
+    wire = model.Message(topic="Pay", body=b"row", msg_id="tx-1", keys=["row-1"],
                          transactional=True)
     proxy.check_send("Pay", [wire])
     sent = broker.send("Pay", wire, dedupe=False).result
@@ -94,16 +94,16 @@ def test_an_end_is_answered_before_the_broker_applies_it_and_a_refusal_is_only_l
     assert again.value.code == Code.INTERNAL_SERVER_ERROR
     assert "cannot found transaction data" in again.value.message
 
-    def end(state: int) -> m.EndTransactionRequest:
-        return m.EndTransactionRequest(producer_group="Pay", transaction_id="tx-1", state=state,
+    def end(state: int) -> model.EndRequest:
+        return model.EndRequest(producer_group="Pay", transaction_id="tx-1", state=state,
                                        commit_log_offset=data.commit_log_offset,
                                        queue_offset=data.queue_offset)
 
     async def scenario() -> tuple[str, str]:
         loop = asyncio.get_running_loop()
-        proxy.hand_off(loop, end(m.TxState.COMMIT))
+        proxy.hand_off(loop, end(model.TxState.COMMIT))
         before = broker.transactions.halves("tx-1")[0].state  # handed off, not applied yet
-        proxy.hand_off(loop, end(m.TxState.ROLLBACK))  # a conflicting end: refused later
+        proxy.hand_off(loop, end(model.TxState.ROLLBACK))  # a conflicting end: refused later
         turn = loop.create_future()  # queued after the hand-offs: they run first
         loop.call_soon(turn.set_result, None)
         await turn
@@ -118,7 +118,7 @@ def test_a_check_back_names_the_renewed_copy_and_its_answer_ends_the_half_once(
         broker: Broker) -> None:
     """RocketMQ checks (and keeps transaction data for) the copy it just put back."""
     proxy = ProxyMode(broker, GrpcDoorConfig(proxy_semantics=True))
-    sent = broker.send("Pay", m.WireMessage(topic="Pay", body=b"row", msg_id="tx-2",
+    sent = broker.send("Pay", model.Message(topic="Pay", body=b"row", msg_id="tx-2",
                                             transactional=True), dedupe=False).result
     endpoint = _Endpoint()
     broker.register(m.HeartbeatRequest(client_id="c", producer_groups=["Pay"]), endpoint)
@@ -131,8 +131,8 @@ def test_a_check_back_names_the_renewed_copy_and_its_answer_ends_the_half_once(
         renewed, entry.copies[renewed])
     data = proxy.take("Pay", "tx-2")
     assert (data.commit_log_offset, data.queue_offset) == (renewed, entry.copies[renewed])
-    broker.end_transaction(m.EndTransactionRequest(
-        producer_group="Pay", transaction_id="tx-2", state=m.TxState.COMMIT, from_check=True,
+    broker.end_transaction(model.EndRequest(
+        producer_group="Pay", transaction_id="tx-2", state=model.TxState.COMMIT, from_check=True,
         commit_log_offset=data.commit_log_offset, queue_offset=data.queue_offset))
     assert entry.state == "committed"
     with pytest.raises(GrpcDoorError):
@@ -146,19 +146,19 @@ class _Endpoint:
     remote_address = "127.0.0.1:1"
 
     def __init__(self) -> None:
-        self.checks: list[m.CheckTransactionRequest] = []
+        self.checks: list[model.CheckRequest] = []
 
     def is_alive(self) -> bool:
         return True
 
-    def send_check(self, request: m.CheckTransactionRequest) -> None:
+    def send_check(self, request: model.CheckRequest) -> None:
         self.checks.append(request)
 
 
 def test_the_topic_type_is_enforced_except_on_mixed_retry_and_dlq_topics(broker: Broker) -> None:
     proxy = ProxyMode(broker, GrpcDoorConfig(proxy_semantics=True))
-    half = m.WireMessage(topic="Pay", body=b"x", transactional=True)
-    normal = m.WireMessage(topic="Pay", body=b"x")
+    half = model.Message(topic="Pay", body=b"x", transactional=True)
+    normal = model.Message(topic="Pay", body=b"x")
     with pytest.raises(GrpcDoorError) as wrong:
         proxy.check_send("Pay", [normal])
     assert wrong.value.code == Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE

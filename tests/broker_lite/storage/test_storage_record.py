@@ -11,12 +11,12 @@ from broker_lite.storage.record import (
     MAGIC_V1,
     MAGIC_V2,
     decode_record,
-    encode_record,
     pack_host,
     sysflag_name,
     tag_hash,
     verify_record,
 )
+from broker_lite.storage.record_encoder import encode_record
 
 pytestmark = pytest.mark.timeout(120)
 

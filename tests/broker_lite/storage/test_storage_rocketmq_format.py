@@ -25,10 +25,10 @@ from broker_lite.storage.record import (
     MAGIC_V1,
     MAGIC_V2,
     decode_record,
-    encode_record,
     pack_host,
     verify_record,
 )
+from broker_lite.storage.record_encoder import encode_record
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import redis
@@ -27,6 +26,7 @@ from support.commitlog import commit_counts as commit_counts  # re-exported
 
 from outbox.models import metadata
 from outbox.models import transaction_table as t
+from procgroup import Process
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
@@ -34,29 +34,18 @@ CELERY = Path(sys.executable).with_name("celery")
 FAST_BROKER = ("--tx-timeout", "1", "--tx-check-interval", "0.3")
 
 
-@dataclass
-class Proc:
-    """A started worker or checker subprocess."""
-
-    name: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
+class Proc(Process):
+    """A started worker or checker subprocess (a :class:`procgroup.Process`)."""
 
     def log_text(self) -> str:
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
+        return self.output()
 
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def kill(self, sig: signal.Signals = signal.SIGKILL, timeout: float = 15.0) -> int:
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, sig)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)  # stragglers
-        return self.process.wait(timeout)
+    def kill(self, sig: signal.Signals = signal.SIGKILL,  # type: ignore[override]
+             timeout: float = 15.0) -> int:
+        """``sig`` to the group (SIGKILL by default), SIGKILL after ``timeout``; the exit."""
+        code = self.stop(sig, timeout)
+        assert code is not None
+        return code
 
 
 def app_env(*, db: str, broker: str, celery_broker: str, tmp: Path,
@@ -78,20 +67,10 @@ def running(name: str, argv: list[str], env: Mapping[str, str], tmp: Path, *,
     """Start ``argv`` and wait for its ready file; kill its process group on exit."""
     ready = tmp / f"ready-{name}-{uuid.uuid4().hex[:8]}"
     env = {**env, "RB_TEST_READY_FILE": str(ready)}
-    log_path = tmp / f"{name}-{uuid.uuid4().hex[:6]}.log"
-    with log_path.open("ab") as out:
-        process = subprocess.Popen(argv, env=dict(env), cwd=HERE, stdout=out,
-                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)
-    proc = Proc(name, process, log_path)
+    proc = Proc(argv, log=tmp / f"{name}-{uuid.uuid4().hex[:6]}.log", env=env, cwd=HERE,
+                name=name)
     try:
-        def is_ready() -> bool:
-            if process.poll() is not None:
-                raise AssertionError(f"{name} exited with {process.returncode}:\n"
-                                     f"{proc.log_text()[-4000:]}")
-            return ready.exists()
-        wait_until(is_ready, timeout=timeout, interval=0.05,
-                   message=lambda: f"{name} not ready:\n{proc.log_text()[-4000:]}")
+        proc.start().wait_until(ready.exists, timeout, what=f"{ready.name} written")
         yield proc
     finally:
         proc.kill()  # a graceful stop takes Celery seconds; tests that check it do so

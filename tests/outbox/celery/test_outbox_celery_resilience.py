@@ -38,6 +38,7 @@ from support import BrokerLiteServer, RedisServer, start_broker_lite, wait_until
 from outbox import Outbox, RelaySettings, publish
 from outbox.celery import CelerySettings, celery_on_commit, make_celery
 from outbox.publisher import RECONNECT_MAX_DELAY
+from procgroup import Process
 
 
 def hooked_outbox(engine: Engine, broker: str, celery_broker: str,
@@ -79,35 +80,18 @@ class Producer:
         self._thread.join(30)
 
 
-class RelayProcess:
+class RelayProcess(Process):
     """``python -m outbox relay ...`` in its own process group, its output in a file."""
 
     def __init__(self, args: list[str], log: Path) -> None:
-        self.log = log
         env = {k: v for k, v in os.environ.items() if not k.startswith("ROCKETBOX_")}
         env.update({"PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"})
-        with log.open("ab") as out:
-            self.process = subprocess.Popen([sys.executable, "-m", "outbox", "relay", *args],
-                                            stdout=out, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, env=env, cwd=REPO,
-                                            start_new_session=True)
+        super().__init__([sys.executable, "-m", "outbox", "relay", *args], log=log, env=env,
+                         cwd=REPO, name="relay")
+        self.start()
 
     def text(self) -> str:
-        return self.log.read_text(encoding="utf-8", errors="replace")
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 30) -> int:
-        if self.alive():
-            os.killpg(self.process.pid, sig)
-            try:
-                return self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                pass
-        if self.alive():
-            os.killpg(self.process.pid, signal.SIGKILL)
-        return self.process.wait(timeout)
+        return self.output()
 
 
 @pytest.fixture
@@ -156,7 +140,7 @@ def test_twenty_redis_restarts_under_a_backlog_never_stop_the_relay(
         assert relay.alive(), relay.text()[-3000:]
         log = relay.text()
         assert "Unrecoverable error" not in log, log[-3000:]
-        assert relay.stop() == 0  # a requested stop is a clean exit
+        assert relay.stop(timeout=30) == 0  # a requested stop is a clean exit
     counts = commit_counts(broker_records(broker.data_dir))
     assert {tx: counts.get(tx) for tx in ids} == dict.fromkeys(ids, 1)
 
@@ -181,7 +165,7 @@ def test_the_sweeper_lane_dying_stops_the_relay_with_status_1(
     wait_until(lambda: "ready." in relay.text(), timeout=60, message=relay.text)
     with engine.begin() as conn:  # not an outage: the sweeper cannot work at all any more
         conn.exec_driver_sql("ALTER TABLE rocketbox_transaction RENAME TO moved_away")
-    assert relay.process.wait(60) == 1, relay.text()[-3000:]
+    assert relay.wait(60) == 1, relay.text()[-3000:]
     assert "the sweeper lane died" in relay.text()
 
 
@@ -296,4 +280,4 @@ def test_module_entry_run_worker_relays_with_its_sweeper(
         wait_until(lambda: relayed_ids(engine) == ids, timeout=20,
                    message=lambda: worker.log_text()[-3000:])
         worker.kill(signal.SIGTERM)
-        assert worker.process.returncode == 0
+        assert worker.returncode == 0

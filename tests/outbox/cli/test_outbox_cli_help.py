@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from outbox import demo
+from examples.demo.run import build_parser as demo_parser
 from outbox.cli import build_parser
 from spark import audit_job
 
@@ -25,21 +25,6 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
         if isinstance(action, argparse._SubParsersAction):
             return dict(action.choices)
     return {}
-
-
-def _demo_parser(monkeypatch: pytest.MonkeyPatch) -> argparse.ArgumentParser:
-    """The parser ``rocketbox demo`` builds inside its main(), caught before it parses."""
-    caught: list[argparse.ArgumentParser] = []
-
-    def catch(self: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
-        caught.append(self)
-        raise SystemExit(0)
-
-    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", catch)
-    with pytest.raises(SystemExit):
-        demo.main([])
-    monkeypatch.undo()
-    return caught[0]
 
 
 def _problems(name: str, parser: argparse.ArgumentParser) -> list[str]:
@@ -65,11 +50,11 @@ def _problems(name: str, parser: argparse.ArgumentParser) -> list[str]:
 
 
 @pytest.mark.timeout(60)
-def test_every_help_text_reads_right(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_help_text_reads_right() -> None:
     parsers = {f"rocketbox {name}": p for name, p in _subparsers(build_parser()).items()}
     parsers["rocketbox"] = build_parser()
     parsers["rocketbox audit"] = audit_job.build_parser()
-    parsers["rocketbox demo"] = _demo_parser(monkeypatch)
+    parsers["rocketbox demo"] = demo_parser()
     problems = [p for name, parser in parsers.items() for p in _problems(name, parser)]
     assert problems == []
 
@@ -80,16 +65,16 @@ def _help_of(parser: argparse.ArgumentParser, option: str) -> str:
 
 
 @pytest.mark.timeout(60)
-def test_the_defaults_users_asked_for_are_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_defaults_users_asked_for_are_shown() -> None:
     audit = audit_job.build_parser()
     assert "(default: 60)" in _help_of(audit, "--grace")
     assert "default: 5)" in _help_of(audit, "--slo")
     assert "default: 600)" in _help_of(audit, "--stuck-after")
     assert "rocketbox_transaction" in _help_of(audit, "--table")
-    demo_parser = _demo_parser(monkeypatch)
-    assert "(default: 200)" in _help_of(demo_parser, "--orders")
-    timeout = next(a for a in demo_parser._actions if "--timeout" in a.option_strings)
-    assert f"(default: {timeout.default})" in _help_of(demo_parser, "--timeout")
+    demo = demo_parser()
+    assert "(default: 200)" in _help_of(demo, "--orders")
+    timeout = next(a for a in demo._actions if "--timeout" in a.option_strings)
+    assert f"(default: {timeout.default})" in _help_of(demo, "--timeout")
     commands = _subparsers(build_parser())
     relay = commands["relay"]
     assert _help_of(commands["migrate"], "--revision").count("default") == 1

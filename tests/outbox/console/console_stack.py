@@ -22,8 +22,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
-import subprocess
 import sys
 import threading
 import urllib.request
@@ -54,6 +52,7 @@ from outbox.inbox import InboxConsumer
 from outbox.models import inbox_table, metadata
 from outbox.models import transaction_table as t
 from outbox.publish import new_tx_id
+from procgroup import Process
 
 BROKER_ARGS = ("--tx-timeout", "1", "--tx-check-interval", "0.3", "--tx-check-max", "3",
                "--delay-time-scale", "0.01", "--no-auto-create-topics")
@@ -127,20 +126,12 @@ def _relay_process(db_url: str, broker: str, celery: str, log: Path) -> Iterator
     argv = [sys.executable, "-m", "outbox", "relay", "--db", db_url, "--broker", broker,
             "--celery-broker", celery, "--log-level", "INFO"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROCKETBOX_")}
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+    log.unlink(missing_ok=True)
+    proc = Process(argv, log=log, env=env, name="relay").start()
     try:
         yield
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        proc.stop(timeout=20)
 
 
 def _write_audit(folder: Path, divergent_tx: str) -> tuple[Path, Path]:

@@ -29,9 +29,8 @@ __all__ = ["BASE_SLO", "Audit", "Outcome", "audit", "print_summary", "query",
            "spark_available"]
 
 #: the commit-to-broker latency the Spark audit allows a transaction, on top of the demo's
-#: kill period (its kills and restarts, see ``Supervisor.kill_period``)
+#: kill period (its kills and restarts, see ``RelaySupervisor.kill_period``)
 BASE_SLO = 5.0
-
 
 
 @dataclass
@@ -120,13 +119,15 @@ def spark_available() -> str | None:
     return None
 
 
-
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What the kills did, for the summary."""
 
     kills: int
-    halves_left: int
+    #: ``crash-`` orders in the batches the hook killed (its marker files; one kill can
+    #: hold several)
+    crash_orders: int
+    #: commits the broker's check-back made: every half of a killed batch, crash- or not
     checkbacks: int
     downtime: float
     longest: float
@@ -134,8 +135,8 @@ class Outcome:
     slo: float
 
 
-def print_summary(console: Console, orders: int, answers: collections.Counter[str], result: Audit,
-             outcome: Outcome, timings: dict[str, float]) -> None:
+def print_summary(console: Console, orders: int, answers: collections.Counter[str],
+                  result: Audit, outcome: Outcome, timings: dict[str, float]) -> None:
     table = Table(title="rocketbox demo")
     table.add_column("what")
     table.add_column("count", justify="right")
@@ -145,9 +146,11 @@ def print_summary(console: Console, orders: int, answers: collections.Counter[st
     table.add_row("  409 too many (rolled back)", str(answers["409"]))
     table.add_row("status rows (COMMIT)", str(result.committed_rows))
     table.add_row("broker commit records", str(result.broker_commits))
+    table.add_row("  ended by the relay", str(result.broker_commits - outcome.checkbacks))
+    table.add_row("  committed by check-back (halves a kill left open)",
+                  str(outcome.checkbacks))
     table.add_row("relay kills (between half and commit)", str(outcome.kills))
-    table.add_row("  halves those kills left open", str(outcome.halves_left))
-    table.add_row("  halves committed by check-back", str(outcome.checkbacks))
+    table.add_row("  crash- orders in the killed batches", str(outcome.crash_orders))
     table.add_row("  relay down (restarts), in all", f"{outcome.downtime:.1f}s")
     table.add_row("  longest outage", f"{outcome.longest:.1f}s")
     table.add_row("  kill period (first kill to last restart)", f"{outcome.kill_period:.1f}s")

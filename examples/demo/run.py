@@ -1,0 +1,325 @@
+"""The demo's run: the orders it sends, the parts it starts, and its command line."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from examples.demo.audit import (
+    BASE_SLO,
+    Outcome,
+    audit,
+    print_summary,
+    query,
+    spark_available,
+)
+from examples.demo.parts import REPO, DemoError, RelaySupervisor, poll
+from procgroup import Process, ProcessError
+
+__all__ = ["DemoError", "build_parser", "main"]
+
+SHOP = "examples.flask_shop.run"
+_READY = re.compile(r"broker_lite ready native=(\S+) grpc=(\S+)")
+
+
+# -- orders ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Order:
+    ref: str
+    item: str
+    qty: int
+    kind: str  # "ok", "crash" (the relay dies between half and commit), "unknown", "too_many"
+
+
+def plan(count: int) -> list[Order]:
+    """A fixed mix: about 80 % plain, 4 % relay crashes, the rest rolled back."""
+    orders = []
+    items = ("tea", "coffee", "cake", "scone")
+    for i in range(count):
+        if i % 25 == 7:
+            kind, item, qty = "crash", items[i % 4], 1 + i % 5
+        elif i % 13 == 5:
+            kind, item, qty = "unknown", "unicorn", 1
+        elif i % 11 == 3:
+            kind, item, qty = "too_many", items[i % 4], 99
+        else:
+            kind, item, qty = "ok", items[i % 4], 1 + i % 5
+        prefix = "crash-" if kind == "crash" else "order-"
+        orders.append(Order(f"{prefix}{uuid.uuid4().hex[:12]}", item, qty, kind))
+    return orders
+
+
+def post(address: str, order: Order) -> tuple[int, dict[str, Any]]:
+    host, port = address.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        body = json.dumps({"ref": order.ref, "item": order.item, "qty": order.qty})
+        conn.request("POST", "/orders", body=body, headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        raw = response.read()
+        try:
+            data = json.loads(raw or b"{}")
+        except ValueError:
+            data = {"raw": raw.decode("utf-8", "replace")}
+        return response.status, data
+    finally:
+        conn.close()
+
+
+def spark_audit(demo: Demo, env: dict[str, str], timeout: float, slo: float
+                ) -> tuple[str, dict[str, int]]:
+    """Run ``spark.audit_job`` over the demo's files: what it said, and divergent counts.
+
+    The counts are the audit's divergent transactions per category (from its
+    ``--json`` summary); empty when it found none or could not run.
+    """
+    work = demo.work
+    part = demo.part("spark-audit", [sys.executable, "-m", "spark.audit_job", "--jdbc-url",
+                                     f"jdbc:sqlite:{work / 'shop.sqlite'}", "--commitlog",
+                                     str(work / "broker"), "--slo", f"{slo:.1f}",
+                                     "--json", str(work / "audit.json"),
+                                     "--html", str(work / "audit.html"), "--quiet"], env)
+    try:
+        code = part.wait(timeout)
+    except subprocess.TimeoutExpired:
+        part.stop()
+        return f"timed out after {timeout:.0f}s (skipped)", {}
+    if code == 0:
+        return f"clean (report: {work / 'audit.html'})", {}
+    if code == 1:
+        summary = json.loads((work / "audit.json").read_text(encoding="utf-8"))
+        counts = {str(c): int(n) for c, n in summary["counts"].items()
+                  if c not in ("ok", "pending") and n}
+        if not counts:  # categories the demo does not know: the total still counts
+            counts = {"divergent": int(summary.get("divergent") or 1)}
+        return f"divergences (see {work / 'audit.json'})", counts
+    tail = part.output().strip().splitlines()[-1:] or ["no output"]
+    return f"could not run, skipped: {tail[0][:120]}", {}
+
+
+# -- running it ----------------------------------------------------------------------------
+
+
+@dataclass
+class Demo:
+    work: Path
+    console: Console
+    parts: list[Process] = field(default_factory=list)
+
+    def part(self, name: str, argv: Sequence[str], env: dict[str, str]) -> Process:
+        part = Process(argv, log=self.work / "logs" / f"{name}.log", env=env, cwd=REPO,
+                       name=name)
+        self.parts.append(part)
+        return part.start()
+
+    def stop_all(self) -> None:
+        for part in reversed(self.parts):
+            part.stop()
+
+
+def _env(work: Path, broker: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHOP_")}
+    env.update({
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")])),
+        "PYTHONUNBUFFERED": "1",
+        "SHOP_DB": f"sqlite:///{work / 'shop.sqlite'}",
+        "SHOP_INVENTORY_DB": f"sqlite:///{work / 'inventory.sqlite'}",
+        "SHOP_CELERY_BROKER": f"sqla+sqlite:///{work / 'celery.sqlite'}",
+        "SHOP_BROKER": broker,
+    })
+    return env
+
+
+@contextlib.contextmanager
+def _terminating(demo: Demo) -> Iterator[None]:
+    """Stop every part on the way out, also on SIGTERM and Ctrl-C."""
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main:
+        signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        demo.stop_all()
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str,
+        spark_timeout: float = 600.0) -> int:
+    started = time.monotonic()
+    if work.exists():
+        shutil.rmtree(work)
+    (work / "logs").mkdir(parents=True)
+    demo = Demo(work, console)
+    python = sys.executable
+    timings: dict[str, float] = {}
+    with _terminating(demo):
+        console.print(f"[b]rocketbox demo[/b]: {orders} orders, everything in {work}")
+        broker = demo.part("broker", [python, "-m", "broker_lite", "serve", "--data-dir",
+                                      str(work / "broker"), "--port", "0", "--grpc-port", "0",
+                                      "--tx-timeout", "1", "--tx-check-interval", "0.5",
+                                      "--auto-create-topics"],
+                           dict(os.environ, PYTHONUNBUFFERED="1"))
+        native = broker.wait_for(_READY, 60).group(1)
+        env = _env(work, native)
+        migrated = subprocess.run([python, "-m", SHOP, "migrate"], env=env, cwd=REPO,
+                                  capture_output=True, text=True, timeout=120)
+        if migrated.returncode != 0:
+            raise DemoError(f"migrate failed:\n{migrated.stdout}{migrated.stderr}")
+        checker = demo.part("checker", [python, "-m", SHOP, "checker"], env)
+        inventory = demo.part("inventory", [python, "-m", SHOP, "inventory"], env)
+        relay = demo.part("relay", [python, "-m", SHOP, "relay", "--demo-crash-dir",
+                                    str(work / "crashed")], env)
+        web = demo.part("web", [python, "-m", SHOP, "web", "--port", "0"], env)
+        checker.wait_for("checker ready", 90)
+        inventory.wait_for("inventory ready", 90)
+        relay.wait_for(r"ready\.", 90)
+        address = web.wait_for(r"shop ready http://(\S+)", 90).group(1)
+        timings["start-up"] = time.monotonic() - started
+        console.print(f"broker {native}, shop http://{address}, relay, check-back responder "
+                      f"and inventory consumer up ({timings['start-up']:.1f}s)")
+        supervisor = RelaySupervisor(relay)
+        plan_ = plan(orders)
+        answers: collections.Counter[str] = collections.Counter()
+        ok_refs: set[str] = set()
+        failed_refs: set[str] = set()
+        sending = time.monotonic()
+        progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                            MofNCompleteColumn(), TimeElapsedColumn(), console=console)
+
+        def kills() -> str:
+            return f"[red]{supervisor.kills} relay kills[/red]"
+
+        def sent() -> str:  # kills go on after the last order: both lines keep counting
+            return (f"orders    [green]{len(ok_refs)} committed[/green]  "
+                    f"[yellow]{len(failed_refs)} rolled back[/yellow]  {kills()}")
+
+        with progress:
+            task = progress.add_task("orders", total=len(plan_))
+            for order in plan_:
+                status, _body = post(address, order)
+                answers[str(status)] += 1
+                if status == 201:
+                    ok_refs.add(order.ref)
+                else:
+                    failed_refs.add(order.ref)
+                supervisor.check()
+                progress.update(task, advance=1, description=sent())
+            timings["sending"] = time.monotonic() - sending
+            waiting = time.monotonic()
+            consuming = progress.add_task("consumed", total=len(ok_refs))
+
+            def consumed_all() -> bool:
+                supervisor.check()
+                rows = query(work / "inventory.sqlite",
+                              "SELECT count(*) FROM inventory_reservation")
+                progress.update(consuming, completed=rows[0][0],
+                                description=f"consumed  {kills()}")
+                progress.update(task, description=sent())
+                return bool(rows[0][0] >= len(ok_refs))
+
+            remaining = max(10.0, timeout - (time.monotonic() - started))
+            poll(consumed_all, remaining, "the inventory did not consume every order in time")
+        timings["relay and consume"] = time.monotonic() - waiting
+        downtime, kill_period = supervisor.downtime(), supervisor.kill_period()
+        auditing = time.monotonic()
+        result = audit(work, ok_refs, failed_refs)
+        timings["audit"] = time.monotonic() - auditing
+        slo = BASE_SLO + kill_period
+        spark_result = "off"
+        if spark != "off":
+            why_not = spark_available()
+            if why_not is not None:
+                spark_result = f"skipped: {why_not}"
+            else:
+                console.print(f"running the Spark audit (spark.audit_job, local[*], "
+                              f"SLO {slo:.1f}s) ...")
+                spark_started = time.monotonic()
+                spark_result, counts = spark_audit(demo, env, spark_timeout, slo)
+                timings["spark audit"] = time.monotonic() - spark_started
+                for category, count in counts.items():
+                    result.diverged(f"spark: {category}", f"spark audit: {count} {category} "
+                                    f"({spark_result})", count)
+        checkbacks = len(set(re.findall(
+            r"check-back of transaction '(\w+)' resolved it: committed", broker.output())))
+    crashed = len(list((work / "crashed").glob("*"))) if (work / "crashed").exists() else 0
+    timings["total"] = time.monotonic() - started
+    print_summary(console, orders, answers, result, Outcome(
+        kills=supervisor.kills, crash_orders=crashed, checkbacks=checkbacks,
+        downtime=downtime, longest=max(supervisor.outages, default=downtime),
+        kill_period=kill_period, slo=slo),
+        timings)
+    console.print(f"Spark audit: {spark_result}")
+    for line in result.lines[:20]:
+        console.print(f"[red]divergence[/red] {line}")
+    rolled_back = len(failed_refs)
+    print(f"demo: committed={len(ok_refs)} rolled_back={rolled_back} "
+          f"consumed={result.consumed} divergences={result.divergences}", flush=True)
+    return 0 if not result.divergences else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``rocketbox demo``'s command line."""
+    parser = argparse.ArgumentParser(
+        prog="rocketbox demo", description="The end-to-end demo on embedded defaults "
+        "(SQLite, broker_lite, Celery on SQLite): orders over HTTP, rollbacks, relay "
+        "crashes resolved by check-back, an inbox consumer and a consistency audit.")
+    parser.add_argument("--orders", type=int, default=200,
+                        help="how many orders to send (default: 200)")
+    parser.add_argument("--quick", action="store_true", help="30 orders (for CI)")
+    parser.add_argument("--dir", type=Path, default=Path(".demo"),
+                        help="working directory, wiped first (default: .demo)")
+    parser.add_argument("--spark", choices=("auto", "on", "off"), default="auto",
+                        help="also run the Spark audit (spark.audit_job) when pyspark and "
+                             "Java are there; auto: yes, except with --quick")
+    parser.add_argument("--timeout", type=float, default=420.0,
+                        help="give up when the orders are not all consumed this many seconds "
+                             "after the start (default: %(default)s)")
+    parser.add_argument("--spark-timeout", type=float, default=600.0,
+                        help="seconds the Spark audit may take before it is skipped "
+                             "(default: %(default)s; a busy machine needs minutes)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    orders = 30 if args.quick else args.orders
+    if orders < 1:
+        parser.error("--orders must be >= 1")
+    console = Console()
+    try:
+        spark = args.spark if args.spark != "auto" else ("off" if args.quick else "on")
+        return run(orders, args.dir.resolve(), console, timeout=args.timeout, spark=spark,
+                   spark_timeout=args.spark_timeout)
+    except (DemoError, ProcessError) as exc:
+        print(f"rocketbox demo: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
