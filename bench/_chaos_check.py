@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _chaos_cluster import UNIT_TABLE, Cluster, python_env
+from _chaos_cluster import READY_TIMEOUT, UNIT_TABLE, Cluster, python_env
 from _chaos_faults import Fault
 from _common import REPO_ROOT
 from support.commitlog import broker_records, commit_counts
@@ -55,7 +55,7 @@ def unrelayed(c: Cluster) -> int:
 
 def invariant(c: Cluster, truth: dict[str, str], seen: dict[str, float],
               redeliveries: int, produced: list[tuple[str, str, float]]) -> dict[str, Any]:
-    counts = commit_counts(broker_records(c.broker_dir))
+    counts = commit_counts(broker_records(c.broker_dir, timeout=READY_TIMEOUT))
     committed = set(truth.values()) - {""}
     acknowledged = {u for u, outcome, _ in produced if outcome == "commit"}
     rolled_back = {u for u, outcome, _ in produced if outcome == "rollback"}
@@ -143,6 +143,9 @@ def audit(c: Cluster, out: Path, timeout: float) -> dict[str, Any]:
                 "timed_out": True, "clean": None}
     result: dict[str, Any] = {"exit": done.returncode,
                               "seconds": round(time.monotonic() - started, 1)}
+    if done.returncode < 0:  # killed (by the operator, or the OOM killer): no verdict
+        result.update(killed=-done.returncode, clean=None)
+        return result
     if out.exists():
         summary = json.loads(out.read_text(encoding="utf-8"))
         result["summary"] = summary.get("counts", summary)

@@ -50,7 +50,12 @@ __all__ = ["BROKER_DISK_MB", "Cluster", "Proxy", "Service", "cluster"]
 BROKER_DISK_MB = 256
 BROKER_FLAGS = ("--tx-timeout", "3", "--tx-check-interval", "2", "--segment-size", "4m")
 UNIT_TABLE = "chaos_unit"
-READY_TIMEOUT = 60.0
+#: how long a server may take to start (or Redis to answer again): the suite runs under
+#: ``nice`` on a shared machine, where ``initdb`` alone took over 60 s at a load average of 20
+READY_TIMEOUT = 600.0
+#: a proxy restarted to clear a link fault is a fresh interpreter; under a load average of
+#: 30 at ``nice 10`` it took over 30 s to listen (the run then left the link cut)
+PROXY_START_TIMEOUT = 300.0
 
 
 def python_env() -> dict[str, str]:
@@ -82,7 +87,8 @@ class Proxy:
 
     def up(self, delay_ms: float = 0.0) -> None:
         self.down()
-        proxy = LatencyProxy(self.upstream, int(delay_ms * 1000), port=self.port)
+        proxy = LatencyProxy(self.upstream, int(delay_ms * 1000), port=self.port,
+                             start_timeout=PROXY_START_TIMEOUT)
         proxy.__enter__()
         self._proxy = proxy
 
@@ -132,6 +138,8 @@ class Cluster:
     # -- Redis ----------------------------------------------------------------------------
 
     def start_redis(self) -> None:
+        if self.redis_proc is not None and self.redis_proc.alive():
+            raise RuntimeError(f"Redis (pid {self.redis_proc.pid}) is already running")
         self.redis_proc = Process(self.redis_argv, log=self.work / "redis.log", cwd=self.redis_dir,
                                   name="redis-server").start()
 
@@ -158,7 +166,8 @@ class Cluster:
         native, grpc = self.broker_ports
         extra = [*BROKER_FLAGS, "--port", native.rsplit(":", 1)[1],
                  "--grpc-port", grpc.rsplit(":", 1)[1]]
-        self.broker = self.stack.enter_context(start_broker_lite(self.broker_dir, extra))
+        self.broker = self.stack.enter_context(
+            start_broker_lite(self.broker_dir, extra, timeout=READY_TIMEOUT))
 
     def kill_broker(self) -> None:
         self.broker.kill()
@@ -168,16 +177,16 @@ class Cluster:
     def pg_ctl(self, *args: str) -> None:
         _account, prefix = _postgres_account()
         subprocess.run([*prefix, str(self.pg.bin_dir / "pg_ctl"), *args, "-D",
-                        str(self.pg.data_dir), "-w", "-t", "120", "-l",
+                        str(self.pg.data_dir), "-w", "-t", f"{READY_TIMEOUT:.0f}", "-l",
                         str(self.pg.base_dir / "pg_ctl.log")],
-                       check=True, capture_output=True, timeout=180)
+                       check=True, capture_output=True, timeout=READY_TIMEOUT + 60)
 
     def restart_postgres(self) -> None:
         """``pg_ctl restart -m immediate``: a crash of the server, then its recovery."""
         self.pg_ctl("restart", "-m", "immediate")
 
     def sql(self, query: str, *params: object) -> list[tuple[object, ...]]:
-        with psycopg.connect(self.pg.libpq_url, autocommit=True, connect_timeout=10) as conn:
+        with psycopg.connect(self.pg.libpq_url, autocommit=True, connect_timeout=60) as conn:
             cur = conn.execute(query, params or None)
             return list(cur.fetchall()) if cur.description else []
 
@@ -195,7 +204,8 @@ def cluster(work: Path, *, concurrency: int = 2) -> Iterator[Cluster]:
     """Every server up, the outbox migrated, the unit table made; all torn down on exit."""
     stack = contextlib.ExitStack()
     with stack:
-        pg = stack.enter_context(start_postgres(settings={"synchronous_commit": "on"}))
+        pg = stack.enter_context(start_postgres(settings={"synchronous_commit": "on"},
+                                                    timeout=READY_TIMEOUT))
         subprocess.run([sys.executable, "-m", "outbox", "migrate", "--db", pg.url],
                        check=True, capture_output=True, env=python_env(), cwd=REPO_ROOT)
         with psycopg.connect(pg.libpq_url, autocommit=True) as conn:
@@ -213,7 +223,8 @@ def cluster(work: Path, *, concurrency: int = 2) -> Iterator[Cluster]:
         tmpfs = _mount_tmpfs(broker_dir, BROKER_DISK_MB)
         if tmpfs:
             stack.callback(subprocess.run, ["umount", "-l", str(broker_dir)], check=False)
-        broker = stack.enter_context(start_broker_lite(broker_dir, BROKER_FLAGS))
+        broker = stack.enter_context(start_broker_lite(broker_dir, BROKER_FLAGS,
+                                                       timeout=READY_TIMEOUT))
         host = broker.native.rsplit(":", 1)[0]
         relay_proxy = Proxy((host, int(broker.native.rsplit(":", 1)[1])))
         pg_proxy = Proxy((LOOPBACK, pg.port))

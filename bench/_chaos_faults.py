@@ -101,6 +101,9 @@ class HeldSnapshot:
 
 
 _held: dict[int, HeldSnapshot] = {}
+#: Redis faults in force: Redis stays down while any is (two overlapping restarts once
+#: started a second server whose bind failed, and the first, no longer tracked, leaked)
+_redis_down: set[int] = set()
 _lock = threading.Lock()
 #: link faults in force: a link is cut while any cut is, else delayed while any delay is
 _links: dict[str, list[str]] = {"relay": [], "app": []}
@@ -148,6 +151,8 @@ def apply(c: Cluster, fault: Fault) -> None:
     elif kind == "checker_kill":
         c.checker.kill()
     elif kind in ("redis_restart_kept", "redis_restart_lost"):
+        with _lock:
+            _redis_down.add(id(fault))
         c.kill_redis(keep_data=kind == "redis_restart_kept")
     elif kind == "pg_restart":
         c.restart_postgres()  # the outage is the restart itself; clear() has nothing to do
@@ -175,7 +180,11 @@ def clear(c: Cluster, fault: Fault) -> None:
     elif kind == "checker_kill":
         c.checker.start()
     elif kind in ("redis_restart_kept", "redis_restart_lost"):
-        c.start_redis()
+        with _lock:
+            _redis_down.discard(id(fault))
+            last = not _redis_down
+        if last:
+            c.start_redis()
     elif kind in _LINK_KINDS:
         _link_fault(c, kind, False)
     elif kind == "held_snapshot":

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from _chaos_cluster import Cluster, python_env
+from _chaos_cluster import READY_TIMEOUT, Cluster, python_env
 
 from procgroup import Process
 
@@ -135,7 +135,7 @@ def start_producer(c: Cluster, args: argparse.Namespace, seed: int,
     return Process(argv, log=c.work / "producer.log", env=python_env(), name="producer").start()
 
 
-def wait_relaying(c: Cluster, consumer: Consumer, timeout: float = 180.0) -> float:
+def wait_relaying(c: Cluster, consumer: Consumer, timeout: float = READY_TIMEOUT) -> float:
     """Publish one probe unit (no hook: the sweeper takes it) and wait until the consumer
     sees it: the relay, its beat and the broker all work. Returns the seconds it took."""
     from sqlalchemy import create_engine, text

@@ -83,10 +83,14 @@ class LatencyProxy:
 
     ``port`` fixes the listening port (0: any free one), so a proxy stopped
     (every connection through it cut) can be started again where clients expect it.
+    ``start_timeout`` bounds the wait for its process to listen (a fresh
+    interpreter: seconds on a machine under heavy load).
     """
 
-    def __init__(self, upstream: tuple[str, int], delay_us: int, port: int = 0) -> None:
+    def __init__(self, upstream: tuple[str, int], delay_us: int, port: int = 0, *,
+                 start_timeout: float = 30.0) -> None:
         self.upstream, self.delay_us, self.port = upstream, delay_us, port
+        self.start_timeout = start_timeout
         self._process: mp.process.BaseProcess | None = None
 
     def __enter__(self) -> int:
@@ -95,8 +99,10 @@ class LatencyProxy:
         self._process = ctx.Process(
             target=_serve, args=(child, self.upstream, self.delay_us, self.port), daemon=True)
         self._process.start()
-        if not parent.poll(30):
-            raise RuntimeError("the latency proxy did not start")
+        if not parent.poll(self.start_timeout):
+            self._process.kill()
+            raise RuntimeError(f"the latency proxy did not start within "
+                               f"{self.start_timeout:.0f} s")
         port: int = parent.recv()
         return port
 

@@ -206,6 +206,9 @@ def run_one(args: argparse.Namespace, seed: int, faults: list[Fault], name: str,
                 "consumer_errors": consumer.errors,
             }
             if audit_it:
+                # the audit takes minutes (far more on a busy machine): show the invariant first
+                print("before the audit: " + summary_line(result).replace(" audit=skipped", ""),
+                      flush=True)
                 result["audit"] = audit(c, work / "audit.json", args.audit_timeout)
             result["load_average_end"] = load_average()
             return result
@@ -228,8 +231,10 @@ def summary_line(r: dict[str, Any]) -> str:
     inv, t = r["invariant"], r["timings"]
     lat = t["visible_ms_outside_faults"]
     kinds = ",".join(f["kind"] for f in r["faults"]) or "none"
-    audit_text = ("skipped" if "audit" not in r else "timed out" if r["audit"].get("timed_out")
-                  else "clean" if r["audit"]["clean"] else f"exit {r['audit']['exit']}")
+    audit = r.get("audit")
+    audit_text = ("skipped" if audit is None else "timed out" if audit.get("timed_out")
+                  else "killed" if audit.get("killed")
+                  else "clean" if audit["clean"] else f"exit {audit['exit']}")
     worst = max((f["visible_after_clear_s"] for f in t["faults"]), default=0.0)
     return (f"chaos {'OK' if ok(r) else 'FAIL'} seed={r['seed']} faults={kinds} "
             f"committed={inv['units_committed']} rolled_back={inv['units_rolled_back']} "

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 
-def broker_records(data_dir: Path) -> list[dict[str, Any]]:
+def broker_records(data_dir: Path, *, timeout: float = 60.0) -> list[dict[str, Any]]:
     """Every commit-log record (``broker-lite inspect``), half and op records included."""
     out = subprocess.run([sys.executable, "-m", "broker_lite", "inspect", "--data-dir",
-                          str(data_dir)], capture_output=True, text=True, timeout=60,
+                          str(data_dir)], capture_output=True, text=True, timeout=timeout,
                          check=True)
     return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
 
