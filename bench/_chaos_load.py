@@ -156,7 +156,7 @@ def wait_relaying(c: Cluster, consumer: Consumer, timeout: float = READY_TIMEOUT
     while "probe" not in consumer.seen():
         if time.monotonic() - start > timeout:
             raise RuntimeError(f"the relay relayed nothing within {timeout:.0f} s; see "
-                               f"{c.relay.log}")
+                               f"{c.relay.log_path}")
         time.sleep(0.2)
     return round(time.monotonic() - start, 1)
 

@@ -157,7 +157,7 @@ def _drain(c: Cluster, consumer: Consumer, timeout: float) -> float | None:
 
 
 def _relay_health(c: Cluster) -> dict[str, Any]:
-    text = c.relay.log.read_text(encoding="utf-8", errors="replace")
+    text = c.relay.output()
     return {"relay_exit": c.relay.exited(), "relay_starts": c.relay.starts,
             "relay_unrecoverable": text.count("Unrecoverable error"),
             "checker_exit": c.checker.exited()}
