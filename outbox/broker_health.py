@@ -39,7 +39,6 @@ from outbox.config import Outbox
 from outbox.errors import ConfigurationError
 from outbox.models import aware
 from outbox.models import broker_state_table as b
-from outbox.targets import rocketmq
 
 __all__ = ["BrokerState", "note_reachable", "note_unreachable", "pass_failed",
            "pass_went_through", "probe", "read_broker_states"]
@@ -57,6 +56,8 @@ def probe(outbox: Outbox, *, group: str | None = None) -> Exception | None:
     ``<producer_group>-relay``). Returns None when the broker answered.
     """
     if outbox.target_address.is_rocketmq:
+        # loaded for a rocketmq:// address only (outbox.targets.choose says why)
+        from outbox.targets import rocketmq
         return rocketmq.probe(outbox)
     producer = Producer(group or outbox.producer_group + "-relay", outbox.broker,
                         access_key=outbox.access_key, secret_key=outbox.secret_key,

@@ -45,7 +45,6 @@ from broker_lite.errors import BrokerError
 from outbox.checkback import PG_XID_PROPERTY, CheckAnswer, check_state
 from outbox.config import Outbox
 from outbox.targets.broker_lite import broker_client_config
-from outbox.targets.rocketmq_responder import RocketMQResponder
 
 __all__ = ["CheckbackResponder", "StatusTableListener", "answer_check", "run_checker"]
 
@@ -222,6 +221,9 @@ def run_checker(outbox: Outbox, *, stop: threading.Event | None = None,
 def _run_rocketmq_checker(outbox: Outbox, stop: threading.Event,
                           on_ready: Callable[[], None] | None) -> int:
     """``run_checker`` for RocketMQ 5 proxies (:mod:`outbox.targets.rocketmq_responder`)."""
+    # loaded for a rocketmq:// address only (outbox.targets.choose says why)
+    from outbox.targets.rocketmq_responder import RocketMQResponder
+
     responder = RocketMQResponder(outbox)
     with _stop_on_signals(stop):
         responder.refresh()

@@ -44,7 +44,7 @@ from broker_lite.client import ConsumeResult, PushConsumer, ReceivedMessage
 from outbox.config import Outbox
 from outbox.errors import ConfigurationError
 from outbox.models import inbox_table
-from outbox.targets.rocketmq import TX_ID_PROPERTY
+from outbox.targets.base import TX_ID_PROPERTY
 from outbox.tracing import consumer_span
 
 __all__ = ["Handler", "InboxConsumer", "consumer", "inbox_key", "process_once"]

@@ -33,8 +33,12 @@ from typing import Literal, Protocol
 
 from outbox.errors import RowRefusedError
 
-__all__ = ["EndOutcome", "HalfOutcome", "HalfStored", "LeftToCheckBack", "OutgoingMessage",
-           "Publisher", "Target", "TxEnd", "TxEnded", "TxState"]
+__all__ = ["TX_ID_PROPERTY", "EndOutcome", "HalfOutcome", "HalfStored", "LeftToCheckBack",
+           "OutgoingMessage", "Publisher", "Target", "TxEnd", "TxEnded", "TxState"]
+
+#: the user property a target puts the row's ``tx_id`` in, where the broker has no
+#: better place for it (RocketMQ 5); the inbox de-duplicates on it
+TX_ID_PROPERTY = "ROCKETBOX_TX_ID"
 
 #: how a row's transaction ends (``UNKNOWN``: not now, the broker's check-back decides)
 TxState = Literal["COMMIT", "ROLLBACK", "UNKNOWN"]

@@ -10,9 +10,6 @@ from __future__ import annotations
 from outbox.config import Outbox
 from outbox.targets.base import Publisher
 from outbox.targets.broker_lite import BrokerLitePublisher
-from outbox.targets.rocketmq import RocketMQTarget
-from outbox.targets.rocketmq_checkback import StatusTableChecker
-from outbox.targets.runner import TargetPublisher
 
 __all__ = ["publisher_for"]
 
@@ -24,5 +21,10 @@ def publisher_for(outbox: Outbox) -> Publisher:
     to it from the status table, as ``rocketbox checker`` does.
     """
     if outbox.target_address.is_rocketmq:
+        # the official RocketMQ client (grpc, its OpenTelemetry exporters) is loaded only
+        # for a rocketmq:// address, as SQLAlchemy loads a dialect for its URL's scheme
+        from outbox.targets.rocketmq import RocketMQTarget
+        from outbox.targets.rocketmq_checkback import StatusTableChecker
+        from outbox.targets.runner import TargetPublisher
         return TargetPublisher(RocketMQTarget(outbox, checker=StatusTableChecker(outbox)))
     return BrokerLitePublisher(outbox)

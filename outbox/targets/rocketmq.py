@@ -63,6 +63,7 @@ from rocketmq.v5.util import MessagingResultChecker
 from outbox.config import Outbox
 from outbox.errors import BrokerUnreachableError, ConfigurationError, RowFault, RowRefusedError
 from outbox.targets.base import (
+    TX_ID_PROPERTY,
     EndOutcome,
     HalfOutcome,
     HalfStored,
@@ -76,9 +77,6 @@ __all__ = ["PROBE_TOPIC", "TX_ID_PROPERTY", "RocketMQTarget", "client_configurat
            "fault_of", "is_transaction_gone", "probe"]
 
 log = logging.getLogger("rocketbox.relay")
-
-#: the user property every half carries: the row's ``tx_id`` (the inbox de-duplicates on it)
-TX_ID_PROPERTY = "ROCKETBOX_TX_ID"
 
 _RESOLUTIONS = {"COMMIT": TransactionResolution.COMMIT,
                 "ROLLBACK": TransactionResolution.ROLLBACK}

@@ -31,7 +31,7 @@ from sqlalchemy import select
 from outbox.checkback import PG_XID_PROPERTY, CheckAnswer, check_state
 from outbox.config import Outbox
 from outbox.models import transaction_table as t
-from outbox.targets.rocketmq import TX_ID_PROPERTY
+from outbox.targets.base import TX_ID_PROPERTY
 
 __all__ = ["StatusTableChecker", "answer_half"]
 

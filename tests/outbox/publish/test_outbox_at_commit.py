@@ -175,7 +175,8 @@ def test_without_the_function_the_row_is_written_at_once(
             tx_id = publish(conn, "Orders", {"n": 1}, outbox=outbox, at_commit=True)
             assert queued(conn) == 0
             assert conn.execute(select(t.c.tx_id)).scalar() == tx_id
-        assert set(_rows(engine)) == {tx_id}
+        with engine.connect() as conn:  # revision 0001 has none of 0004's half-id columns
+            assert list(conn.execute(select(t.c.tx_id)).scalars()) == [tx_id]
     finally:
         engine.dispose()
 
