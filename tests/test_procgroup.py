@@ -16,13 +16,13 @@ PY = sys.executable
 
 # prints a ready line, then starts a grandchild that ignores SIGTERM and waits forever
 _STUBBORN_FAMILY = (
-    "import signal, subprocess, sys, time\n"
+    "import signal, subprocess, sys, threading\n"
     "child = subprocess.Popen([sys.executable, '-c', "
     "'import signal, threading; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
     "print(\"child up\", flush=True); threading.Event().wait()'])\n"
     "print(f'ready pid={child.pid}', flush=True)\n"
     "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-    "time.sleep(3600)\n"
+    "threading.Event().wait()\n"
 )
 
 
@@ -60,7 +60,8 @@ def test_a_child_that_exits_first_fails_the_wait_with_its_status_and_log(tmp_pat
 
 @pytest.mark.timeout(30)
 def test_the_deadline_fails_the_wait_and_names_what_was_awaited(tmp_path: Path) -> None:
-    with Process([PY, "-c", "import time; print('starting', flush=True); time.sleep(60)"],
+    waits = "import threading; print('starting', flush=True); threading.Event().wait()"
+    with Process([PY, "-c", waits],
                  log=tmp_path / "slow.log") as proc:
         proc.start().wait_for("starting", 20)
         with pytest.raises(NotReady, match=r"'ready'\) within 0.3s(.|\n)*starting"):
