@@ -83,7 +83,10 @@ from rich.progress import (
 from rich.table import Table
 from storage_versus import VersusWorker, serve
 
-from broker_lite.serving.flushgate import FlushGate
+try:
+    from broker_lite.serving.flushgate import FlushGate
+except ImportError:  # --versus REV from before serving/ existed (49302c8): the server's own gate
+    from broker_lite.server.flushgate import FlushGate  # type: ignore[no-redef]
 from broker_lite.storage import CommitLog, MessageStore, MessageToStore, StoreConfig
 
 BODY_SIZE = 1024
