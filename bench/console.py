@@ -33,6 +33,7 @@ import re
 import shutil
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -63,10 +64,13 @@ def console_open(env: rb.Env, sample_seconds: float) -> Iterator[str]:
     """``rocketbox console`` in its own process, and Chromium on its overview."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     argv = [sys.executable, "-m", "outbox", "console", "--db", env.db, "--broker", env.broker,
             "--port", "0", "--sample-seconds", str(sample_seconds), "--log-level", "WARNING"]
-    proc = Process(argv, log=env.work / "console.log", name="rocketbox console",
+    log = env.work / f"console-{uuid.uuid4().hex[:8]}.log"  # fresh: an old one names an old port
+    proc = Process(argv, log=log, name="rocketbox console",
                    env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}).start()
     profile = tempfile.mkdtemp(prefix="bench-console-chromium-")
     driver = None
@@ -81,6 +85,9 @@ def console_open(env: rb.Env, sample_seconds: float) -> Iterator[str]:
             options.add_argument(flag)
         driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
         driver.get(found[1] + "/")
+        # measure the page left open, not its start: wait until the first sample is drawn
+        WebDriverWait(driver, rb.READY_TIMEOUT).until(
+            lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-throughput canvas"))
         yield found[1]
     finally:
         if driver is not None:
@@ -184,7 +191,7 @@ def markdown_section(result: dict[str, Any]) -> str:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=20_000, help="throughput backlog rows")
-    parser.add_argument("--repeat", type=int, default=3, help="repetitions per condition")
+    parser.add_argument("--repeat", type=int, default=5, help="repetitions per condition")
     parser.add_argument("--rate", type=float, default=500.0, help="latency case: commits/s")
     parser.add_argument("--seconds", type=float, default=10.0, help="latency case: seconds")
     parser.add_argument("--sample-seconds", type=float, default=5.0,
