@@ -33,8 +33,10 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import relay as rb
@@ -57,10 +59,51 @@ from procgroup import Process  # after relay, which puts the checkout on sys.pat
 
 TARGET = 0.05
 READY = re.compile(r"rocketbox console ready url=(\S+)")
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Opened:
+    """The console open on its overview: its URL, and the roots of the two process trees."""
+
+    url: str
+    console_pid: int
+    browser_pid: int  # chromedriver, the parent of every Chromium process
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU time (user + system) used so far by the console's and the browser's trees."""
+        return {"console": tree_cpu_seconds(self.console_pid),
+                "browser": tree_cpu_seconds(self.browser_pid)}
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """User + system CPU seconds of ``root`` and its live descendants, from ``/proc``."""
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        cpu[pid] = (int(fields[11]) + int(fields[12])) / TICKS
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += cpu.get(pid, 0.0)
+        todo.extend(children.get(pid, ()))
+    return total
 
 
 @contextlib.contextmanager
-def console_open(env: rb.Env, sample_seconds: float) -> Iterator[str]:
+def console_open(env: rb.Env, sample_seconds: float) -> Iterator[Opened]:
     """``rocketbox console`` in its own process, and Chromium on its overview."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -88,7 +131,7 @@ def console_open(env: rb.Env, sample_seconds: float) -> Iterator[str]:
         # measure the page left open, not its start: wait until the first sample is drawn
         WebDriverWait(driver, rb.READY_TIMEOUT).until(
             lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-throughput canvas"))
-        yield found[1]
+        yield Opened(found[1], proc.pid, driver.service.process.pid)
     finally:
         if driver is not None:
             driver.quit()
@@ -126,16 +169,23 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 for rep in range(args.repeat):
                     for mode in (("off", "on") if rep % 2 == 0 else ("on", "off")):
                         with contextlib.ExitStack() as stack:
-                            if mode == "on":
-                                stack.enter_context(console_open(env, args.sample_seconds))
+                            opened = (stack.enter_context(console_open(env, args.sample_seconds))
+                                      if mode == "on" else None)
+                            cpu_before = opened.cpu_seconds() if opened else {}
+                            started = time.monotonic()
                             tp = asyncio.run(rb.throughput_once(env, "ours", args.rows,
                                                                 rb.PeerConfig(), args.timeout))
                             lat = asyncio.run(rb.latency_once(env, "ours", args.rate,
                                                               args.seconds, rb.PeerConfig()))
-                        runs[mode].append({"throughput": tp, "latency": lat})
+                            wall = time.monotonic() - started
+                            # the share of one core each tree used while the relay was measured
+                            used = ({k: round((v - cpu_before[k]) / wall, 4)
+                                     for k, v in opened.cpu_seconds().items()} if opened else {})
+                        runs[mode].append({"throughput": tp, "latency": lat, "cpu_share": used})
                         print(f"  rep {rep + 1} console {mode:3}: {tp['per_s']:8,.0f} rows/s, "
                               f"p50 {lat['p50_ms']:6.1f} ms, p99 {lat['p99_ms']:7.1f} ms "
-                              f"(missing {tp['missing']}/{lat['missing']})")
+                              f"(missing {tp['missing']}/{lat['missing']})"
+                              + "".join(f", {k} {v:.1%} of a core" for k, v in used.items()))
             finally:
                 rb.stop_ours_worker(env)
     finally:
@@ -169,7 +219,9 @@ def summarise(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]],
             "machine": machine, "load_average": {"start": load_before, "end": load_average()},
             "parameters": {k: v for k, v in vars(args).items() if k != "quick"},
             "target": f"each figure within {TARGET:.0%} with the console open",
-            "figures": figures, "runs": runs}
+            "figures": figures, "cpu_share": {
+                name: median([r["cpu_share"][name] for r in runs["on"]])
+                for name in ("console", "browser")}, "runs": runs}
 
 
 def markdown_section(result: dict[str, Any]) -> str:
@@ -185,6 +237,11 @@ def markdown_section(result: dict[str, Any]) -> str:
         lines.append(f"| {label} | {f['off_median']:,.1f} | {f['on_median']:,.1f} | "
                      f"{f['ratio_on_off_median']:.3f} ({spread}) | "
                      f"{'yes' if f['within_target'] else 'no'} |")
+    share = result.get("cpu_share")
+    if share:
+        lines += ["", f"While the relay was measured with the console open, the console process "
+                      f"used {share['console']:.1%} of one core and the browser "
+                      f"{share['browser']:.1%} (medians; CPU time from /proc)."]
     return "\n".join(lines)
 
 
