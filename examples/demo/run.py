@@ -170,8 +170,31 @@ def _terminating(demo: Demo) -> Iterator[None]:
             signal.signal(signal.SIGTERM, previous)
 
 
+#: ``--target``: broker_lite's native door, or its gRPC door as RocketMQ 5's proxy behaves
+TARGETS = ("broker-lite", "rocketmq-proxy")
+#: broker_lite's flags per target (check-backs a second after a half is left open)
+_BROKER_FLAGS = {
+    "broker-lite": ("--tx-timeout", "1", "--tx-check-interval", "0.5", "--auto-create-topics"),
+    # strict proxy mode: topics must be typed TRANSACTION (created below, as mqadmin would)
+    "rocketmq-proxy": ("--grpc-proxy-semantics", "--tx-timeout", "1",
+                       "--tx-check-interval", "0.5"),
+}
+
+
+def _broker_address(target: str, native: str, grpc: str) -> str:
+    """What the shop's parts are given: broker_lite's native door, or a RocketMQ proxy."""
+    if target == "broker-lite":
+        return native
+    from broker_lite.client import Admin
+    from examples.flask_shop.inventory import TOPIC
+
+    with Admin(native) as admin:
+        admin.create_topic(TOPIC, attributes={"message.type": "TRANSACTION"})
+    return f"rocketmq://{grpc}"
+
+
 def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str,
-        spark_timeout: float = 600.0) -> int:
+        spark_timeout: float = 600.0, target: str = "broker-lite") -> int:
     started = time.monotonic()
     if work.exists():
         shutil.rmtree(work)
@@ -180,14 +203,15 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
     python = sys.executable
     timings: dict[str, float] = {}
     with _terminating(demo):
-        console.print(f"[b]rocketbox demo[/b]: {orders} orders, everything in {work}")
+        console.print(f"[b]rocketbox demo[/b]: {orders} orders to {target}, everything in "
+                      f"{work}")
         broker = demo.part("broker", [python, "-m", "broker_lite", "serve", "--data-dir",
                                       str(work / "broker"), "--port", "0", "--grpc-port", "0",
-                                      "--tx-timeout", "1", "--tx-check-interval", "0.5",
-                                      "--auto-create-topics"],
+                                      *_BROKER_FLAGS[target]],
                            dict(os.environ, PYTHONUNBUFFERED="1"))
-        native = broker.wait_for(_READY, 60).group(1)
-        env = _env(work, native)
+        ready = broker.wait_for(_READY, 60)
+        native = ready.group(1)
+        env = _env(work, _broker_address(target, native, ready.group(2)))
         migrated = subprocess.run([python, "-m", SHOP, "migrate"], env=env, cwd=REPO,
                                   capture_output=True, text=True, timeout=120)
         if migrated.returncode != 0:
@@ -202,7 +226,8 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
         relay.wait_for(r"ready\.", 90)
         address = web.wait_for(r"shop ready http://(\S+)", 90).group(1)
         timings["start-up"] = time.monotonic() - started
-        console.print(f"broker {native}, shop http://{address}, relay, check-back responder "
+        console.print(f"broker {env['SHOP_BROKER']}, shop http://{address}, relay, "
+                      f"check-back responder "
                       f"and inventory consumer up ({timings['start-up']:.1f}s)")
         supervisor = RelaySupervisor(relay)
         plan_ = plan(orders)
@@ -293,6 +318,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--orders", type=int, default=200,
                         help="how many orders to send (default: 200)")
     parser.add_argument("--quick", action="store_true", help="30 orders (for CI)")
+    parser.add_argument("--target", choices=TARGETS, default="broker-lite",
+                        help="where the relay sends: broker_lite's native door (default), or "
+                             "rocketmq-proxy: broker_lite's gRPC door behaving as Apache "
+                             "RocketMQ 5's proxy (--grpc-proxy-semantics), reached through "
+                             "the official RocketMQ client, as a RocketMQ cluster would be")
     parser.add_argument("--dir", type=Path, default=Path(".demo"),
                         help="working directory, wiped first (default: .demo)")
     parser.add_argument("--spark", choices=("auto", "on", "off"), default="auto",
@@ -317,7 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         spark = args.spark if args.spark != "auto" else ("off" if args.quick else "on")
         return run(orders, args.dir.resolve(), console, timeout=args.timeout, spark=spark,
-                   spark_timeout=args.spark_timeout)
+                   spark_timeout=args.spark_timeout, target=args.target)
     except (DemoError, ProcessError) as exc:
         print(f"rocketbox demo: {exc}", file=sys.stderr)
         return 2

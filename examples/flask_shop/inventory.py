@@ -11,12 +11,21 @@ import contextlib
 import json
 import signal
 import threading
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, Integer, String, create_engine, insert, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from broker_lite.client import ReceivedMessage
 from outbox.inbox import InboxConsumer
+from outbox.targets.address import parse_broker_address
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from examples.flask_shop.inventory_rocketmq import RocketMQInventoryConsumer
+
+    Consumer: TypeAlias = InboxConsumer | RocketMQInventoryConsumer
 
 GROUP = "inventory"
 TOPIC = "Orders"
@@ -59,9 +68,14 @@ def reserve(session: Session, message: ReceivedMessage) -> None:
         qty=int(order["qty"])))
 
 
-def make_consumer(engine: Engine, broker: str, **options: object) -> InboxConsumer:
-    """The inventory consumer (not started)."""
-    return InboxConsumer(TOPIC, GROUP, reserve, engine=engine, server=broker,
+def make_consumer(engine: Engine, broker: str, **options: object) -> Consumer:
+    """The inventory consumer (not started): the native one, or RocketMQ's for ``rocketmq://``."""
+    if parse_broker_address(broker, setting="SHOP_BROKER").is_rocketmq:
+        from examples.flask_shop.inventory_rocketmq import RocketMQInventoryConsumer
+
+        return RocketMQInventoryConsumer(engine, broker, **options)  # type: ignore[arg-type]
+    return InboxConsumer(TOPIC, GROUP, reserve, engine=engine,
+                         server=parse_broker_address(broker).native,
                          rebalance_interval=1.0, **options)  # type: ignore[arg-type]
 
 

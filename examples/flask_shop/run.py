@@ -30,8 +30,9 @@ from examples.flask_shop import inventory
 from examples.flask_shop.settings import inventory_db, inventory_keys, shop_config
 from examples.flask_shop.shop import create_app, db
 from integrations.flask import state_for
-from outbox import BrokerLitePublisher, Outbox, migrate
+from outbox import Outbox, migrate
 from outbox.targets import EndOutcome, HalfOutcome, OutgoingMessage, Publisher, TxEnd
+from outbox.targets.choose import publisher_for
 
 
 class CrashBetweenHalfAndEnd:
@@ -93,7 +94,7 @@ def _relay(crash_dir: str | None) -> int:
         markers.mkdir(parents=True, exist_ok=True)
 
         def factory(outbox: Outbox) -> Publisher:
-            return CrashBetweenHalfAndEnd(BrokerLitePublisher(outbox), markers)
+            return CrashBetweenHalfAndEnd(publisher_for(outbox), markers)  # either target
 
     broker = state.celery_broker
     assert broker is not None

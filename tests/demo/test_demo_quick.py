@@ -37,6 +37,30 @@ def test_demo_quick_passes_twice_and_leaves_no_process(tmp_path: Path) -> None:
         assert processes_mentioning(str(work)) == []
 
 
+@pytest.mark.slow
+@pytest.mark.grpc
+@pytest.mark.timeout(300)
+def test_demo_quick_to_a_rocketmq_proxy_ends_with_the_same_line(tmp_path: Path) -> None:
+    """``--target rocketmq-proxy``: the official client, strict proxy mode, the same audit.
+
+    The kill between half and end leaves a half the proxy cannot end; the next
+    relay sends the row again, and the old half must not become a second message.
+    """
+    work = tmp_path / "demo-rmq"
+    done = subprocess.run([sys.executable, "-m", "outbox", "demo", "--quick", "--target",
+                           "rocketmq-proxy", "--dir", str(work)], cwd=REPO,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert "orders to rocketmq-proxy" in done.stdout and "rocketmq://" in done.stdout
+    match = LAST_LINE.fullmatch(done.stdout.strip().splitlines()[-1])
+    assert match, done.stdout
+    committed, rolled_back, consumed = map(int, match.groups())
+    assert committed == consumed == 25 and rolled_back == 5
+    commits = re.search(r"broker commit records\D*(\d+)", done.stdout)
+    assert commits and int(commits.group(1)) == committed, done.stdout
+    assert processes_mentioning(str(work)) == []
+
+
 @pytest.mark.timeout(30)
 def test_demo_rejects_bad_arguments() -> None:
     done = subprocess.run([sys.executable, "-m", "outbox", "demo", "--orders", "0"], cwd=REPO,
