@@ -85,6 +85,13 @@ from _common import (
     utc_now,
     write_json,
 )
+from _relay_rocketmq import (
+    PROXY_FLAGS,
+    consume_rocketmq,
+    create_tx_topic,
+    other_redis_db,
+    ratio_of_pairs,
+)
 
 add_repository_paths()
 
@@ -101,6 +108,11 @@ READY_TIMEOUT = 60.0
 TARGET_RATIO = 2.0
 TARGET_P99_MS = 50.0
 PEER_PACKAGES = ("faststream-outbox", "faststream", "asyncpg")
+#: who can be measured: our relay to broker_lite, ours to a RocketMQ 5 proxy, the peer
+SIDES = ("ours", "rocketmq", "peer")
+#: the side combinations a full run saves, and where
+SAVED_SIDES = {frozenset({"ours", "peer"}): "relay", frozenset(SIDES): "relay",
+               frozenset({"ours", "rocketmq"}): "relay-rocketmq"}
 MISSING_EXTRA = ("bench/relay.py runs faststream-outbox as its peer, which is not importable "
                  "here ({error}). Install the 'bench' extra: .venv/bin/pip install -e "
                  "'.[bench]' (make venv does it).")
@@ -330,7 +342,7 @@ async def peer_producer(args: argparse.Namespace) -> list[tuple[int, float]]:
 
 def producer_main(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
-    stamps = ours_producer(args) if args.side == "ours" else asyncio.run(peer_producer(args))
+    stamps = ours_producer(args) if args.side != "peer" else asyncio.run(peer_producer(args))
     elapsed = time.monotonic() - t0
     Path(args.out).write_text(json.dumps({"stamps": stamps, "seconds": elapsed}),
                               encoding="utf-8")
@@ -431,6 +443,19 @@ class Env:
     work: Path
     celery_app: Any = None
     ours_worker: Process | None = None
+    #: the rocketmq side: broker_lite in proxy mode (native admin port, gRPC door), its
+    #: Celery queue (another Redis database), app and worker
+    proxy_native: str = ""
+    proxy_grpc: str = ""
+    rocketmq_redis: str = ""
+    rocketmq_app: Any = None
+    rocketmq_worker: Process | None = None
+
+    def relay_of(self, side: str) -> tuple[str, str]:
+        """(broker address, Celery broker URL) of our relay on ``side``."""
+        if side == "rocketmq":
+            return f"rocketmq://{self.proxy_grpc}", self.rocketmq_redis
+        return self.broker, self.redis
 
 
 def _child(role: str, *extra: str, env: Env, stdin: int = subprocess.DEVNULL,
@@ -449,10 +474,11 @@ async def _wait_ready(path: Path, proc: Process) -> None:
 async def run_producer(env: Env, side: str, mode: str, count: int, *, topic: str = "",
                        rate: float = 0.0) -> dict[str, Any]:
     out = env.work / f"producer-{uuid.uuid4().hex[:8]}.json"
-    db = env.db if side == "ours" else env.db_async
+    db = env.db if side != "peer" else env.db_async
+    broker, redis = env.relay_of(side)
     proc = _child("producer", "--side", side, "--mode", mode, "--count", str(count),
-                  "--rate", str(rate), "--topic", topic, "--db", db, "--redis", env.redis,
-                  "--broker", env.broker, "--out", str(out), env=env, log_name="producer.log")
+                  "--rate", str(rate), "--topic", topic, "--db", db, "--redis", redis,
+                  "--broker", broker, "--out", str(out), env=env, log_name="producer.log")
     while proc.poll() is None:
         await asyncio.sleep(0.05)
     if proc.returncode != 0:
@@ -490,6 +516,9 @@ async def consumer(env: Env, side: str, name: str) -> Any:
     stop, ready = asyncio.Event(), asyncio.Event()
     if side == "ours":
         task = asyncio.create_task(consume_ours(env.broker, name, seen, stop, ready))
+    elif side == "rocketmq":
+        await asyncio.to_thread(create_tx_topic, env.proxy_native, name)
+        task = asyncio.create_task(consume_rocketmq(env.proxy_grpc, name, seen.add, stop, ready))
     else:
         task = asyncio.create_task(consume_peer(env.redis, name, seen, stop, ready))
     await asyncio.wait([task, asyncio.create_task(ready.wait())],
@@ -531,20 +560,27 @@ async def peer_relay(env: Env, cfg: PeerConfig, stream: str) -> Any:
         proc.stop(timeout=20)
 
 
-def start_ours_worker(env: Env, concurrency: int, batch_size: int, drain_lanes: int) -> None:
-    ready = env.work / f"ours-ready-{uuid.uuid4().hex[:8]}"
-    proc = _child("ours-relay", "--db", env.db, "--redis", env.redis, "--broker", env.broker,
+def start_ours_worker(env: Env, concurrency: int, batch_size: int, drain_lanes: int,
+                      side: str = "ours") -> None:
+    """Our relay worker for ``side`` (ours: broker_lite's native door; rocketmq: the proxy)."""
+    ready = env.work / f"{side}-ready-{uuid.uuid4().hex[:8]}"
+    broker, redis = env.relay_of(side)
+    proc = _child("ours-relay", "--db", env.db, "--redis", redis, "--broker", broker,
                   "--ready", str(ready), "--concurrency", str(concurrency),
                   "--batch-size", str(batch_size), "--drain-lanes", str(drain_lanes),
-                  env=env, log_name="ours-relay.log")
-    env.ours_worker = proc
+                  env=env, log_name=f"{side}-relay.log")
+    if side == "rocketmq":
+        env.rocketmq_worker = proc
+    else:
+        env.ours_worker = proc
     asyncio.run(_wait_ready(ready, proc))
 
 
 def stop_ours_worker(env: Env) -> None:
-    if env.ours_worker is not None:
-        env.ours_worker.stop(timeout=20)
-        env.ours_worker = None
+    for proc in (env.ours_worker, env.rocketmq_worker):
+        if proc is not None:
+            proc.stop(timeout=20)
+    env.ours_worker = env.rocketmq_worker = None
 
 
 async def throughput_once(env: Env, side: str, rows: int, peer_cfg: PeerConfig,
@@ -554,11 +590,12 @@ async def throughput_once(env: Env, side: str, rows: int, peer_cfg: PeerConfig,
     await run_producer(env, side, "backlog", rows, topic=name)
     settle()
     async with consumer(env, side, name) as seen:
-        if side == "ours":
+        if side != "peer":
             from outbox.celery import SWEEP_TASK
 
+            app = env.celery_app if side == "ours" else env.rocketmq_app
             t0 = time.monotonic()
-            env.celery_app.tasks[SWEEP_TASK].apply_async()
+            app.tasks[SWEEP_TASK].apply_async()
             complete = await seen.wait_for(rows, timeout)
         else:
             async with peer_relay(env, peer_cfg, name) as go:
@@ -569,7 +606,7 @@ async def throughput_once(env: Env, side: str, rows: int, peer_cfg: PeerConfig,
     missing = rows - len(seen.times)
     return {"seconds": last - t0, "per_s": rows / (last - t0) if complete else 0.0,
             "complete": complete, "missing": missing, "duplicates": seen.duplicates,
-            "unrelayed_rows_after": count_unrelayed(env)[0 if side == "ours" else 1]}
+            "unrelayed_rows_after": count_unrelayed(env)[1 if side == "peer" else 0]}
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -641,8 +678,11 @@ def prepare_schema(env: Env) -> None:
     engine.dispose()
 
 
-def order_for(rep: int) -> tuple[str, str]:
-    return ("ours", "peer") if rep % 2 == 0 else ("peer", "ours")
+def order_for(rep: int, sides: Sequence[str]) -> list[str]:
+    """The sides measured in repetition ``rep``: the order rotates every repetition."""
+    chosen = [s for s in SIDES if s in sides]
+    shift = rep % len(chosen)
+    return chosen[shift:] + chosen[:shift]
 
 
 def tune_peer(env: Env, configs: Sequence[PeerConfig], rows: int, timeout: float,
@@ -676,7 +716,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     try:
         with start_postgres() as pg, start_redis() as rds, \
                 start_broker_lite(work / "broker", ["--flush", "async", "--log-level",
-                                                    "warning"]) as bl:
+                                                    "warning"]) as bl, \
+                contextlib.ExitStack() as stack:
             db = pg.create_database("relaybench")
             env = Env(db=db.url, db_async=db.url.replace("+psycopg", "+asyncpg"),
                       redis=rds.url, broker=bl.native, work=work)
@@ -689,6 +730,15 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                                                 broker=env.broker,
                                                 producer_group=PRODUCER_GROUP),
                                          broker_url=env.redis, settings=_celery_settings())
+            if "rocketmq" in args.sides:
+                proxy = stack.enter_context(start_broker_lite(work / "proxy", PROXY_FLAGS))
+                env.proxy_native, env.proxy_grpc = proxy.native, proxy.grpc
+                env.rocketmq_redis = other_redis_db(rds.url)
+                broker, redis = env.relay_of("rocketmq")
+                env.rocketmq_app = make_celery(
+                    Outbox(engine=create_engine(env.db), broker=broker,
+                           producer_group=PRODUCER_GROUP),
+                    broker_url=redis, settings=_celery_settings())
             configs = [PeerConfig.parse(c) for c in args.peer_configs.split(",")]
             if len(configs) > 1 and "peer" in args.sides:
                 say(f"tuning the peer on {args.tune_rows:,} rows, one run per setting:")
@@ -697,16 +747,19 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 best, trials = configs[0], []
             say(f"peer setting used: {best.label} (max_workers/fetch_batch_size/"
                 f"terminal_flush_batch_size)")
-            tp: dict[str, list[dict[str, Any]]] = {"ours": [], "peer": []}
-            lat: dict[str, list[dict[str, Any]]] = {"ours": [], "peer": []}
-            start_ours_worker(env, args.concurrency, args.batch_size, args.drain_lanes)
+            tp: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
+            lat: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
+            for side in ("ours", "rocketmq"):
+                if side in args.sides:
+                    start_ours_worker(env, args.concurrency, args.batch_size,
+                                      args.drain_lanes, side)
             try:
                 for rep in range(args.repeat if "throughput" in args.cases else 0):
-                    for side in (s for s in order_for(rep) if s in args.sides):
+                    for side in order_for(rep, args.sides):
                         r = asyncio.run(throughput_once(env, side, args.rows, best,
                                                         args.timeout))
                         tp[side].append(r)
-                        say(f"  throughput rep {rep + 1} {side:4}: {r['per_s']:8,.0f} rows/s "
+                        say(f"  throughput rep {rep + 1} {side:8}: {r['per_s']:8,.0f} rows/s "
                             f"({r['seconds']:.2f} s, missing {r['missing']}, "
                             f"duplicates {r['duplicates']})")
                 if tp["ours"] and tp["peer"]:
@@ -716,10 +769,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                         + ", ".join(f"{x:.2f}x" for x in ratios)
                         + f" (median {median(ratios):.2f}x)")
                 for rep in range(args.lat_repeat if "latency" in args.cases else 0):
-                    for side in (s for s in order_for(rep) if s in args.sides):
+                    for side in order_for(rep, args.sides):
                         r = asyncio.run(latency_once(env, side, args.rate, args.seconds, best))
                         lat[side].append(r)
-                        say(f"  latency rep {rep + 1} {side:4}: p50 {r['p50_ms']:6.1f} ms, "
+                        say(f"  latency rep {rep + 1} {side:8}: p50 {r['p50_ms']:6.1f} ms, "
                             f"p90 {r['p90_ms']:6.1f} ms, p99 {r['p99_ms']:7.1f} ms, max "
                             f"{r['max_ms']:7.1f} ms (p50 first/last tenth "
                             f"{r['first_tenth_p50_ms']:.1f}/{r['last_tenth_p50_ms']:.1f}), "
@@ -767,11 +820,12 @@ def summarise(args: argparse.Namespace, tp: dict[str, list[dict[str, Any]]],
         return out
 
     ratios = [o["per_s"] / p["per_s"] if p["per_s"] else float("inf")
-              for o, p in zip(tp["ours"], tp["peer"], strict=True)]
+              for o, p in zip(tp["ours"], tp["peer"], strict=True)] if tp["peer"] else []
     ours_lat = lat_side(lat["ours"]) if lat["ours"] else None
     peer_lat = lat_side(lat["peer"]) if lat["peer"] else None
     targets = [{"description": "throughput: ours / best peer setting", "target": TARGET_RATIO,
-                "measured": median(ratios), "unit": "x", "met": median(ratios) >= TARGET_RATIO}]
+                "measured": median(ratios), "unit": "x",
+                "met": median(ratios) >= TARGET_RATIO}] if ratios else []
     if ours_lat is not None:
         targets.append({"description": f"ours p99 commit-to-visible at {args.rate:.0f} tx/s",
                         "target": TARGET_P99_MS, "measured": ours_lat["p99_ms"], "unit": "ms",
@@ -798,26 +852,56 @@ def summarise(args: argparse.Namespace, tp: dict[str, list[dict[str, Any]]],
             "postgres_settings": "support.servers.start_postgres: fsync=off, "
                                  "synchronous_commit=off, full_page_writes=off",
         },
-        "throughput": {"ours": tp_side(tp["ours"]), "peer": tp_side(tp["peer"]),
+        "throughput": {"ours": tp_side(tp["ours"]),
+                       "peer": tp_side(tp["peer"]) if tp["peer"] else None,
                        "ratio_meaning": "ours rows/s / peer rows/s, median of paired reps",
-                       "ratio_median": median(ratios), "ratio_samples": ratios},
+                       "ratio_median": median(ratios) if ratios else None,
+                       "ratio_samples": ratios},
         "latency": {"ours": ours_lat, "peer": peer_lat},
+        "rocketmq": rocketmq_summary(tp, lat, tp_side, lat_side),
         "targets": targets,
     }
+
+
+def rocketmq_summary(tp: dict[str, list[dict[str, Any]]], lat: dict[str, list[dict[str, Any]]],
+                     tp_side: Any, lat_side: Any) -> dict[str, Any] | None:
+    """The rocketmq side's figures, and its ratios to ours (medians of paired repetitions)."""
+    if not tp["rocketmq"] and not lat["rocketmq"]:
+        return None
+    out: dict[str, Any] = {
+        "meaning": "rocketmq / ours: rows/s (below 1 is slower), p50 and p99 (above 1 is "
+                   "slower); medians of the ratios of paired repetitions",
+        "throughput": tp_side(tp["rocketmq"]) if tp["rocketmq"] else None,
+        "latency": lat_side(lat["rocketmq"]) if lat["rocketmq"] else None, "ratios": {}}
+    if tp["rocketmq"] and tp["ours"]:
+        samples = ratio_of_pairs(tp["rocketmq"], tp["ours"], "per_s")
+        out["ratios"]["rows_per_s"] = {"median": median(samples), "samples": samples}
+    if lat["rocketmq"] and lat["ours"]:
+        for key in ("p50_ms", "p99_ms"):
+            samples = ratio_of_pairs(lat["rocketmq"], lat["ours"], key)
+            out["ratios"][key] = {"median": median(samples), "samples": samples}
+    return out
 
 
 def report(result: dict[str, Any]) -> None:
     tp, lat = result["throughput"], result["latency"]
     print()
     print(f"throughput (rows/s, median of {result['parameters']['repeat']}):")
-    print(f"  ours {tp['ours']['per_s']:10,.0f}   peer {tp['peer']['per_s']:10,.0f}   "
-          f"ours/peer {tp['ratio_median']:.2f}x (range {min(tp['ratio_samples']):.2f}-"
-          f"{max(tp['ratio_samples']):.2f})")
+    if tp["peer"] is not None:
+        print(f"  ours {tp['ours']['per_s']:10,.0f}   peer {tp['peer']['per_s']:10,.0f}   "
+              f"ours/peer {tp['ratio_median']:.2f}x (range {min(tp['ratio_samples']):.2f}-"
+              f"{max(tp['ratio_samples']):.2f})")
+    rmq = result.get("rocketmq")
+    if rmq is not None:
+        for key, r in rmq["ratios"].items():
+            print(f"  rocketmq/ours {key}: {r['median']:.2f}x (samples "
+                  + ", ".join(f"{x:.2f}" for x in r["samples"]) + ")")
     if lat["ours"] is not None:
         print(f"latency at {result['parameters']['rate']:.0f} tx/s offered (ms, medians):")
-        for side in ("ours", "peer"):
-            s = lat[side]
-            print(f"  {side:4} p50 {s['p50_ms']:7.1f}  p99 {s['p99_ms']:7.1f}  max "
+        sides = {**lat, "rocketmq": rmq["latency"] if rmq else None}
+        for side in (s for s in SIDES if sides.get(s) is not None):
+            s = sides[side]
+            print(f"  {side:8} p50 {s['p50_ms']:7.1f}  p99 {s['p99_ms']:7.1f}  max "
                   f"{s['max_ms']:7.1f}  committed {s['committed_per_s']:.0f}/s  kept up: "
                   f"{s['kept_up_all']}")
     for t in result["targets"]:
@@ -882,6 +966,42 @@ def markdown_section(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def rocketmq_section(result: dict[str, Any]) -> str:
+    """bench/README.md's ``relay-rocketmq`` section: our relay, native door and RocketMQ target."""
+    p, rmq = result["parameters"], result["rocketmq"]
+    load = result["load_average"]
+    commit = (result["code"].get("commit") or "?")[:12]
+    lines = [
+        f"Last full run: {result['generated_at']}, working tree at `{commit}`.",
+        f"Machine: {machine_summary(result['machine'])}; load average "
+        f"{(load.get('start') or ['?'])[0]} at start, {(load.get('end') or ['?'])[0]} at end "
+        "(1 min, the benchmark included). Both sides: one Celery worker, threads pool, "
+        f"concurrency {p['ours']['concurrency']}, relay batch_size "
+        f"{p['ours']['relay_batch_size']}; throughput {p['rows']:,} rows (median of "
+        f"{p['repeat']}), latency {p['rate']:.0f} tx/s offered for {p['seconds']:.0f} s "
+        f"(median of {p['latency_repeat']}).",
+        "",
+        "| side | rows/s | p50 ms | p99 ms | kept up | missing | duplicates |",
+        "|---|---:|---:|---:|:---:|---:|---:|",
+    ]
+    for label, t, la in (("ours -> broker_lite native door", result["throughput"]["ours"],
+                          result["latency"]["ours"]),
+                         ("ours -> RocketMQ 5 target (official client, strict proxy mode)",
+                          rmq["throughput"], rmq["latency"])):
+        missing = (t["missing"] if t else 0) + (la["missing"] if la else 0)
+        dup = (t["duplicates"] if t else 0) + (la["duplicates"] if la else 0)
+        lines.append(f"| {label} | {t['per_s']:,.0f} | {la['p50_ms']:.1f} | {la['p99_ms']:.1f} "
+                     f"| {'yes' if la['kept_up_all'] else 'no'} | {missing} | {dup} |"
+                     if t and la else f"| {label} | - | - | - | - | {missing} | {dup} |")
+    r = rmq["ratios"]
+    cells = [f"**{r[k]['median']:.2f}x** ({min(r[k]['samples']):.2f}-"
+             f"{max(r[k]['samples']):.2f})" if k in r else "-"
+             for k in ("rows_per_s", "p50_ms", "p99_ms")]
+    lines.append(f"| **RocketMQ target / native** | {cells[0]} | {cells[1]} | {cells[2]} "
+                 "| | | |")
+    return "\n".join(lines)
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--role", default="main", help=argparse.SUPPRESS)
@@ -917,7 +1037,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="what to measure, comma-separated: throughput, latency "
                              "(default both; a subset only prints)")
     parser.add_argument("--sides", default="ours,peer",
-                        help="whom to measure: ours, peer (default both; one only prints)")
+                        help="whom to measure, comma-separated: ours (our relay to "
+                             "broker_lite's native door), rocketmq (our relay with the "
+                             "RocketMQ 5 target, to broker_lite in strict proxy mode), peer "
+                             "(faststream-outbox). Saved: ours,peer and ours,rocketmq,peer to "
+                             "relay.json; ours,rocketmq to relay-rocketmq.json (default "
+                             "ours,peer; other sets only print)")
     parser.add_argument("--enqueue-window", type=float, default=None,
                         help="our on_commit hook's CelerySettings.enqueue_window in seconds "
                              "(default: the library's)")
@@ -937,10 +1062,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.cases = [c for c in str(args.cases).split(",") if c]
     args.sides = [c for c in str(args.sides).split(",") if c]
-    if set(args.cases) - {"throughput", "latency"} or set(args.sides) - {"ours", "peer"}:
-        parser.error("--cases takes throughput,latency and --sides takes ours,peer")
+    if set(args.cases) - {"throughput", "latency"} or set(args.sides) - set(SIDES):
+        parser.error("--cases takes throughput,latency and --sides takes "
+                     f"{','.join(SIDES)}")
     args.restricted = set(args.cases) != {"throughput", "latency"} or \
-        set(args.sides) != {"ours", "peer"}
+        frozenset(args.sides) not in SAVED_SIDES
     if args.quick:
         args.rows, args.repeat, args.seconds, args.lat_repeat = 2000, 1, 5.0, 1
         args.peer_configs = args.peer_configs.split(",")[-2]
@@ -959,7 +1085,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = json.loads((RESULTS_DIR / "relay.json").read_text(encoding="utf-8"))
         update_readme_section(BENCH_DIR / "README.md", "relay", markdown_section(result))
         return 0
-    require_peer()
+    if "peer" in args.sides:
+        require_peer()
     if args.enqueue_window is not None:
         os.environ[ENQUEUE_WINDOW_ENV] = str(args.enqueue_window)
     result = measure(args)
@@ -970,9 +1097,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.quick:
         print("quick run: results not saved")
         return 0
-    write_json(RESULTS_DIR / "relay.json", result)
-    update_readme_section(BENCH_DIR / "README.md", "relay", markdown_section(result))
-    print(f"wrote {RESULTS_DIR / 'relay.json'} and the relay section of bench/README.md")
+    if "peer" in args.sides:
+        write_json(RESULTS_DIR / "relay.json", result)
+        update_readme_section(BENCH_DIR / "README.md", "relay", markdown_section(result))
+        print(f"wrote {RESULTS_DIR / 'relay.json'} and the relay section of bench/README.md")
+    if "rocketmq" in args.sides:
+        write_json(RESULTS_DIR / "relay-rocketmq.json", result)
+        update_readme_section(BENCH_DIR / "README.md", "relay-rocketmq",
+                              rocketmq_section(result))
+        print(f"wrote {RESULTS_DIR / 'relay-rocketmq.json'} and the relay-rocketmq section "
+              "of bench/README.md")
     return 0
 
 
