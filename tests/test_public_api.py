@@ -21,6 +21,7 @@ PACKAGES = [
     "integrations.flask",
     "integrations.django",
     "integrations.fastapi",
+    "spark",
 ]
 
 
@@ -48,6 +49,15 @@ def test_public_classes_and_functions_defined_in_the_package_are_exported(name: 
         and attr not in exported
     )
     assert not hidden, f"{name} imports public names it does not export: {hidden}"
+
+
+@pytest.mark.timeout(60)
+def test_importing_spark_loads_neither_pyspark_nor_py4j() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, spark; sys.exit(1 if {'pyspark', 'py4j'} & set(sys.modules) else 0)")
+    assert subprocess.run([sys.executable, "-c", code], check=False, timeout=60).returncode == 0
 
 
 @pytest.mark.timeout(60)
