@@ -172,12 +172,6 @@ def register(sub: Any) -> None:
                        help="with --grpc-proxy-semantics: transaction data kept per "
                             "topic@transactionId, the oldest dropped first, as the proxy's "
                             "transactionDataMaxNum (default: 15)")
-    # A test hook (docs/grpc-proxy-semantics.md), hidden from --help: every N-th half's
-    # answer is held back S seconds, so a client with a shorter timeout re-sends it.
-    proxy.add_argument("--grpc-fault-slow-half-every", type=int, default=0, metavar="N",
-                       help=argparse.SUPPRESS)
-    proxy.add_argument("--grpc-fault-slow-half-seconds", type=float, default=0.0, metavar="S",
-                       help=argparse.SUPPRESS)
     topics.add_argument("--delay-time-scale", type=_positive_float, default=1.0, metavar="F",
                         help="multiply every delay level and retry back-off by F; for tests "
                              "(0.01 turns 1 s into 10 ms). Default: 1")
@@ -211,9 +205,7 @@ def build_grpc_config(args: argparse.Namespace) -> GrpcDoorConfig:
                           max_delivery_attempts=args.grpc_max_delivery_attempts,
                           proxy_semantics=args.grpc_proxy_semantics,
                           transaction_data_expire_seconds=args.grpc_transaction_data_expire,
-                          transaction_data_max_num=args.grpc_transaction_data_max,
-                          fault_slow_half_every=args.grpc_fault_slow_half_every,
-                          fault_slow_half_seconds=args.grpc_fault_slow_half_seconds)
+                          transaction_data_max_num=args.grpc_transaction_data_max)
 
 
 def build_configs(args: argparse.Namespace) -> tuple[BrokerConfig, ServerConfig]:

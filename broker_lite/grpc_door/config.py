@@ -59,11 +59,6 @@ class GrpcDoorConfig:
     #: proxy mode: transaction data kept per ``topic@transactionId`` (the proxy's
     #: ``transactionDataMaxNum``); the oldest goes first
     transaction_data_max_num: int = 15
-    #: proxy mode test hook (hidden ``--grpc-fault-slow-half-every``): every N-th half
-    #: stored is answered only after ``fault_slow_half_seconds``, so a client whose
-    #: request timeout is shorter gives up and re-sends it: a half stored twice. 0: off
-    fault_slow_half_every: int = 0
-    fault_slow_half_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         if self.clock_skew_seconds is not None and self.clock_skew_seconds <= 0:
@@ -97,10 +92,6 @@ class GrpcDoorConfig:
             raise ConfigurationError("transaction_data_expire_seconds must be positive, got "
                                      f"{self.transaction_data_expire_seconds}",
                                      setting="transaction_data_expire_seconds")
-        if self.fault_slow_half_every < 0 or self.fault_slow_half_seconds < 0:
-            raise ConfigurationError("fault_slow_half_every and fault_slow_half_seconds must "
-                                     "not be negative",
-                                     setting="fault_slow_half_every, fault_slow_half_seconds")
         if self.transaction_data_max_num < 1:
             raise ConfigurationError("transaction_data_max_num must be at least 1, got "
                                      f"{self.transaction_data_max_num}",

@@ -84,8 +84,6 @@ class ProxyMode:
 
     def __init__(self, broker: Broker, config: GrpcDoorConfig) -> None:
         self._broker = broker
-        self._config = config
-        self._halves = 0
         self.transactions = TransactionDataTable(
             expire_seconds=config.transaction_data_expire_seconds,
             max_per_key=config.transaction_data_max_num)
@@ -114,13 +112,8 @@ class ProxyMode:
                 f"topic {topic!r} takes {expected} messages, this one is {kind} (topic "
                 f"attribute message.type; create it with -a +message.type={kind})")
 
-    def half_stored(self, topic: str, wire: Message, result: SendResult) -> float:
-        """Keep the half's transaction data, and log the one line a test counts.
-
-        Returns how long to hold the answer back: 0, except under the test hook
-        ``fault_slow_half_every`` (a send that times out after the half was stored).
-        """
-        self._halves += 1
+    def half_stored(self, topic: str, wire: Message, result: SendResult) -> None:
+        """Keep the half's transaction data, and log the one line a test counts."""
         self.transactions.add(topic, result.transaction_id,
                               commit_log_offset=result.commit_log_offset,
                               queue_offset=result.queue_offset)
@@ -128,12 +121,6 @@ class ProxyMode:
             "topic": topic, "keys": list(wire.keys), "transaction_id": result.transaction_id,
             "message_id": result.msg_id, "queue_offset": result.queue_offset,
             "commit_log_offset": result.commit_log_offset}, separators=(",", ":")))
-        every = self._config.fault_slow_half_every
-        if every and self._halves % every == 0:
-            log.warning("fault hook: the answer for half %s is held %g s", result.transaction_id,
-                        self._config.fault_slow_half_seconds)
-            return self._config.fault_slow_half_seconds
-        return 0.0
 
     # -- check-back ----------------------------------------------------------------------
 

@@ -25,7 +25,6 @@ fails without it) and is answered OK once handed to the broker.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -86,11 +85,10 @@ async def send_message(door: GrpcDoor, caller: Caller, request: Any) -> Any:
                                      dedupe=proxy is None)]
     else:
         outcomes = door.broker.send_batch(topic, wires, born_host=caller.peer)
-    hold = 0.0
     if proxy is not None:  # logged and kept as soon as stored, before any flush wait
         for wire, outcome in zip(wires, outcomes, strict=True):
             if wire.transactional and isinstance(outcome, Sent):
-                hold = max(hold, proxy.half_stored(topic, wire, outcome.result))
+                proxy.half_stored(topic, wire, outcome.result)
     ends = [o.end_offset for o in outcomes if isinstance(o, Sent)]
     if ends:
         await wait_flushed(door.ctx, max(ends))
@@ -103,8 +101,6 @@ async def send_message(door: GrpcDoor, caller: Caller, request: Any) -> Any:
                 offset=result.queue_offset))
         else:
             entries.append(spb.SendResultEntry(status=status_for(outcome)))
-    if hold:  # a test hook only (fault_slow_half_every)
-        await asyncio.sleep(hold)
     return spb.SendMessageResponse(status=_overall({e.status.code for e in entries}),
                                    entries=entries)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from rocketmq.grpc_protocol import Code
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 from rocketmq.v5.exception import ClientException, IllegalArgumentException
-from support import BrokerLiteServer, start_broker_lite, wait_until
+from support import BrokerLiteServer, slow_half_broker, start_broker_lite, wait_until
 from support.halves import halves_stored
 
 from broker_lite.client import Admin
@@ -44,9 +44,11 @@ TRANSACTION = {"message.type": "TRANSACTION"}
 
 
 @contextlib.contextmanager
-def _proxy_broker(data_dir: Path, *extra: str) -> Iterator[BrokerLiteServer]:
+def _proxy_broker(data_dir: Path, *extra: str, command: Sequence[str] | None = None
+                  ) -> Iterator[BrokerLiteServer]:
     """A broker in proxy mode with a TRANSACTION topic ``Payments``; no traceback after."""
-    with start_broker_lite(data_dir, [*FAST_GRPC_BROKER, PROXY, *extra]) as server:
+    with start_broker_lite(data_dir, [*FAST_GRPC_BROKER, PROXY, *extra],
+                           command=command) as server:
         with Admin(server.native) as admin:
             admin.create_topic(TX_TOPIC, queues=2, attributes=TRANSACTION)
         yield server
@@ -210,10 +212,10 @@ def test_a_half_sent_twice_is_two_halves_and_two_messages(tmp_path: Path) -> Non
 def test_a_send_that_times_out_after_the_half_was_stored_leaves_two_halves(
         tmp_path: Path) -> None:
     """The official client re-sends a timed-out half with the same message id; the
-    door (test hook: every 2nd half answered after 4 s) stores both, as RocketMQ does."""
-    flags = ("--tx-timeout", "30", "--grpc-fault-slow-half-every", "2",
-             "--grpc-fault-slow-half-seconds", "4")
-    with _proxy_broker(tmp_path / "b", *flags) as broker:
+    door (test hook support/slow_half_broker.py: every 2nd half answered after 4 s) stores
+    both, as RocketMQ does."""
+    with _proxy_broker(tmp_path / "b", "--tx-timeout", "30",
+                       command=slow_half_broker.command(2, 4)) as broker:
         checker = Checker(TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED)
         cfg = config(broker.grpc, timeout=2)
         with running(Producer(cfg, (TX_TOPIC,), checker=checker)) as producer, \
