@@ -13,13 +13,10 @@ Opening a store recovers it (see :meth:`MessageStore._recover`).
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NamedTuple
 
 from broker_lite.errors import (
     InvalidMessageError,
@@ -44,7 +41,6 @@ from broker_lite.storage.properties import (
 from broker_lite.storage.record import (
     CRC_TAIL_SIZE,
     QUEUED_TX_TYPES,
-    HostAddress,
     StoredRecord,
     SysFlag,
     pack_host,
@@ -52,6 +48,12 @@ from broker_lite.storage.record import (
 )
 from broker_lite.storage.record_encoder import encode_record_into, record_size
 from broker_lite.storage.recovery import RecoveryReport, Redispatcher
+from broker_lite.storage.store_types import (
+    MessageToStore,
+    PutResult,
+    RetentionReport,
+    validate_topic,
+)
 
 __all__ = [
     "MessageStore",
@@ -65,61 +67,11 @@ __all__ = [
 
 log = logging.getLogger("broker_lite.storage")
 
-_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
-_NO_HOST = b"\x00" * 8
 # plain ints for the append path (an IntEnum member lookup costs more than the test)
 _TX_MASK = int(SysFlag.TX_MASK)
 _QUEUED_TX = frozenset(int(t) for t in QUEUED_TX_TYPES)
 _BORN_V6 = int(SysFlag.BORNHOST_V6)
 _STORE_V6 = int(SysFlag.STOREHOST_V6)
-
-
-def validate_topic(topic: str) -> bytes:
-    """RocketMQ's topic rule: ``[%|a-zA-Z0-9_-]``, 1 to 127 characters."""
-    if not isinstance(topic, str) or not _TOPIC_RE.match(topic):
-        shown = topic if isinstance(topic, str) else type(topic).__name__
-        raise InvalidMessageError(
-            f"{shown!r} must be 1 to 127 characters from [%|a-zA-Z0-9_-]", field="topic"
-        )
-    return topic.encode("ascii")
-
-
-@dataclass(frozen=True, slots=True)
-class MessageToStore:
-    """What a caller hands the store; the store assigns offsets and store time."""
-
-    topic: str
-    body: bytes
-    queue_id: int = 0
-    flag: int = 0
-    sysflag: int = 0
-    properties: Mapping[str, str] = field(default_factory=dict)
-    born_timestamp: int = 0  # ms; 0 means "now"
-    born_host: HostAddress = _NO_HOST
-    reconsume_times: int = 0
-    prepared_tx_offset: int = 0
-    store_timestamp: int = 0  # ms; 0 means "now" (set only when rewriting a log)
-
-
-class PutResult(NamedTuple):
-    """Where a record went (a named tuple: one is made per append)."""
-
-    physical_offset: int
-    size: int
-    queue_offset: int
-    store_timestamp: int
-
-    @property
-    def end_offset(self) -> int:
-        return self.physical_offset + self.size
-
-
-@dataclass(frozen=True, slots=True)
-class RetentionReport:
-    segments: int
-    queue_files: int
-    index_files: int
-    log_min_offset: int
 
 
 class MessageStore:
