@@ -909,18 +909,23 @@ def report(result: dict[str, Any]) -> None:
               f"{t['measured']:.2f}{t['unit']}: {'met' if t['met'] else 'NOT met'}")
 
 
+def run_header(result: dict[str, Any]) -> list[str]:
+    """The first lines of a section: when, which code, which machine and how loaded."""
+    load = result["load_average"]
+    commit = (result["code"].get("commit") or "?")[:12]
+    return [f"Last full run: {result['generated_at']}, working tree at `{commit}`.",
+            f"Machine: {machine_summary(result['machine'])}; load average "
+            f"{(load.get('start') or ['?'])[0]} at start, {(load.get('end') or ['?'])[0]} at "
+            "end (1 min, the benchmark included)."]
+
+
 def markdown_section(result: dict[str, Any]) -> str:
     p = result["parameters"]
     tp, lat = result["throughput"], result["latency"]
-    load = result["load_average"]
     peer_cfg = p["peer"]["config"]
     v = result["versions"]
-    commit = (result["code"].get("commit") or "?")[:12]
     lines = [
-        f"Last full run: {result['generated_at']}, working tree at `{commit}`.",
-        f"Machine: {machine_summary(result['machine'])}; load average "
-        f"{(load.get('start') or ['?'])[0]} at start, {(load.get('end') or ['?'])[0]} at end "
-        "(1 min, the benchmark included).",
+        *run_header(result),
         f"Peer: faststream-outbox {v.get('faststream-outbox', '?')}, faststream "
         f"{v.get('faststream', '?')}, asyncpg {v.get('asyncpg', '?')}; setting used "
         f"max_workers={peer_cfg['max_workers']}, fetch_batch_size="
@@ -969,13 +974,9 @@ def markdown_section(result: dict[str, Any]) -> str:
 def rocketmq_section(result: dict[str, Any]) -> str:
     """bench/README.md's ``relay-rocketmq`` section: our relay, native door and RocketMQ target."""
     p, rmq = result["parameters"], result["rocketmq"]
-    load = result["load_average"]
-    commit = (result["code"].get("commit") or "?")[:12]
     lines = [
-        f"Last full run: {result['generated_at']}, working tree at `{commit}`.",
-        f"Machine: {machine_summary(result['machine'])}; load average "
-        f"{(load.get('start') or ['?'])[0]} at start, {(load.get('end') or ['?'])[0]} at end "
-        "(1 min, the benchmark included). Both sides: one Celery worker, threads pool, "
+        *run_header(result),
+        "Both sides: one Celery worker, threads pool, "
         f"concurrency {p['ours']['concurrency']}, relay batch_size "
         f"{p['ours']['relay_batch_size']}; throughput {p['rows']:,} rows (median of "
         f"{p['repeat']}), latency {p['rate']:.0f} tx/s offered for {p['seconds']:.0f} s "
