@@ -7,7 +7,10 @@ and ``publish()`` es one message naming it, in one transaction, through the
 Celery ``on_commit`` hook (Redis). A seeded share of them raises before the
 commit instead (rolled back). A unit that fails (PostgreSQL restarting, the
 link cut) is recorded as ``error``: the database alone says whether it
-committed. A slot more than a second late is skipped, not caught up in a burst.
+committed; why it failed goes to ``<out>.failures.json`` (counts by exception
+type and first line, a few examples of each with the second they happened),
+so a run that committed little says what stopped it. A slot more than a
+second late is skipped, not caught up in a burst.
 Each line of the output file is ``[unit, outcome, monotonic time]``, the time
 of the commit (an ``after_commit`` listener registered before the outbox's
 own hook, so the hook's enqueue counts as latency).
@@ -68,7 +71,19 @@ def _paced(rate: float, seconds: float) -> Iterator[int]:
         i += 1
 
 
-def _worker(args: argparse.Namespace, thread: int, out: list[list[Any]]) -> None:
+#: examples kept per failure kind
+FAILURE_EXAMPLES = 3
+
+
+def failure_kind(exc: BaseException) -> str:
+    """``Type: first line`` with numbers and addresses folded, so like failures group."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    folded = re.sub(r"\d+", "N", re.sub(r"0x[0-9a-f]+", "0x", first))[:160]
+    return f"{type(exc).__name__}: {folded}"
+
+
+def _worker(args: argparse.Namespace, thread: int, out: list[list[Any]],
+            failures: list[tuple[str, float, str]]) -> None:
     from sqlalchemy import create_engine, event, text
     from sqlalchemy.orm import Session, sessionmaker
 
@@ -103,14 +118,18 @@ def _worker(args: argparse.Namespace, thread: int, out: list[list[Any]]) -> None
             out.append([unit, "commit", stamp[0]])
         except _Rollback:
             out.append([unit, "rollback", time.monotonic()])
-        except Exception:
-            out.append([unit, "error", stamp[0] if stamp else time.monotonic()])
+        except Exception as exc:
+            at = stamp[0] if stamp else time.monotonic()
+            out.append([unit, "error", at])
+            failures.append((failure_kind(exc), at, f"{type(exc).__name__}: {exc}"[:500]))
     engine.dispose()
 
 
 def producer_main(args: argparse.Namespace) -> int:
     results: list[list[list[Any]]] = [[] for _ in range(args.threads)]
-    threads = [threading.Thread(target=_worker, args=(args, t, results[t]), daemon=True)
+    failures: list[tuple[str, float, str]] = []  # list.append is atomic: one list for all
+    threads = [threading.Thread(target=_worker, args=(args, t, results[t], failures),
+                                daemon=True)
                for t in range(args.threads)]
     for thread in threads:
         thread.start()
@@ -120,7 +139,23 @@ def producer_main(args: argparse.Namespace) -> int:
         for rows in results:
             for row in rows:
                 fh.write(json.dumps(row) + "\n")
+    kinds: dict[str, dict[str, Any]] = {}
+    for kind, at, text in failures:
+        entry = kinds.setdefault(kind, {"count": 0, "first_at": at, "examples": []})
+        entry["count"] += 1
+        if len(entry["examples"]) < FAILURE_EXAMPLES:
+            entry["examples"].append({"at": at, "error": text})
+    Path(f"{args.out}.failures.json").write_text(json.dumps(kinds, indent=1), encoding="utf-8")
     return 0
+
+
+def read_failures(units: Path) -> dict[str, dict[str, Any]]:
+    """What :func:`producer_main` wrote about its failed units (empty when none failed)."""
+    path = Path(f"{units}.failures.json")
+    if not path.exists():
+        return {}
+    kinds: dict[str, dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))
+    return dict(sorted(kinds.items(), key=lambda kv: -int(kv[1]["count"])))
 
 
 def start_producer(c: Cluster, args: argparse.Namespace, seed: int,

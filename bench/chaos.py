@@ -52,7 +52,14 @@ add_repository_paths()
 from _chaos_check import audit, database_truth, invariant, timings, unrelayed  # noqa: E402
 from _chaos_cluster import Cluster, cluster  # noqa: E402
 from _chaos_faults import KINDS, Fault, apply, clear, combined_schedule, single  # noqa: E402
-from _chaos_load import Consumer, producer_main, read_units, start_producer, wait_relaying  # noqa: E402
+from _chaos_load import (  # noqa: E402
+    Consumer,
+    producer_main,
+    read_failures,
+    read_units,
+    start_producer,
+    wait_relaying,
+)
 from _chaos_report import readme_table  # noqa: E402
 from _chaos_vacuum import run_vacuum  # noqa: E402
 
@@ -204,6 +211,11 @@ def run_one(args: argparse.Namespace, seed: int, faults: list[Fault], name: str,
                 "invariant": invariant(c, truth, seen, consumer.redeliveries, produced),
                 "timings": timings(faults, produced, truth, seen),
                 "consumer_errors": consumer.errors,
+                # why units failed, by kind (relative seconds), so a thin run says why
+                "producer_failures": {k: {**v, "first_at": round(v["first_at"] - t0, 1),
+                                          "examples": [{**e, "at": round(e["at"] - t0, 1)}
+                                                       for e in v["examples"]]}
+                                      for k, v in read_failures(out).items()},
             }
             if audit_it:
                 # the audit takes minutes (far more on a busy machine): show the invariant first
@@ -244,7 +256,9 @@ def summary_line(r: dict[str, Any]) -> str:
             f"redelivered={inv['consumer_redeliveries']} "
             f"worst_visible_after_clear={worst}s drain={t['drain_after_last_fault_s']}s "
             f"p50={lat['p50']}ms p99={lat['p99']}ms relay_exit={r['relay_exit']} "
-            f"audit={audit_text}")
+            f"audit={audit_text}"
+            + "".join(f"\n  failed {v['count']}x from {v['first_at']}s: {k}"
+                      for k, v in list(r.get("producer_failures", {}).items())[:3]))
 
 
 def plan(args: argparse.Namespace) -> list[tuple[int, list[Fault], str]]:
