@@ -248,7 +248,8 @@ def markdown_section(result: dict[str, Any]) -> str:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=20_000, help="throughput backlog rows")
-    parser.add_argument("--repeat", type=int, default=5, help="repetitions per condition")
+    parser.add_argument("--repeat", type=int, default=15,
+                        help="repetitions per condition (5 do not resolve 5%%)")
     parser.add_argument("--rate", type=float, default=500.0, help="latency case: commits/s")
     parser.add_argument("--seconds", type=float, default=10.0, help="latency case: seconds")
     parser.add_argument("--sample-seconds", type=float, default=5.0,
