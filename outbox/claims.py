@@ -12,10 +12,10 @@ together with every unrelayed row of its group before it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
 from sqlalchemy import Connection, and_, any_, exists, false, func, or_, select, update
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -26,8 +26,7 @@ from outbox.models import transaction_table as t
 __all__ = ["ROW_COLUMNS", "ClaimedRow", "claim"]
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimedRow:
+class ClaimedRow(msgspec.Struct, frozen=True):
     """A claimed status row: what the relay sends, ends and records."""
 
     tx_id: str

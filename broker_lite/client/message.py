@@ -17,6 +17,8 @@ from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
 
+import msgspec
+
 from broker_lite.protocol import messages as m
 from broker_lite.storage.properties import (
     DELAY,
@@ -58,10 +60,17 @@ def _keys_tuple(keys: str | Iterable[str] | None) -> tuple[str, ...]:
     if isinstance(keys, str):
         return tuple(split_keys(keys))
     out = tuple(keys)
+    if not out:
+        return out
     for key in out:
         if not isinstance(key, str) or not key or " " in key:
             raise ValueError(f"each key must be a non-empty str without spaces, got {key!r}")
     return out
+
+
+def _check_property(key: object, value: object) -> None:
+    if not isinstance(key, str) or not isinstance(value, str):
+        raise ValueError(f"property {key!r} must map a str to a str")
 
 
 def _body_bytes(body: object) -> bytes:
@@ -124,25 +133,26 @@ class Message:
     ) -> None:
         if not isinstance(topic, str) or not topic:
             raise ValueError(f"topic must be a non-empty str, got {topic!r}")
-        if sharding_key is not None and message_group is not None and (
-                sharding_key != message_group):
+        if sharding_key is None:
+            sharding_key = message_group
+        elif message_group is not None and sharding_key != message_group:
             raise ValueError("sharding_key and message_group are the same thing; give one")
-        if not 0 <= delay_level <= MAX_DELAY_LEVEL:
+        if delay_level and not 0 <= delay_level <= MAX_DELAY_LEVEL:
             raise ValueError(f"delay_level must be in [0, {MAX_DELAY_LEVEL}], got {delay_level}")
-        props = dict(properties or {})
+        props = dict(properties) if properties else {}
         for key, value in props.items():
-            if not isinstance(key, str) or not isinstance(value, str):
-                raise ValueError(f"property {key!r} must map a str to a str")
+            if type(key) is not str or type(value) is not str:  # a subclass: the full check
+                _check_property(key, value)
+        # a relay builds one Message per row: the common cases skip the helpers' calls
         setattr_ = object.__setattr__
         setattr_(self, "topic", topic)
-        setattr_(self, "body", _body_bytes(body))
+        setattr_(self, "body", body if type(body) is bytes else _body_bytes(body))
         setattr_(self, "tags", tags or None)
         setattr_(self, "keys", _keys_tuple(keys))
         setattr_(self, "properties", MappingProxyType(props))
-        setattr_(self, "sharding_key", sharding_key if sharding_key is not None
-                 else message_group)
+        setattr_(self, "sharding_key", sharding_key)
         setattr_(self, "delay_level", delay_level)
-        setattr_(self, "deliver_at_ms", _deliver_at_ms(deliver_at))
+        setattr_(self, "deliver_at_ms", 0 if deliver_at is None else _deliver_at_ms(deliver_at))
         setattr_(self, "msg_id", msg_id)
 
     @property
@@ -183,8 +193,12 @@ class Message:
         setattr_(new, "msg_id", msg_id)
         return new
 
-    def to_wire(self, *, transactional: bool = False) -> m.WireMessage:
-        """The wire form. A half (``transactional``) never carries a delay."""
+    def to_wire(self, *, transactional: bool = False,
+                born_timestamp: int | None = None) -> m.WireMessage:
+        """The wire form. A half (``transactional``) never carries a delay.
+
+        ``born_timestamp`` (epoch ms; default now): a batch reads the clock once.
+        """
         properties = dict(self.properties)
         delay_level, deliver_at_ms = self.delay_level, self.deliver_at_ms
         if transactional:
@@ -200,7 +214,8 @@ class Message:
             sharding_key=self.sharding_key,
             delay_level=delay_level,
             deliver_at_ms=deliver_at_ms,
-            born_timestamp=int(time.time() * 1000),
+            born_timestamp=(int(time.time() * 1000) if born_timestamp is None
+                            else born_timestamp),
             transactional=transactional,
         )
 
@@ -211,8 +226,7 @@ class SendStatus(StrEnum):
     SEND_OK = "SEND_OK"
 
 
-@dataclass(frozen=True, slots=True)
-class SendResult:
+class SendResult(msgspec.Struct, frozen=True):
     """Where the broker stored a message.
 
     For a half message the broker answers the real ``topic`` and ``queue_id``

@@ -29,6 +29,7 @@ raises :class:`BrokerUnavailableError` or :class:`TimeoutError`.
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from collections.abc import Iterable, Sequence
 
 from broker_lite.client.config import ClientConfig, build_config, check_group
@@ -88,7 +89,8 @@ class AsyncProducer(SessionClient):
     async def send_batch(self, messages: Iterable[Message], *,
                          timeout: float | None = None) -> list[SendResult]:
         """Send all ``messages`` in one request; see the module docstring for errors."""
-        wires = [msg.to_wire() for msg in messages]
+        born = int(time.time() * 1000)
+        wires = [msg.to_wire(born_timestamp=born) for msg in messages]
         if not wires:
             return []
         outcomes = await self._send_wires(wires, self.group, timeout)
@@ -109,7 +111,8 @@ class AsyncProducer(SessionClient):
         """
         if not messages:
             return []
-        wires = [msg.to_wire(transactional=True) for msg in messages]
+        born = int(time.time() * 1000)
+        wires = [msg.to_wire(transactional=True, born_timestamp=born) for msg in messages]
         return await self._send_wires(wires, group or self.group, timeout)
 
     async def _send_wires(self, wires: list[m.WireMessage], group: str,

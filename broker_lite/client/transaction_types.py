@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
+import msgspec
+
 from broker_lite.client.message import Message, ReceivedMessage, SendStatus
 from broker_lite.errors import BrokerError
 from broker_lite.protocol import messages as m
@@ -107,8 +109,7 @@ class TransactionSendResult:
     duplicate: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class TransactionEnd:
+class TransactionEnd(msgspec.Struct, frozen=True):
     """How to end one transaction; the offsets, when given, are checked against the half."""
 
     transaction_id: str
@@ -124,8 +125,7 @@ class TransactionEnd:
             msg_id=self.msg_id)
 
 
-@dataclass(frozen=True, slots=True)
-class TransactionEndResult:
+class TransactionEndResult(msgspec.Struct, frozen=True):
     """The broker's answer to ending one transaction.
 
     ``outcome`` is ``"committed"``, ``"rolled_back"`` or ``"unknown"`` (left

@@ -28,8 +28,9 @@ docs/targets.md is the contract in prose; in short:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Literal, Protocol
+
+import msgspec
 
 from outbox.errors import RowRefusedError
 
@@ -44,8 +45,7 @@ TX_ID_PROPERTY = "ROCKETBOX_TX_ID"
 TxState = Literal["COMMIT", "ROLLBACK", "UNKNOWN"]
 
 
-@dataclass(frozen=True, slots=True)
-class OutgoingMessage:
+class OutgoingMessage(msgspec.Struct, frozen=True):
     """One row, as a half to send: ``tx_id`` is its key on every target."""
 
     tx_id: str
@@ -57,8 +57,7 @@ class OutgoingMessage:
     properties: dict[str, str]
 
 
-@dataclass(frozen=True, slots=True)
-class HalfStored:
+class HalfStored(msgspec.Struct, frozen=True):
     """A half the broker stored: what ending it needs.
 
     broker_lite names a half by its offsets (``half_offset`` in the commit
@@ -75,8 +74,7 @@ class HalfStored:
     transaction_id: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class TxEnd:
+class TxEnd(msgspec.Struct, frozen=True):
     """End ``half``'s transaction with ``state``."""
 
     half: HalfStored
@@ -87,8 +85,7 @@ class TxEnd:
         return self.half.tx_id
 
 
-@dataclass(frozen=True, slots=True)
-class TxEnded:
+class TxEnded(msgspec.Struct, frozen=True):
     """The broker ended the transaction; ``commit_offset`` is the committed message's
     commit-log offset (``-1`` for a rollback, or when the target does not say)."""
 
@@ -96,8 +93,7 @@ class TxEnded:
     commit_offset: int = -1
 
 
-@dataclass(frozen=True, slots=True)
-class LeftToCheckBack:
+class LeftToCheckBack(msgspec.Struct, frozen=True):
     """The broker can no longer end this half on request (it forgot the transaction);
     its check-back will ask the status table. Not a failure: no attempt is counted."""
 

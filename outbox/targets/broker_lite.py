@@ -168,8 +168,9 @@ def refused(tx_id: str, error: BrokerError, target: str) -> RowRefusedError:
 
 def transaction_ends(ends: Sequence[TxEnd]) -> list[TransactionEnd]:
     """The client's ends for the seam's: each half named by its offsets and ``tx_id``."""
-    return [TransactionEnd(end.tx_id, _STATES[end.state], end.half.half_offset,
-                           end.half.queue_offset, msg_id=end.tx_id) for end in ends]
+    return [TransactionEnd(half.tx_id, _STATES[end.state], half.half_offset,
+                           half.queue_offset, half.tx_id)
+            for end in ends for half in (end.half,)]
 
 
 def end_outcomes(ends: Sequence[TxEnd], answers: Sequence[TransactionEndResult | BrokerError],
