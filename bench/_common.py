@@ -38,6 +38,8 @@ __all__ = [
     "SRC_ENV",
     "TMP_DIR",
     "Samples",
+    "add_repository_paths",
+    "auto_create_topics",
     "benchmark_main",
     "code_state",
     "describe_machine",
@@ -47,7 +49,9 @@ __all__ = [
     "load_average",
     "machine_summary",
     "median",
+    "render_saved",
     "run_at_commit",
+    "save_result",
     "scratch_dir",
     "settle",
     "source_digest",
@@ -305,6 +309,21 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def save_result(name: str, result: dict[str, Any], section: str) -> Path:
+    """Write ``result`` to ``results/NAME.json`` and ``section`` between the ``NAME``
+    markers of bench/README.md; returns the JSON file's path."""
+    path = RESULTS_DIR / f"{name}.json"
+    write_json(path, result)
+    update_readme_section(BENCH_DIR / "README.md", name, section)
+    return path
+
+
+def render_saved(name: str, markdown: Callable[[dict[str, Any]], str]) -> None:
+    """``--render``: rewrite the ``NAME`` section of bench/README.md from ``results/NAME.json``."""
+    saved = json.loads((RESULTS_DIR / f"{name}.json").read_text(encoding="utf-8"))
+    update_readme_section(BENCH_DIR / "README.md", name, markdown(saved))
+
+
 def update_readme_section(readme: Path, name: str, content: str) -> None:
     """Replace what lies between ``<!-- name:begin -->`` and ``<!-- name:end -->``.
 
@@ -363,16 +382,18 @@ def run_at_commit(script: str | Path, rev: str, argv: Sequence[str],
 
 
 @contextlib.contextmanager
-def scratch_dir(name: str) -> Iterator[Path]:
-    """A fresh directory ``bench/results/tmp/NAME-PID`` (data files), removed afterwards."""
+def scratch_dir(name: str, *, keep: bool = False) -> Iterator[Path]:
+    """A directory ``bench/results/tmp/NAME-PID`` (data files, logs), removed afterwards
+    unless ``keep``."""
     root = TMP_DIR / f"{name}-{os.getpid()}"
     root.mkdir(parents=True, exist_ok=True)
     try:
         yield root
     finally:
-        shutil.rmtree(root, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            TMP_DIR.rmdir()
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                TMP_DIR.rmdir()
 
 
 async def windowed(requests: int, window: int,
@@ -406,10 +427,8 @@ def benchmark_main(script: str | Path, name: str, argv: Sequence[str],
     and the README section.
     """
     args = parse_args(argv)
-    result_file, readme = RESULTS_DIR / f"{name}.json", BENCH_DIR / "README.md"
     if args.render:
-        saved = json.loads(result_file.read_text(encoding="utf-8"))
-        update_readme_section(readme, name, markdown_section(saved))
+        render_saved(name, markdown_section)
         return 0
     if args.at_commit and SRC_ENV not in os.environ:
         return run_at_commit(script, args.at_commit, argv)
@@ -417,7 +436,6 @@ def benchmark_main(script: str | Path, name: str, argv: Sequence[str],
     if args.quick or args.cases:
         print("quick or partial run: results not saved", flush=True)
         return 0
-    write_json(result_file, result)
-    update_readme_section(readme, name, markdown_section(result))
-    print(f"wrote {result_file} and the {name} section of {readme}", flush=True)
+    result_file = save_result(name, result, markdown_section(result))
+    print(f"wrote {result_file} and the {name} section of {BENCH_DIR / 'README.md'}", flush=True)
     return 0

@@ -26,25 +26,21 @@ from typing import Any
 
 from _common import (
     REPO_ROOT,
-    RESULTS_DIR,
     TMP_DIR,
     describe_machine,
     git_state,
     load_average,
     machine_summary,
     median,
+    save_result,
     settle,
-    update_readme_section,
     utc_now,
-    write_json,
 )
 
 sys.path.insert(0, str(REPO_ROOT))
 
 import duckdb
 
-RESULT_FILE = RESULTS_DIR / "audit.json"
-README = Path(__file__).resolve().parent / "README.md"
 NOW_MS = 1_800_000_000_000
 GRACE_MS, SLO_MS, STUCK_MS = 60_000, 5_000, 600_000
 
@@ -223,8 +219,7 @@ def main() -> int:
     data = {"benchmark": "audit", "when": utc_now(), "machine": describe_machine(TMP_DIR),
             "load_average": load_average(), "git": git_state(), "repeat": args.repeat,
             "results": results, "notes": args.note}
-    write_json(RESULT_FILE, data)
-    update_readme_section(README, "audit", render(data))
+    save_result("audit", data, render(data))
     return 0
 
 
