@@ -39,23 +39,22 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import relay as rb
 from _common import (
-    BENCH_DIR,
     REPO_ROOT,
-    RESULTS_DIR,
-    TMP_DIR,
-    describe_machine,
     git_state,
     load_average,
     machine_summary,
     median,
-    update_readme_section,
-    utc_now,
-    write_json,
+    save_result,
+    scratch_dir,
 )
+from _relay_common import READY_TIMEOUT, Env
+from _relay_ours import start_ours_worker, stop_ours_worker
+from _relay_peer import PeerConfig
+from _relay_runs import harness, latency_once, throughput_once
+from _report import announce, result_head
 
-from procgroup import Process  # after relay, which puts the checkout on sys.path
+from procgroup import Process  # after _relay_common, which puts the checkout on sys.path
 
 TARGET = 0.05
 READY = re.compile(r"rocketbox console ready url=(\S+)")
@@ -103,7 +102,7 @@ def tree_cpu_seconds(root: int) -> float:
 
 
 @contextlib.contextmanager
-def console_open(env: rb.Env, sample_seconds: float) -> Iterator[Opened]:
+def console_open(env: Env, sample_seconds: float) -> Iterator[Opened]:
     """``rocketbox console`` in its own process, and Chromium on its overview."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -118,7 +117,7 @@ def console_open(env: rb.Env, sample_seconds: float) -> Iterator[Opened]:
     profile = tempfile.mkdtemp(prefix="bench-console-chromium-")
     driver = None
     try:
-        found = proc.wait_for(READY, rb.READY_TIMEOUT)
+        found = proc.wait_for(READY, READY_TIMEOUT)
         options = webdriver.ChromeOptions()
         options.binary_location = "/usr/bin/chromium"
         for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -129,7 +128,7 @@ def console_open(env: rb.Env, sample_seconds: float) -> Iterator[Opened]:
         driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
         driver.get(found[1] + "/")
         # measure the page left open, not its start: wait until the first sample is drawn
-        WebDriverWait(driver, rb.READY_TIMEOUT).until(
+        WebDriverWait(driver, READY_TIMEOUT).until(
             lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-throughput canvas"))
         yield Opened(found[1], proc.pid, driver.service.process.pid)
     finally:
@@ -140,31 +139,12 @@ def console_open(env: rb.Env, sample_seconds: float) -> Iterator[Opened]:
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    from sqlalchemy import create_engine
-    from support.servers import start_broker_lite, start_postgres, start_redis
-
-    from outbox import Outbox
-    from outbox.celery import make_celery
-
-    work = TMP_DIR / f"console-{os.getpid()}"
-    work.mkdir(parents=True, exist_ok=True)
-    machine = describe_machine(work)
-    print(f"console overhead benchmark on {machine_summary(machine)}")
-    load_before = load_average()
-    runs: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
-    try:
-        with start_postgres() as pg, start_redis() as rds, \
-                start_broker_lite(work / "broker", ["--flush", "async", "--log-level",
-                                                    "warning"]) as bl:
-            db = pg.create_database("consolebench")
-            env = rb.Env(db=db.url, db_async=db.url.replace("+psycopg", "+asyncpg"),
-                         redis=rds.url, broker=bl.native, work=work)
-            rb.prepare_schema(env)
-            env.celery_app = make_celery(
-                Outbox(engine=create_engine(env.db), broker=env.broker,
-                       producer_group=rb.PRODUCER_GROUP),
-                broker_url=env.redis, settings=rb._celery_settings())
-            rb.start_ours_worker(env, args.concurrency, args.batch_size, args.drain_lanes)
+    with scratch_dir("console") as work:
+        machine = announce("console overhead", work)
+        load_before = load_average()
+        runs: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
+        with harness(work, "consolebench") as env:
+            start_ours_worker(env, args.concurrency, args.batch_size, args.drain_lanes)
             try:
                 for rep in range(args.repeat):
                     for mode in (("off", "on") if rep % 2 == 0 else ("on", "off")):
@@ -173,10 +153,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                                       if mode == "on" else None)
                             cpu_before = opened.cpu_seconds() if opened else {}
                             started = time.monotonic()
-                            tp = asyncio.run(rb.throughput_once(env, "ours", args.rows,
-                                                                rb.PeerConfig(), args.timeout))
-                            lat = asyncio.run(rb.latency_once(env, "ours", args.rate,
-                                                              args.seconds, rb.PeerConfig()))
+                            tp = asyncio.run(throughput_once(env, "ours", args.rows,
+                                                             PeerConfig(), args.timeout))
+                            lat = asyncio.run(latency_once(env, "ours", args.rate,
+                                                           args.seconds, PeerConfig()))
                             wall = time.monotonic() - started
                             # the share of one core each tree used while the relay was measured
                             used = ({k: round((v - cpu_before[k]) / wall, 4)
@@ -187,11 +167,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                               f"(missing {tp['missing']}/{lat['missing']})"
                               + "".join(f", {k} {v:.1%} of a core" for k, v in used.items()))
             finally:
-                rb.stop_ours_worker(env)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            TMP_DIR.rmdir()
+                stop_ours_worker(env)
     return summarise(args, runs, machine, load_before)
 
 
@@ -215,8 +191,7 @@ def summarise(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]],
             "within_target": (median(ratios) >= 1 - TARGET if case == "throughput"
                               else median(ratios) <= 1 + TARGET),
         }
-    return {"benchmark": "console", "generated_at": utc_now(), "code": git_state(),
-            "machine": machine, "load_average": {"start": load_before, "end": load_average()},
+    return {**result_head("console", git_state(), machine, load_before),
             "parameters": {k: v for k, v in vars(args).items() if k != "quick"},
             "target": f"each figure within {TARGET:.0%} with the console open",
             "figures": figures, "cpu_share": {
@@ -272,8 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     section = markdown_section(result)
     print(section)
     if not args.quick:
-        write_json(RESULTS_DIR / "console.json", result)
-        update_readme_section(BENCH_DIR / "README.md", "console", section)
+        save_result("console", result, section)
     return 0
 
 

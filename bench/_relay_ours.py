@@ -1,0 +1,176 @@
+"""bench/relay.py's ``ours`` side: our Celery relay worker, producer and broker_lite consumer.
+
+The worker is ``outbox.celery.run_worker`` as ``rocketbox relay`` runs it
+(beat off: the harness enqueues the sweeps); the producer writes rows with
+``outbox.publish.publish``, a backlog or paced; the consumer long-polls the
+topic's queues with ``AsyncPullConsumer``. The ``rocketmq`` side runs the
+same worker and producer with another broker address
+(``bench/_relay_rocketmq.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from _relay_common import (
+    BACKLOG_TX,
+    ENQUEUE_WINDOW_ENV,
+    PRODUCER_GROUP,
+    Env,
+    Seen,
+    body,
+    child,
+    paced,
+    wait_ready,
+)
+
+__all__ = [
+    "celery_settings",
+    "consume_ours",
+    "ours_celery_app",
+    "ours_producer",
+    "ours_relay_main",
+    "start_ours_worker",
+    "stop_ours_worker",
+]
+
+
+def celery_settings() -> Any:
+    from outbox.celery import CelerySettings
+
+    # no beat schedule: the benchmark enqueues the sweep itself; one sweep drains any backlog
+    window = os.environ.get(ENQUEUE_WINDOW_ENV)
+    extra = {"enqueue_window": float(window)} if window else {}
+    return CelerySettings(sweep_interval=0, sweep_passes=1_000_000, **extra)
+
+
+def ours_celery_app(env: Env, side: str = "ours") -> Any:
+    """The Celery app that enqueues our relay's sweeps for ``side`` (its broker and queue)."""
+    from sqlalchemy import create_engine
+
+    from outbox import Outbox
+    from outbox.celery import make_celery
+
+    broker, redis = env.relay_of(side)
+    return make_celery(Outbox(engine=create_engine(env.db), broker=broker,
+                              producer_group=PRODUCER_GROUP),
+                       broker_url=redis, settings=celery_settings())
+
+
+def ours_relay_main(args: argparse.Namespace) -> int:
+    """The relay worker, as ``rocketbox relay`` runs it (beat off: the bench enqueues sweeps)."""
+    from celery.signals import worker_ready
+    from sqlalchemy import create_engine
+
+    from outbox import Outbox, RelaySettings
+    from outbox.celery import run_worker
+
+    engine = create_engine(args.db, pool_size=args.concurrency + 2)
+    outbox = Outbox(engine=engine, broker=args.broker, producer_group=PRODUCER_GROUP,
+                    relay=RelaySettings(batch_size=args.batch_size,
+                                        drain_lanes=args.drain_lanes))
+
+    def ready(**_kwargs: object) -> None:
+        Path(args.ready).write_text("ready", encoding="utf-8")
+
+    worker_ready.connect(ready, weak=False)
+    return run_worker(outbox, celery_broker=args.redis, celery_backend=None,
+                      concurrency=args.concurrency, beat=False, loglevel="WARNING",
+                      checker=False,
+                      settings=celery_settings())
+
+
+def ours_producer(args: argparse.Namespace) -> list[tuple[int, float]]:
+    from sqlalchemy import create_engine, event
+    from sqlalchemy.orm import Session, sessionmaker
+
+    from outbox import Outbox
+    from outbox.celery import celery_on_commit, make_celery
+    from outbox.publish import publish
+
+    engine = create_engine(args.db)
+    outbox = Outbox(engine=engine, broker=args.broker, producer_group=PRODUCER_GROUP)
+    if args.mode == "paced":
+        app = make_celery(outbox, broker_url=args.redis, settings=celery_settings())
+        outbox = dataclasses.replace(outbox, on_commit=celery_on_commit(app))
+        app.connection_for_write().ensure_connection()
+    sessions = sessionmaker(engine)
+    stamps: list[tuple[int, float]] = []
+    if args.mode == "backlog":
+        for start in range(0, args.count, BACKLOG_TX):
+            with sessions.begin() as session:
+                for i in range(start, min(args.count, start + BACKLOG_TX)):
+                    publish(session, args.topic, body(i), outbox=outbox)
+        return stamps
+    committed: list[float] = []
+
+    def stamp(_session: Session) -> None:
+        committed.append(time.monotonic())
+
+    for i in paced(args.count, args.rate):
+        session = sessions()
+        # registered before publish() adds the outbox's own hook: it runs first
+        event.listen(session, "after_commit", stamp)
+        with session, session.begin():
+            publish(session, args.topic, body(i), outbox=outbox)
+        stamps.append((i, committed[-1]))
+    return stamps
+
+
+async def consume_ours(broker: str, topic: str, seen: Seen, stop: asyncio.Event,
+                       ready: asyncio.Event) -> None:
+    from broker_lite.client import AsyncAdmin, AsyncPullConsumer
+
+    async with AsyncAdmin(broker) as admin:
+        info = await admin.create_topic(topic)
+    queues = info.queues
+    consumer = AsyncPullConsumer(f"{PRODUCER_GROUP}-consumer", broker)
+    await consumer.start()
+
+    async def one(queue_id: int) -> None:
+        offset = 0
+        while not stop.is_set():
+            result = await consumer.pull(topic, queue_id, offset, 256, long_poll_ms=500)
+            if result.messages:
+                seen.add([msg.body for msg in result.messages])
+            offset = result.next_offset
+
+    try:
+        tasks = [asyncio.create_task(one(q)) for q in range(queues)]
+        ready.set()
+        await stop.wait()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        await consumer.shutdown()
+
+
+def start_ours_worker(env: Env, concurrency: int, batch_size: int, drain_lanes: int,
+                      side: str = "ours") -> None:
+    """Our relay worker for ``side`` (ours: broker_lite's native door; rocketmq: the proxy)."""
+    ready = env.work / f"{side}-ready-{uuid.uuid4().hex[:8]}"
+    broker, redis = env.relay_of(side)
+    proc = child("ours-relay", "--db", env.db, "--redis", redis, "--broker", broker,
+                 "--ready", str(ready), "--concurrency", str(concurrency),
+                 "--batch-size", str(batch_size), "--drain-lanes", str(drain_lanes),
+                 env=env, log_name=f"{side}-relay.log")
+    if side == "rocketmq":
+        env.rocketmq_worker = proc
+    else:
+        env.ours_worker = proc
+    asyncio.run(wait_ready(ready, proc))
+
+
+def stop_ours_worker(env: Env) -> None:
+    for proc in (env.ours_worker, env.rocketmq_worker):
+        if proc is not None:
+            proc.stop(timeout=20)
+    env.ours_worker = env.rocketmq_worker = None

@@ -1,0 +1,240 @@
+"""bench/relay.py's results: the summary of the runs, the printed report, the README sections.
+
+:func:`summarise` turns the runs of every side into the result document
+(medians, paired ratios, targets) that bench/results/relay.json holds;
+:func:`report` prints it; :func:`markdown_section` and
+:func:`rocketmq_section` render the ``relay`` and ``relay-rocketmq``
+sections of bench/README.md from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from _common import Samples, machine_summary, median
+from _relay_common import BACKLOG_TX, BODY_SIZE, SIDES
+from _relay_ours import celery_settings
+from _relay_peer import PeerConfig
+from _relay_rocketmq import ratio_of_pairs
+from _relay_runs import WARMUP_SECONDS
+from _report import load_text, markdown_targets
+
+__all__ = [
+    "TARGET_P99_MS",
+    "TARGET_RATIO",
+    "markdown_section",
+    "report",
+    "rocketmq_section",
+    "rocketmq_summary",
+    "run_header",
+    "summarise",
+]
+
+TARGET_RATIO = 2.0
+TARGET_P99_MS = 50.0
+
+
+def summarise(args: argparse.Namespace, tp: dict[str, list[dict[str, Any]]],
+              lat: dict[str, list[dict[str, Any]]], best: PeerConfig,
+              trials: list[dict[str, Any]]) -> dict[str, Any]:
+    def tp_side(runs: list[dict[str, Any]]) -> dict[str, Any]:
+        rates = Samples([r["per_s"] for r in runs])
+        return {"per_s": rates.median, "spread": rates.spread,
+                "missing": sum(r["missing"] for r in runs),
+                "duplicates": sum(r["duplicates"] for r in runs), "runs": runs}
+
+    def lat_side(runs: list[dict[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {k: median([r[k] for r in runs])
+                               for k in ("p50_ms", "p90_ms", "p99_ms", "max_ms",
+                                         "committed_per_s")}
+        out["kept_up_all"] = all(r["kept_up"] for r in runs)
+        out["missing"] = sum(r["missing"] for r in runs)
+        out["duplicates"] = sum(r["duplicates"] for r in runs)
+        out["runs"] = runs
+        return out
+
+    ratios = [o["per_s"] / p["per_s"] if p["per_s"] else float("inf")
+              for o, p in zip(tp["ours"], tp["peer"], strict=True)] if tp["peer"] else []
+    ours_lat = lat_side(lat["ours"]) if lat["ours"] else None
+    peer_lat = lat_side(lat["peer"]) if lat["peer"] else None
+    targets = [{"description": "throughput: ours / best peer setting", "target": TARGET_RATIO,
+                "measured": median(ratios), "unit": "x",
+                "met": median(ratios) >= TARGET_RATIO}] if ratios else []
+    if ours_lat is not None:
+        targets.append({"description": f"ours p99 commit-to-visible at {args.rate:.0f} tx/s",
+                        "target": TARGET_P99_MS, "measured": ours_lat["p99_ms"], "unit": "ms",
+                        "met": ours_lat["p99_ms"] <= TARGET_P99_MS and ours_lat["kept_up_all"]})
+    return {
+        "parameters": {
+            "rows": args.rows, "repeat": args.repeat, "rate": args.rate,
+            "seconds": args.seconds, "latency_repeat": args.lat_repeat,
+            "latency_warmup_seconds": WARMUP_SECONDS,
+            "body_size": BODY_SIZE, "backlog_rows_per_tx": BACKLOG_TX,
+            "ours": {"celery_pool": "threads", "concurrency": args.concurrency,
+                     "relay_batch_size": args.batch_size,
+                     "relay_drain_lanes": args.drain_lanes, "processes": 1,
+                     "throughput_trigger": "one rocketbox.sweep task (Relay.drain)",
+                     "latency_path": "on_commit hook -> rocketbox.relay tasks, coalesced "
+                                     "per enqueue_window",
+                     "enqueue_window_s": celery_settings().enqueue_window,
+                     "broker_flush": "async", "celery_broker": "redis"},
+            "peer": {"config": dataclasses.asdict(best), "processes": 1,
+                     "driver": "asyncpg (LISTEN/NOTIFY)", "bus": "Redis stream (XADD)",
+                     "handler": "async def relay(message: dict) -> dict: return message",
+                     "tuning_rows": args.tune_rows, "tuning": trials},
+            "redis_persistence": "none (support.servers.start_redis)",
+            "postgres_settings": "support.servers.start_postgres: fsync=off, "
+                                 "synchronous_commit=off, full_page_writes=off",
+        },
+        "throughput": {"ours": tp_side(tp["ours"]),
+                       "peer": tp_side(tp["peer"]) if tp["peer"] else None,
+                       "ratio_meaning": "ours rows/s / peer rows/s, median of paired reps",
+                       "ratio_median": median(ratios) if ratios else None,
+                       "ratio_samples": ratios},
+        "latency": {"ours": ours_lat, "peer": peer_lat},
+        "rocketmq": rocketmq_summary(tp, lat, tp_side, lat_side),
+        "targets": targets,
+    }
+
+
+def rocketmq_summary(tp: dict[str, list[dict[str, Any]]], lat: dict[str, list[dict[str, Any]]],
+                     tp_side: Any, lat_side: Any) -> dict[str, Any] | None:
+    """The rocketmq side's figures, and its ratios to ours (medians of paired repetitions)."""
+    if not tp["rocketmq"] and not lat["rocketmq"]:
+        return None
+    out: dict[str, Any] = {
+        "meaning": "rocketmq / ours: rows/s (below 1 is slower), p50 and p99 (above 1 is "
+                   "slower); medians of the ratios of paired repetitions",
+        "throughput": tp_side(tp["rocketmq"]) if tp["rocketmq"] else None,
+        "latency": lat_side(lat["rocketmq"]) if lat["rocketmq"] else None, "ratios": {}}
+    if tp["rocketmq"] and tp["ours"]:
+        samples = ratio_of_pairs(tp["rocketmq"], tp["ours"], "per_s")
+        out["ratios"]["rows_per_s"] = {"median": median(samples), "samples": samples}
+    if lat["rocketmq"] and lat["ours"]:
+        for key in ("p50_ms", "p99_ms"):
+            samples = ratio_of_pairs(lat["rocketmq"], lat["ours"], key)
+            out["ratios"][key] = {"median": median(samples), "samples": samples}
+    return out
+
+
+def report(result: dict[str, Any]) -> None:
+    tp, lat = result["throughput"], result["latency"]
+    print()
+    print(f"throughput (rows/s, median of {result['parameters']['repeat']}):")
+    if tp["peer"] is not None:
+        print(f"  ours {tp['ours']['per_s']:10,.0f}   peer {tp['peer']['per_s']:10,.0f}   "
+              f"ours/peer {tp['ratio_median']:.2f}x (range {min(tp['ratio_samples']):.2f}-"
+              f"{max(tp['ratio_samples']):.2f})")
+    rmq = result.get("rocketmq")
+    if rmq is not None:
+        for key, r in rmq["ratios"].items():
+            print(f"  rocketmq/ours {key}: {r['median']:.2f}x (samples "
+                  + ", ".join(f"{x:.2f}" for x in r["samples"]) + ")")
+    if lat["ours"] is not None:
+        print(f"latency at {result['parameters']['rate']:.0f} tx/s offered (ms, medians):")
+        sides = {**lat, "rocketmq": rmq["latency"] if rmq else None}
+        for side in (s for s in SIDES if sides.get(s) is not None):
+            s = sides[side]
+            print(f"  {side:8} p50 {s['p50_ms']:7.1f}  p99 {s['p99_ms']:7.1f}  max "
+                  f"{s['max_ms']:7.1f}  committed {s['committed_per_s']:.0f}/s  kept up: "
+                  f"{s['kept_up_all']}")
+    for t in result["targets"]:
+        print(f"target: {t['description']}: goal {t['target']}{t['unit']}, measured "
+              f"{t['measured']:.2f}{t['unit']}: {'met' if t['met'] else 'NOT met'}")
+
+
+def run_header(result: dict[str, Any]) -> list[str]:
+    """The first lines of a section: when, which code, which machine and how loaded."""
+    commit = (result["code"].get("commit") or "?")[:12]
+    return [f"Last full run: {result['generated_at']}, working tree at `{commit}`.",
+            f"Machine: {machine_summary(result['machine'])}; load average "
+            f"{load_text(result['load_average'])}."]
+
+
+def markdown_section(result: dict[str, Any]) -> str:
+    p = result["parameters"]
+    tp, lat = result["throughput"], result["latency"]
+    peer_cfg = p["peer"]["config"]
+    v = result["versions"]
+    lines = [
+        *run_header(result),
+        f"Peer: faststream-outbox {v.get('faststream-outbox', '?')}, faststream "
+        f"{v.get('faststream', '?')}, asyncpg {v.get('asyncpg', '?')}; setting used "
+        f"max_workers={peer_cfg['max_workers']}, fetch_batch_size="
+        f"{peer_cfg['fetch_batch_size']}, terminal_flush_batch_size="
+        f"{peer_cfg['terminal_flush_batch_size']} (best of the settings tried, below). "
+        f"Ours: one Celery worker, threads pool, concurrency {p['ours']['concurrency']}, "
+        f"relay batch_size {p['ours']['relay_batch_size']}, drain_lanes "
+        f"{p['ours'].get('relay_drain_lanes', 1)}; celery {v.get('celery', '?')}.",
+        "",
+        f"| throughput, {p['rows']:,} committed rows | rows/s (median of {p['repeat']}) "
+        "| spread | missing | duplicates |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for side, label in (("ours", "ours (Celery sweep -> broker_lite)"),
+                        ("peer", "faststream-outbox (-> Redis stream)")):
+        s = tp[side]
+        lines.append(f"| {label} | {s['per_s']:,.0f} | {s['spread']:.0%} | {s['missing']} | "
+                     f"{s['duplicates']} |")
+    lines.append(f"| **ours / peer** | **{tp['ratio_median']:.2f}x** (range "
+                 f"{min(tp['ratio_samples']):.2f}-{max(tp['ratio_samples']):.2f}) | | | |")
+    if lat["ours"] is not None:
+        lines += [
+            "",
+            f"| commit-to-visible at {p['rate']:.0f} tx/s offered, {p['seconds']:.0f} s "
+            f"(median of {p['latency_repeat']}) | p50 ms | p90 ms | p99 ms | max ms "
+            "| committed tx/s | kept up |",
+            "|---|---:|---:|---:|---:|---:|:---:|",
+        ]
+        for side in ("ours", "peer"):
+            s = lat[side]
+            lines.append(f"| {side} | {s['p50_ms']:.1f} | {s['p90_ms']:.1f} | "
+                         f"{s['p99_ms']:.1f} | {s['max_ms']:.1f} | {s['committed_per_s']:.0f} "
+                         f"| {'yes' if s['kept_up_all'] else 'no'} |")
+    trials = p["peer"]["tuning"]
+    if trials:
+        lines += ["", f"Peer settings tried ({p['peer']['tuning_rows']:,} rows, one run each): "
+                  + ", ".join(f"{t['label']}: {t['per_s']:,.0f} rows/s" for t in trials)
+                  + " (max_workers/fetch_batch_size/terminal_flush_batch_size)."]
+    lines += markdown_targets(result["targets"], _target_cell)
+    return "\n".join(lines)
+
+
+def _target_cell(target: Mapping[str, Any], key: str) -> str:
+    """The goal as given (``50ms``), the measured value to two decimals (``12.34ms``)."""
+    return f"{target[key]:{'g' if key == 'target' else '.2f'}}{target['unit']}"
+
+
+def rocketmq_section(result: dict[str, Any]) -> str:
+    """bench/README.md's ``relay-rocketmq`` section: our relay, native door and RocketMQ target."""
+    p, rmq = result["parameters"], result["rocketmq"]
+    lines = [
+        *run_header(result),
+        "Both sides: one Celery worker, threads pool, "
+        f"concurrency {p['ours']['concurrency']}, relay batch_size "
+        f"{p['ours']['relay_batch_size']}; throughput {p['rows']:,} rows (median of "
+        f"{p['repeat']}), latency {p['rate']:.0f} tx/s offered for {p['seconds']:.0f} s "
+        f"(median of {p['latency_repeat']}).",
+        "",
+        "| side | rows/s | p50 ms | p99 ms | kept up | missing | duplicates |",
+        "|---|---:|---:|---:|:---:|---:|---:|",
+    ]
+    for label, t, la in (("ours -> broker_lite native door", result["throughput"]["ours"],
+                          result["latency"]["ours"]),
+                         ("ours -> RocketMQ 5 target (official client, strict proxy mode)",
+                          rmq["throughput"], rmq["latency"])):
+        missing = (t["missing"] if t else 0) + (la["missing"] if la else 0)
+        dup = (t["duplicates"] if t else 0) + (la["duplicates"] if la else 0)
+        lines.append(f"| {label} | {t['per_s']:,.0f} | {la['p50_ms']:.1f} | {la['p99_ms']:.1f} "
+                     f"| {'yes' if la['kept_up_all'] else 'no'} | {missing} | {dup} |"
+                     if t and la else f"| {label} | - | - | - | - | {missing} | {dup} |")
+    r = rmq["ratios"]
+    cells = [f"**{r[k]['median']:.2f}x** ({min(r[k]['samples']):.2f}-"
+             f"{max(r[k]['samples']):.2f})" if k in r else "-"
+             for k in ("rows_per_s", "p50_ms", "p99_ms")]
+    lines.append(f"| **RocketMQ target / native** | {cells[0]} | {cells[1]} | {cells[2]} "
+                 "| | | |")
+    return "\n".join(lines)

@@ -1,0 +1,250 @@
+"""bench/relay.py's runs: one throughput or latency run of a side, and what they need.
+
+A run resets the outbox tables, starts a consumer for the side
+(:func:`consumer`), has a producer child write the rows (:func:`run_producer`,
+:func:`producer_main` in the child) and measures: :func:`throughput_once` a
+backlog relayed after one go, :func:`latency_once` commit-to-visible under a
+paced load. Also the servers of a run and the schema both sides need
+(:func:`harness`), the order of the sides in a repetition, and the peer's
+tuning runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import json
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from _common import settle
+from _relay_common import (
+    PEER_TABLE,
+    SIDES,
+    Env,
+    Seen,
+    child,
+    freeze_heap,
+)
+from _relay_ours import consume_ours, ours_celery_app, ours_producer
+from _relay_peer import PeerConfig, consume_peer, peer_producer, peer_relay
+from _relay_rocketmq import consume_rocketmq, create_tx_topic
+
+__all__ = [
+    "WARMUP_SECONDS",
+    "consumer",
+    "count_unrelayed",
+    "harness",
+    "latency_once",
+    "order_for",
+    "percentile",
+    "prepare_schema",
+    "producer_main",
+    "reset_tables",
+    "run_producer",
+    "throughput_once",
+    "tune_peer",
+]
+
+
+#: seconds of paced load before the latency samples that count
+WARMUP_SECONDS = 1.0
+
+
+def producer_main(args: argparse.Namespace) -> int:
+    t0 = time.monotonic()
+    stamps = ours_producer(args) if args.side != "peer" else asyncio.run(peer_producer(args))
+    elapsed = time.monotonic() - t0
+    Path(args.out).write_text(json.dumps({"stamps": stamps, "seconds": elapsed}),
+                              encoding="utf-8")
+    return 0
+
+
+async def run_producer(env: Env, side: str, mode: str, count: int, *, topic: str = "",
+                       rate: float = 0.0) -> dict[str, Any]:
+    out = env.work / f"producer-{uuid.uuid4().hex[:8]}.json"
+    db = env.db if side != "peer" else env.db_async
+    broker, redis = env.relay_of(side)
+    proc = child("producer", "--side", side, "--mode", mode, "--count", str(count),
+                 "--rate", str(rate), "--topic", topic, "--db", db, "--redis", redis,
+                 "--broker", broker, "--out", str(out), env=env, log_name="producer.log")
+    while proc.poll() is None:
+        await asyncio.sleep(0.05)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{side} producer failed ({proc.returncode}); see "
+                           f"{env.work / 'producer.log'}")
+    data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    out.unlink()
+    return data
+
+
+def reset_tables(env: Env) -> None:
+    import psycopg
+
+    libpq = env.db.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(libpq, autocommit=True) as conn:
+        conn.execute(f"TRUNCATE rocketbox_transaction, {PEER_TABLE}")
+        conn.execute("VACUUM ANALYZE rocketbox_transaction")
+        conn.execute(f"VACUUM ANALYZE {PEER_TABLE}")
+
+
+def count_unrelayed(env: Env) -> tuple[int, int]:
+    import psycopg
+
+    libpq = env.db.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(libpq, autocommit=True) as conn:
+        ours = conn.execute("SELECT count(*) FROM rocketbox_transaction "
+                            "WHERE relayed_at IS NULL").fetchone()
+        peer = conn.execute(f"SELECT count(*) FROM {PEER_TABLE}").fetchone()
+    return int(ours[0] if ours else -1), int(peer[0] if peer else -1)
+
+
+@contextlib.asynccontextmanager
+async def consumer(env: Env, side: str, name: str) -> Any:
+    seen = Seen()
+    stop, ready = asyncio.Event(), asyncio.Event()
+    if side == "ours":
+        task = asyncio.create_task(consume_ours(env.broker, name, seen, stop, ready))
+    elif side == "rocketmq":
+        await asyncio.to_thread(create_tx_topic, env.proxy_native, name)
+        task = asyncio.create_task(consume_rocketmq(env.proxy_grpc, name, seen.add, stop, ready))
+    else:
+        task = asyncio.create_task(consume_peer(env.redis, name, seen, stop, ready))
+    await asyncio.wait([task, asyncio.create_task(ready.wait())],
+                       return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        task.result()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        await task
+
+
+async def throughput_once(env: Env, side: str, rows: int, peer_cfg: PeerConfig,
+                          timeout: float) -> dict[str, Any]:
+    reset_tables(env)
+    name = f"RelayBench{uuid.uuid4().hex[:10]}"
+    await run_producer(env, side, "backlog", rows, topic=name)
+    settle()
+    async with consumer(env, side, name) as seen:
+        if side != "peer":
+            from outbox.celery import SWEEP_TASK
+
+            app = env.celery_app if side == "ours" else env.rocketmq_app
+            t0 = time.monotonic()
+            app.tasks[SWEEP_TASK].apply_async()
+            complete = await seen.wait_for(rows, timeout)
+        else:
+            async with peer_relay(env, peer_cfg, name) as go:
+                t0 = time.monotonic()
+                go()
+                complete = await seen.wait_for(rows, timeout)
+    last = max(seen.times.values()) if seen.times else t0
+    missing = rows - len(seen.times)
+    return {"seconds": last - t0, "per_s": rows / (last - t0) if complete else 0.0,
+            "complete": complete, "missing": missing, "duplicates": seen.duplicates,
+            "unrelayed_rows_after": count_unrelayed(env)[1 if side == "peer" else 0]}
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+async def latency_once(env: Env, side: str, rate: float, seconds: float, peer_cfg: PeerConfig
+                       ) -> dict[str, Any]:
+    reset_tables(env)
+    name = f"RelayBench{uuid.uuid4().hex[:10]}"
+    # The first second of the paced stream is a warm-up and not counted: both
+    # sides open connections, fill caches and start loops then (steady state is
+    # what a fixed offered load measures).
+    warm = int(rate * WARMUP_SECONDS)
+    count = int(rate * seconds)
+    total = warm + count
+    settle()
+    async with contextlib.AsyncExitStack() as stack:
+        seen = await stack.enter_async_context(consumer(env, side, name))
+        if side == "peer":
+            go = await stack.enter_async_context(peer_relay(env, peer_cfg, name))
+            go()
+            await asyncio.sleep(0.5)  # the outbox broker's start (pool, LISTEN) is not timed
+        freeze_heap()
+        produced = await run_producer(env, side, "paced", total, topic=name, rate=rate)
+        produced_at = time.monotonic()
+        complete = await seen.wait_for(total, 120.0)
+        drained_after = (max(seen.times.values()) - produced_at) if seen.times else float("nan")
+    stamps = produced["stamps"]
+    lat = [seen.times[i] - t for i, t in stamps if i in seen.times and i >= warm]
+    lat_ms = [x * 1000 for x in lat]
+    achieved = total / produced["seconds"]
+    tail = lat_ms[-max(1, len(lat_ms) // 10):]
+    head = lat_ms[: max(1, len(lat_ms) // 10)]
+    kept_up = (complete and achieved >= 0.95 * rate
+               and percentile(tail, 50) <= max(4 * percentile(head, 50), 20.0))
+    return {"offered_per_s": rate, "committed_per_s": achieved, "count": count,
+            "warmup_messages": warm,
+            "p50_ms": percentile(lat_ms, 50), "p90_ms": percentile(lat_ms, 90),
+            "p99_ms": percentile(lat_ms, 99), "max_ms": max(lat_ms) if lat_ms else float("nan"),
+            "first_tenth_p50_ms": percentile(head, 50),
+            "last_tenth_p50_ms": percentile(tail, 50),
+            "missing": total - len(seen.times), "duplicates": seen.duplicates,
+            "drained_s_after_last_commit": drained_after, "kept_up": bool(kept_up)}
+
+
+def prepare_schema(env: Env) -> None:
+    from faststream_outbox import make_outbox_table
+    from sqlalchemy import MetaData, create_engine
+
+    from outbox import migrate
+
+    migrate.upgrade(env.db)
+    metadata = MetaData()
+    make_outbox_table(metadata, table_name=PEER_TABLE)
+    engine = create_engine(env.db)
+    metadata.create_all(engine)
+    engine.dispose()
+
+
+@contextlib.contextmanager
+def harness(work: Path, database: str) -> Iterator[Env]:
+    """PostgreSQL (``database``, both outbox tables), Redis, broker_lite (async flush) and
+    the Celery app that enqueues our sweeps, as an :class:`Env`; ``work`` holds their data."""
+    from support.servers import start_broker_lite, start_postgres, start_redis
+
+    with start_postgres() as pg, start_redis() as rds, \
+            start_broker_lite(work / "broker", ["--flush", "async", "--log-level",
+                                                "warning"]) as bl:
+        db = pg.create_database(database)
+        env = Env(db=db.url, db_async=db.url.replace("+psycopg", "+asyncpg"),
+                  redis=rds.url, broker=bl.native, work=work)
+        prepare_schema(env)
+        env.celery_app = ours_celery_app(env)
+        yield env
+
+
+def order_for(rep: int, sides: Sequence[str]) -> list[str]:
+    """The sides measured in repetition ``rep``: the order rotates every repetition."""
+    chosen = [s for s in SIDES if s in sides]
+    shift = rep % len(chosen)
+    return chosen[shift:] + chosen[:shift]
+
+
+def tune_peer(env: Env, configs: Sequence[PeerConfig], rows: int, timeout: float,
+              say: Any) -> tuple[PeerConfig, list[dict[str, Any]]]:
+    trials = []
+    for cfg in configs:
+        result = asyncio.run(throughput_once(env, "peer", rows, cfg, timeout))
+        trials.append({"config": dataclasses.asdict(cfg), "label": cfg.label, **result})
+        say(f"  peer {cfg.label:>10} (workers/fetch batch/flush batch): "
+            f"{result['per_s']:8,.0f} rows/s")
+    best = max(zip(configs, trials, strict=True), key=lambda ct: ct[1]["per_s"])[0]
+    return best, trials
