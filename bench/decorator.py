@@ -55,41 +55,35 @@ Full runs write ``bench/results/decorator.json`` and the section of
 prints.
 """
 
+
 from __future__ import annotations
 
 import argparse
 import contextlib
 import functools
-import http.client
-import json
-import logging
-import math
 import multiprocessing as mp
 import os
-import socket
 import sys
-import threading
 import time
-import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from multiprocessing.connection import Connection as Pipe
 from typing import Any
 
 from _common import (
-    BENCH_DIR,
     RESULTS_DIR,
     add_repository_paths,
     describe_machine,
     git_state,
     load_average,
-    machine_summary,
     median,
+    render_saved,
+    save_result,
     settle,
-    update_readme_section,
     utc_now,
-    write_json,
 )
+from _decorator_app import RIDE_SQL, ROW_SQL, make_app, orders_table, serve, stop_wsgi
+from _decorator_client import client_main, percentile, run_batch
+from _decorator_report import markdown_section
 
 add_repository_paths()
 
@@ -105,186 +99,6 @@ PG_CONFIGS: dict[str, dict[str, str]] = {"durable": DURABLE, "no-fsync": {},
 NETWORK_DELAY_US = 250
 DELAYS_US = {"networked": NETWORK_DELAY_US}
 TARGET_P50 = 1.10
-PAYLOAD = json.dumps({"item": "tea", "qty": 2}).encode()
-HEADERS = {"Content-Type": "application/json", "Connection": "keep-alive"}
-#: the ``/row`` route's hand-written outbox row (the columns ``publish()`` sets)
-ROW_SQL = ("INSERT INTO rocketbox_transaction (tx_id, seq, producer_group, topic, tag, keys, "
-           "body, state, created_at, next_attempt_at, pg_xid) VALUES (%(tx_id)s, "
-           "nextval('rocketbox_transaction_seq'), %(group)s, %(topic)s, %(tag)s, %(keys)s, "
-           "%(body)s, 'COMMIT', %(now)s, %(now)s, pg_current_xact_id()::text::bigint)")
-#: the ``/ride`` route's row, sent with the COMMIT (tx_id, keys and body are hex)
-RIDE_SQL = ("SELECT rocketbox_publish('{tx_id}', 'rocketbox', 'Orders', 'OrderCreated', "
-            "'{keys}', NULL, decode('{body}', 'hex'), NULL, 'COMMIT', '{now}'); COMMIT")
-
-
-# -- the client process -----------------------------------------------------------
-
-
-def _client_thread(conn: http.client.HTTPConnection, path: str, n: int,
-                   out: list[int]) -> None:
-    clock = time.perf_counter_ns
-    for _ in range(n):
-        start = clock()
-        conn.request("POST", path, body=PAYLOAD, headers=HEADERS)
-        resp = conn.getresponse()
-        resp.read()
-        out.append(clock() - start)
-        if resp.status != 201:
-            raise RuntimeError(f"{path} answered {resp.status}")
-
-
-def client_main(pipe: Pipe, port: int) -> None:
-    """Run in a separate process: do the batches the parent asks for, send latencies back."""
-    conns: dict[tuple[str, int], http.client.HTTPConnection] = {}
-    while True:
-        job = pipe.recv()
-        if job is None:
-            break
-        route, n, concurrency = job
-        threads, outs = [], []
-        per = [n // concurrency + (1 if i < n % concurrency else 0) for i in range(concurrency)]
-        t0 = time.perf_counter()
-        for i in range(concurrency):
-            key = (route, i)
-            if key not in conns:
-                conns[key] = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            out: list[int] = []
-            outs.append(out)
-            threads.append(threading.Thread(target=_client_thread,
-                                            args=(conns[key], f"/{route}", per[i], out)))
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        elapsed = time.perf_counter() - t0
-        lat = [x for out in outs for x in out]
-        pipe.send((lat, elapsed))
-    for c in conns.values():
-        c.close()
-
-
-# -- the app --------------------------------------------------------------------
-
-
-def make_app(engine: Any) -> Any:
-    from flask import Flask, request
-    from sqlalchemy import insert
-    from sqlalchemy.orm import sessionmaker
-
-    from integrations.flask import Rocketbox, transactional_message
-
-    orders = _orders_table()
-    app = Flask("bench_decorator")
-    app.config.update(ROCKETBOX_DATABASE=engine, ROCKETBOX_CELERY_BROKER="",
-                      ROCKETBOX_BROKER="127.0.0.1:1")
-    rocketbox = Rocketbox(app)
-    sessions = sessionmaker(engine)
-
-    def write_order(session: Any) -> dict[str, Any]:
-        """The business write all three routes do; returns the response body."""
-        data = request.get_json(force=True)
-        ref = uuid.uuid4().hex
-        order_id = session.execute(insert(orders).values(
-            ref=ref, item=str(data["item"]), qty=int(data["qty"]),
-            created_at=datetime.now(UTC)).returning(orders.c.id)).scalar_one()
-        return {"id": order_id, "ref": ref}
-
-    @app.post("/bare")
-    def bare() -> tuple[dict[str, Any], int]:
-        with sessions() as session:
-            answer = write_order(session)
-            session.commit()
-        return answer, 201
-
-    @app.post("/row")
-    def row() -> tuple[dict[str, Any], int]:
-        with sessions() as session:
-            answer = write_order(session)
-            body = json.dumps(answer, separators=(",", ":")).encode()
-            session.connection().exec_driver_sql(ROW_SQL, {
-                "tx_id": uuid.uuid4().hex.upper(), "group": "rocketbox", "topic": "Orders",
-                "tag": "OrderCreated", "keys": answer["ref"], "body": body,
-                "now": datetime.now(UTC)})
-            session.commit()
-        return answer, 201
-
-    @app.post("/ride")
-    def ride() -> tuple[dict[str, Any], int]:
-        with sessions() as session:
-            answer = write_order(session)
-            body = json.dumps(answer, separators=(",", ":")).encode()
-            raw = session.connection().connection.dbapi_connection
-            raw.execute(RIDE_SQL.format(
-                tx_id=uuid.uuid4().hex.upper(), keys=answer["ref"], body=body.hex(),
-                now=datetime.now(UTC).isoformat()), prepare=False)
-            session.commit()  # psycopg finds the server idle: nothing more is sent
-        return answer, 201
-
-    @app.post("/decorated")
-    @transactional_message(topic="Orders", tag="OrderCreated", body=lambda rv: rv[0],
-                           keys=lambda rv: rv[0]["ref"])
-    def decorated() -> tuple[dict[str, Any], int]:
-        return write_order(rocketbox.session), 201
-
-    return app
-
-
-def _orders_table() -> Any:
-    from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table
-
-    global _ORDERS
-    if _ORDERS is None:
-        _ORDERS = Table("orders", MetaData(),
-                        Column("id", Integer, primary_key=True),
-                        Column("ref", String(64), nullable=False, unique=True),
-                        Column("item", String(64), nullable=False),
-                        Column("qty", Integer, nullable=False),
-                        Column("created_at", DateTime(timezone=True), nullable=False))
-    return _ORDERS
-
-
-_ORDERS: Any = None
-
-
-def serve(app: Any) -> tuple[Any, int, threading.Thread]:
-    from support.servers import free_port
-    from werkzeug.serving import WSGIRequestHandler, make_server
-
-    class Handler(WSGIRequestHandler):
-        disable_nagle_algorithm = True
-        protocol_version = "HTTP/1.1"
-
-        def log_request(self, *args: Any, **kwargs: Any) -> None:
-            pass
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    port = free_port()
-    server = make_server("127.0.0.1", port, app, threaded=True, request_handler=Handler)
-    thread = threading.Thread(target=server.serve_forever, name="wsgi", daemon=True)
-    thread.start()
-    with socket.create_connection(("127.0.0.1", port), timeout=5):
-        pass
-    return server, port, thread
-
-
-def _stop_wsgi(server: Any, thread: threading.Thread) -> None:
-    server.shutdown()
-    thread.join(5)
-
-
-# -- measuring -------------------------------------------------------------------
-
-
-def percentile(sorted_ns: Sequence[int], q: float) -> float:
-    """Nearest-rank percentile of sorted nanoseconds, in microseconds."""
-    idx = min(len(sorted_ns) - 1, max(0, math.ceil(q * len(sorted_ns)) - 1))
-    return sorted_ns[idx] / 1000.0
-
-
-def run_batch(pipe: Pipe, route: str, n: int, concurrency: int) -> tuple[list[int], float]:
-    pipe.send((route, n, concurrency))
-    lat, elapsed = pipe.recv()
-    return lat, elapsed
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -326,7 +140,7 @@ def measure_config(args: argparse.Namespace, config: str) -> dict[str, Any]:
         results["round_trip_us"] = round_trip_us(engine)
         print(f"  round trip (SELECT 1): {results['round_trip_us']:.0f} us", flush=True)
         migrate.upgrade(engine)
-        _orders_table().metadata.create_all(engine)
+        orders_table().metadata.create_all(engine)
         with engine.connect() as conn:
             results["postgres_version"] = conn.execute(text("SHOW server_version")).scalar()
             results["postgres_settings"] = {
@@ -336,11 +150,11 @@ def measure_config(args: argparse.Namespace, config: str) -> dict[str, Any]:
         for framework in args.frameworks:
             if framework == "flask":
                 server, port, thread = serve(make_app(engine))
-                stop = functools.partial(_stop_wsgi, server, thread)
+                stop = functools.partial(stop_wsgi, server, thread)
             else:
                 from _fastapi_routes import serve_fastapi
 
-                port, stop = serve_fastapi(url, _orders_table(), ROW_SQL, RIDE_SQL)
+                port, stop = serve_fastapi(url, orders_table(), ROW_SQL, RIDE_SQL)
             ctx = mp.get_context("spawn")
             parent, child = ctx.Pipe()
             client = ctx.Process(target=client_main, args=(child, port), daemon=True)
@@ -410,134 +224,6 @@ def run_case(pipe: Pipe, args: argparse.Namespace, concurrency: int) -> dict[str
     return summary
 
 
-# -- output ----------------------------------------------------------------------
-
-ANALYSIS = """\
-**Goal: met in one cell of six (durable, four clients, 1.10x, with a
-0.97-1.31 range) and otherwise missed; on this machine it is out of reach
-for any outbox that keeps the message as a row in the view's
-transaction.** The `ride` route is that floor: the same view, plus only
-the outbox row, sent by hand in the same query as the `COMMIT` exactly as
-the decorator sends it, with none of the decorator's Python. It costs
-1.10-1.12x (durable) and 1.11-1.15x (no-fsync) of the bare view on
-loopback, and 1.08-1.09x with the database 0.8 ms away (`networked`). The
-decorator adds 1.00-1.04x on top of it (decorated / ride). decorated /
-bare comes out at 1.10-1.20x on loopback and 1.13x networked in this run;
-the run before it gave 1.05x networked with one client. Single runs swing
-by about 5% on this VM (see the per-repetition ranges), so read the floor
-and the decorator's share, not one cell.
-
-Why the row costs this much: the view does one `INSERT` (1.4-1.8 ms over
-HTTP on loopback, most of it Flask, werkzeug and the new TCP connection
-per request). The outbox row adds a PL/pgSQL call that inserts into a
-table with four indexes and takes the sequence and the transaction id.
-In a tight loop on a warm connection that is about 35-45 µs on the
-server; between HTTP requests, with caches cold, the `ride` route's p50
-is 200-300 µs above the bare one's on loopback in this run, a tenth or
-more of the request. The `row` route (the row as its
-own `INSERT`) pays that plus a round trip: 1.10-1.16x on loopback,
-1.18-1.24x networked.
-
-What the decorator costs itself (in-process phase timers, Flask test
-client, no-fsync): taking the session and unit of work, the response
-check, building the row and quoting the call come to about 40-70 µs per
-request cold; the function call and `COMMIT` to about 50 µs more than a
-bare `COMMIT`. Sending the query with libpq's `PQexec` instead of
-psycopg's `execute` was about 3% faster and was dropped (docs/outbox.md:
-it blocks gevent loops and skips psycopg's `BEGIN`). Dropping the
-`created_at` and `group_seq` indexes, or a time-ordered `tx_id`, made no
-difference that stood out of the noise.
-
-What was cut to get here (profiles: cProfile of the view through Flask's
-test client, per-phase timers around the session calls, and py-spy):
-
-* `publish()` built a Core `insert()` per call; statement construction,
-  cache-key generation and bind processing cost more than PostgreSQL spent
-  on the row. On psycopg/psycopg2 it now runs one plain-SQL `INSERT`
-  (built once from the table's columns) through `exec_driver_sql`, with
-  `seq` and `pg_xid` computed by the server in the same statement. The
-  earlier separate `SELECT pg_current_xact_id()` is gone. Together: 1.41x
-  -> about 1.18x on loopback.
-* The Flask decorator looks the session's connection up once per
-  transaction, and its settings without taking a lock once built.
-* The `body=` row rides on the `COMMIT` (docs/outbox.md "Rows sent with the
-  COMMIT"): networked, the decorated view is 0.91-0.93x the `row` route,
-  which pays the round trip.
-* Small ones: literals are quoted in Python (quotes doubled, `E'...'`
-  when there is a backslash) rather than by libpq per value, and `tx_id`
-  comes from `os.urandom` without building a `uuid.UUID`.
-
-Tried and dropped:
-
-* psycopg's pipeline mode for the `INSERT` and the `COMMIT`: psycopg syncs
-  on `commit()` and again when the pipeline closes, so it is still two
-  round trips (two-statement transaction: 620 µs plain, 680 µs pipelined).
-* The row as a literal `INSERT` before the `COMMIT`, in one query: planning
-  the unprepared `INSERT` costs about as much as the round trip it saves.
-* `PREPARE` once per session, then `EXECUTE ...; COMMIT`: about 30-50 µs
-  cheaper than the function per transaction here. But a SQL-level prepared
-  statement lives in one server session, and behind PgBouncer in
-  transaction mode the next transaction may run on another one; the
-  missing statement would then abort the application's transaction.
-
-The `networked` configuration puts `bench/_latency_proxy.py` between the
-app and PostgreSQL (250 µs each way, plus the proxy's own scheduling: the
-round trip measured in the table). Relaying is not in the timed path (no
-Celery, empty `on_commit`); `bench/relay.py` measures the relay. To
-reproduce: `.venv/bin/python bench/decorator.py` (about 12 minutes for the
-three configurations; `--postgres durable`, `no-fsync` or `networked` for
-one; `--quick` for a smoke run that only prints).
-"""
-
-
-def markdown_section(result: dict[str, Any]) -> str:
-    p = result["parameters"]
-    lines = [
-        f"Run {result['finished']} at commit `{(result['git']['commit'] or '?')[:12]}`"
-        + (f" (uncommitted: {', '.join(result['git']['dirty_paths'])})"
-           if result["git"]["dirty_paths"] else "") + ".",
-        "",
-        f"Machine: {machine_summary(result['machine'])}. Load average at start "
-        f"{result['load_start']}, at end {result['load_end']}.",
-        "",
-        "PostgreSQL " + "; ".join(
-            f"{name}: {cfg['postgres_version']}, fsync={cfg['postgres_settings']['fsync']}, "
-            f"synchronous_commit={cfg['postgres_settings']['synchronous_commit']}, round trip "
-            f"{cfg['round_trip_us']:.0f} µs"
-            + (f" (through the proxy, {cfg['delay_us']} µs each way)" if cfg["delay_us"] else "")
-            for name, cfg in result["configs"].items())
-        + " (private clusters from `tests/support/servers.start_postgres`, data on the "
-        f"same disk). {p['requests']} requests per route per repetition, in {p['batches']} "
-        f"alternating batches, {p['repeat']} repetitions; medians over repetitions, "
-        "ratios are medians of the per-repetition ratios (range in brackets).",
-        "",
-        "| PostgreSQL | app | clients | bare p50 | row p50 | ride p50 | decorated p50 "
-        "| **decorated / bare p50** | row / bare p50 | ride / bare p50 "
-        "| decorated / ride p50 | bare p99 | decorated p99 | p99 ratio "
-        "| bare req/s | decorated req/s | goal p50 <= 1.10x |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for config, case in ((name, case) for name, cfg in result["configs"].items()
-                         for case in cfg["cases"].values()):
-        b, r, d = case["bare"], case["row"], case["decorated"]
-        ride = case.get("ride")  # runs before the ride route have none
-        ride_cells = (f"{ride['p50_us']:.0f} µs", f"{case['ride_ratio_p50']:.2f}x",
-                      f"{case['over_ride_p50']:.2f}x") if ride else ("-", "-", "-")
-        lo, hi = case["ratio_p50_range"]
-        lo9, hi9 = case["ratio_p99_range"]
-        lines.append(
-            f"| {config} | {case.get('framework', 'flask')} | {case['concurrency']} "
-            f"| {b['p50_us']:.0f} µs | {r['p50_us']:.0f} µs | "
-            f"{ride_cells[0]} | {d['p50_us']:.0f} µs | **{case['ratio_p50']:.2f}x** "
-            f"({lo:.2f}-{hi:.2f}) | {case['row_ratio_p50']:.2f}x | {ride_cells[1]} | "
-            f"{ride_cells[2]} | "
-            f"{b['p99_us']:.0f} µs | {d['p99_us']:.0f} µs | {case['ratio_p99']:.2f}x "
-            f"({lo9:.2f}-{hi9:.2f}) | {b['rps']:.0f} | {d['rps']:.0f} | "
-            f"{'met' if case['meets_p50_goal'] else 'missed'} |")
-    lines += ["", ANALYSIS.strip()]
-    return "\n".join(lines)
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--requests", type=int, default=None,
@@ -579,10 +265,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    out = RESULTS_DIR / "decorator.json"
     if args.render:
-        update_readme_section(BENCH_DIR / "README.md", "decorator",
-                              markdown_section(json.loads(out.read_text(encoding="utf-8"))))
+        render_saved("decorator", markdown_section)
         return 0
     result: dict[str, Any] = {
         "benchmark": "decorator",
@@ -613,8 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"decorated {case['decorated']['rps']:.0f} req/s, "
               f"goal {'met' if case['meets_p50_goal'] else 'missed'}")
     if not args.quick:
-        write_json(out, result)
-        update_readme_section(BENCH_DIR / "README.md", "decorator", markdown_section(result))
+        out = save_result("decorator", result, markdown_section(result))
         print(f"wrote {out} and the decorator section of bench/README.md")
     return 0
 
