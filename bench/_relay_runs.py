@@ -23,14 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import settle
-from _relay_common import (
-    PEER_TABLE,
-    SIDES,
-    Env,
-    Seen,
-    child,
-    freeze_heap,
-)
+from _relay_common import PEER_TABLE, SIDES, Env, Seen, child, freeze_heap
 from _relay_ours import consume_ours, ours_celery_app, ours_producer
 from _relay_peer import PeerConfig, consume_peer, peer_producer, peer_relay
 from _relay_rocketmq import consume_rocketmq, create_tx_topic

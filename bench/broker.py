@@ -85,19 +85,8 @@ from _broker_report import (
 )
 from _broker_run import run_mode
 from _broker_servers import redis_py_parser, redis_version, servers
-from _common import (
-    TMP_DIR,
-    benchmark_main,
-    code_state,
-    scratch_dir,
-)
-from _report import (
-    announce,
-    load_at_start,
-    progress_bar,
-    result_head,
-    select_cases,
-)
+from _common import TMP_DIR, benchmark_main, code_state, scratch_dir
+from _report import announce, load_at_start, progress_bar, result_head, select_cases
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -58,33 +58,18 @@ from collections.abc import Sequence
 from importlib import metadata as importlib_metadata
 from typing import Any
 
-from _common import (
-    git_state,
-    load_average,
-    median,
-    render_saved,
-    save_result,
-    scratch_dir,
-)
+from _common import git_state, load_average, median, render_saved, save_result, scratch_dir
 from _relay_common import ENQUEUE_WINDOW_ENV, SIDES, Env
 from _relay_ours import ours_celery_app, ours_relay_main, start_ours_worker, stop_ours_worker
 from _relay_peer import PEER_PACKAGES, PeerConfig, peer_relay_main, require_peer
 from _relay_report import markdown_section, report, rocketmq_section, summarise
 from _relay_rocketmq import PROXY_FLAGS, other_redis_db
-from _relay_runs import (
-    harness,
-    latency_once,
-    order_for,
-    producer_main,
-    throughput_once,
-    tune_peer,
-)
+from _relay_runs import harness, latency_once, order_for, producer_main, throughput_once, tune_peer
 from _report import announce, busy_warning, result_head
 
 #: the side combinations a full run saves, and where
 SAVED_SIDES = {frozenset({"ours", "peer"}): "relay", frozenset(SIDES): "relay",
                frozenset({"ours", "rocketmq"}): "relay-rocketmq"}
-
 
 log = logging.getLogger("bench.relay")
 

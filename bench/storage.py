@@ -46,21 +46,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _common import (
-    COMMIT_ENV,
-    SRC_ENV,
-    benchmark_main,
-    code_state,
-    scratch_dir,
-    source_digest,
-)
-from _report import (
-    announce,
-    load_at_start,
-    progress_bar,
-    result_head,
-    select_cases,
-)
+from _common import COMMIT_ENV, SRC_ENV, benchmark_main, code_state, scratch_dir, source_digest
+from _report import announce, load_at_start, progress_bar, result_head, select_cases
 from _storage_append import SYNC_DIVISORS, append_comparisons
 from _storage_cases import (
     BODY_SIZE,
