@@ -49,6 +49,9 @@ def test_the_untouched_tree_keeps_every_contract(tmp_path: Path) -> None:
     # a lower layer reaching up
     ("broker_lite/storage/_bad.py", "from broker_lite.server import NativeServer",
      "broker_lite.storage._bad -> broker_lite.server"),
+    # the core taking the native protocol's structs (listed as an exception until issue 15)
+    ("broker_lite/core/_bad.py", "from broker_lite.protocol import messages",
+     "broker_lite.core._bad -> broker_lite.protocol.messages"),
     # one door leaning on the other
     ("broker_lite/grpc_door/_bad.py", "from broker_lite.server import handlers",
      "broker_lite.grpc_door._bad -> broker_lite.server"),

@@ -8,6 +8,8 @@ the servers call its methods, schedule its periodic work
 ``sync`` mode before they acknowledge.
 
 Every method is thread-safe and returns quickly: none waits for an fsync.
+Requests and answers are the core's own values (:mod:`broker_lite.core.model`);
+each door translates its wire format to them at its edge.
 """
 
 from __future__ import annotations
@@ -22,7 +24,29 @@ from pathlib import Path
 from broker_lite.core.clients import Channel, ClientRegistry, allocate_averagely
 from broker_lite.core.config import BrokerConfig
 from broker_lite.core.filtering import parse_tag_expr
-from broker_lite.core.model import Ended, EndRequest, Message, SendResult, Sent
+from broker_lite.core.model import (
+    FOUND,
+    NO_NEW_MESSAGE,
+    OFFSET_MOVED,
+    Ack,
+    Assignment,
+    AssignmentQuery,
+    ClientRegistration,
+    DeliveredMessage,
+    Ended,
+    EndRequest,
+    KeyQuery,
+    Message,
+    NewTopic,
+    OffsetQuery,
+    OffsetUpdate,
+    PullQuery,
+    PullResult,
+    SendBack,
+    SendResult,
+    Sent,
+    TopicInfo,
+)
 from broker_lite.core.offsets import OffsetManager
 from broker_lite.core.schedule import DelayService
 from broker_lite.core.topics import (
@@ -42,7 +66,6 @@ from broker_lite.errors import (
     RequestError,
     TopicNotFoundError,
 )
-from broker_lite.protocol import messages as m
 from broker_lite.storage import MessageStore, MessageToStore, StoredRecord
 from broker_lite.storage.properties import (
     KEYS,
@@ -259,55 +282,54 @@ class Broker:
             raise RequestError(f"queue {queue_id} does not exist in {topic!r} "
                                f"(queues 0..{limit - 1})")
 
-    def pull(self, request: m.PullRequest) -> m.PullResponse:
-        self._read_topic(request.topic)
-        self._check_queue(request.topic, request.queue_id)
-        tag_filter = parse_tag_expr(request.tag_expr)
-        low, high = self.store.queue_offsets(request.topic, request.queue_id)
-        offset = request.offset
+    def pull(self, query: PullQuery) -> PullResult:
+        self._read_topic(query.topic)
+        self._check_queue(query.topic, query.queue_id)
+        tag_filter = parse_tag_expr(query.tag_expr)
+        low, high = self.store.queue_offsets(query.topic, query.queue_id)
+        offset = query.offset
         if offset < low or offset > high:
             moved = low if offset < low else high
-            return m.PullResponse(status="offset_moved", messages=[], next_offset=moved,
-                                  min_offset=low, max_offset=high)
-        wanted = max(1, min(request.max_messages, 1024))
-        found: list[m.DeliveredMessage] = []
+            return PullResult(status=OFFSET_MOVED, messages=[], next_offset=moved,
+                              min_offset=low, max_offset=high)
+        wanted = max(1, min(query.max_messages, 1024))
+        found: list[DeliveredMessage] = []
         while offset < high and not found:
             records, offset = self.store.read_queue(
-                request.topic, request.queue_id, offset, wanted, tag_filter.hashes)
-            found.extend(delivered_view(r, make=m.DeliveredMessage)
-                         for r in records if tag_filter.matches(r.tags))
-        status = "found" if found or offset > request.offset else "no_new_message"
-        return m.PullResponse(status=status, messages=found, next_offset=offset,
-                              min_offset=low, max_offset=high)
+                query.topic, query.queue_id, offset, wanted, tag_filter.hashes)
+            found.extend(delivered_view(r) for r in records if tag_filter.matches(r.tags))
+        status = FOUND if found or offset > query.offset else NO_NEW_MESSAGE
+        return PullResult(status=status, messages=found, next_offset=offset,
+                          min_offset=low, max_offset=high)
 
     def has_new(self, topic: str, queue_id: int, offset: int) -> bool:
         return offset < self.store.queue_offsets(topic, queue_id)[1]
 
-    def query_assignment(self, request: m.QueryAssignmentRequest) -> m.Assignment:
-        topic = request.topic
+    def query_assignment(self, query: AssignmentQuery) -> Assignment:
+        topic = query.topic
         config = self.topics.get(topic)
         if config is None:
             # Subscribing does not create a topic (a typo would): no queues until a
             # producer creates it; consumers ask again at their next rebalance.
-            return m.Assignment(topic=topic, queue_ids=[])
+            return Assignment(topic=topic, queue_ids=[])
         queues = list(range(config.queues))
-        members, broadcasting = self.clients.members(request.group, topic)
+        members, broadcasting = self.clients.members(query.group, topic)
         if broadcasting:
-            return m.Assignment(topic=topic, queue_ids=queues, broadcasting=True)
-        if request.client_id not in members:
-            members = sorted([*members, request.client_id])
-        return m.Assignment(topic=topic, queue_ids=allocate_averagely(queues, members,
-                                                                      request.client_id))
+            return Assignment(topic=topic, queue_ids=queues, broadcasting=True)
+        if query.client_id not in members:
+            members = sorted([*members, query.client_id])
+        return Assignment(topic=topic, queue_ids=allocate_averagely(queues, members,
+                                                                    query.client_id))
 
-    def query_offset(self, request: m.OffsetRequest) -> m.OffsetResponse:
-        return m.OffsetResponse(
-            offset=self.offsets.committed(request.group, request.topic, request.queue_id))
+    def query_offset(self, query: OffsetQuery) -> int:
+        """The group's committed offset on the queue; -1 when it never committed there."""
+        return self.offsets.committed(query.group, query.topic, query.queue_id)
 
-    def update_offset(self, request: m.UpdateOffsetRequest) -> None:
-        self._check_queue(request.topic, request.queue_id)
-        low, high = self.store.queue_offsets(request.topic, request.queue_id)
-        self.offsets.update(request.group, request.topic, request.queue_id,
-                            min(max(request.offset, low), high))
+    def update_offset(self, update: OffsetUpdate) -> None:
+        self._check_queue(update.topic, update.queue_id)
+        low, high = self.store.queue_offsets(update.topic, update.queue_id)
+        self.offsets.update(update.group, update.topic, update.queue_id,
+                            min(max(update.offset, low), high))
 
     def _message_at(self, topic: str, queue_id: int, queue_offset: int,
                     msg_id: str) -> StoredRecord:
@@ -319,7 +341,7 @@ class Broker:
         raise MessageNotFoundError(
             f"no message {msg_id!r} at {topic}/{queue_id} queue offset {queue_offset}")
 
-    def ack(self, request: m.AckRequest) -> None:
+    def ack(self, request: Ack) -> None:
         self._message_at(request.topic, request.queue_id, request.queue_offset, request.msg_id)
         low = self.store.queue_offsets(request.topic, request.queue_id)[0]
         self.offsets.ack(request.group, request.topic, request.queue_id, request.queue_offset, low)
@@ -335,7 +357,7 @@ class Broker:
         for offset in queue_offsets:
             self.offsets.ack(group, topic, queue_id, offset, low)
 
-    def send_back(self, request: m.SendBackRequest) -> int:
+    def send_back(self, request: SendBack) -> int:
         """A failed delivery: schedule it on ``%RETRY%group``, or dead-letter it."""
         record = self._message_at(request.topic, request.queue_id, request.queue_offset,
                                   request.msg_id)
@@ -368,12 +390,12 @@ class Broker:
 
     # -- clients -------------------------------------------------------------------
 
-    def register(self, request: m.HeartbeatRequest, channel: Channel) -> None:
+    def register(self, registration: ClientRegistration, channel: Channel) -> None:
         """A heartbeat. As in RocketMQ, a consumer group's retry topic exists from here on."""
-        for group in {sub.group for sub in request.consumers}:
+        for group in {sub.group for sub in registration.subscriptions}:
             if self.topics.get(RETRY_PREFIX + group) is None:
                 self.topics.ensure(RETRY_PREFIX + group, for_write=True)
-        self.clients.register(request, channel)
+        self.clients.register(registration, channel)
 
     def unregister(self, client_id: str) -> None:
         self.clients.unregister(client_id)
@@ -387,30 +409,31 @@ class Broker:
 
     # -- admin -----------------------------------------------------------------------
 
-    def _info(self, config: TopicConfig) -> m.TopicInfo:
-        return m.TopicInfo(topic=config.name, queues=config.queues, perm=config.perm,
-                           max_offsets=[self.store.queue_offsets(config.name, q)[1]
-                                        for q in range(config.queues)],
-                           attributes=dict(config.attributes))
+    def _info(self, config: TopicConfig) -> TopicInfo:
+        return TopicInfo(topic=config.name, queues=config.queues, perm=config.perm,
+                         max_offsets=[self.store.queue_offsets(config.name, q)[1]
+                                      for q in range(config.queues)],
+                         attributes=dict(config.attributes))
 
-    def create_topic(self, request: m.TopicCreateRequest) -> m.TopicInfo:
+    def create_topic(self, request: NewTopic) -> TopicInfo:
         return self._info(self.topics.create(
             request.topic, request.queues, request.perm, attributes=request.attributes,
             removed=tuple(request.removed_attributes)))
 
-    def list_topics(self) -> list[m.TopicInfo]:
+    def list_topics(self) -> list[TopicInfo]:
         return [self._info(t) for t in self.topics.all()]
 
-    def topic_route(self, topic: str) -> m.TopicInfo:
+    def topic_route(self, topic: str) -> TopicInfo:
         config = self.topics.get(topic)
         if config is None:
             raise TopicNotFoundError(topic)
         return self._info(config)
 
-    def query_by_key(self, request: m.QueryByKeyRequest) -> m.QueryByKeyResponse:
-        records = self.store.lookup_key(request.key, max(1, min(request.max_messages, 256)))
-        return m.QueryByKeyResponse(
-            messages=[delivered_view(r, make=m.DeliveredMessage) for r in records])
+    def query_by_key(self, query: KeyQuery) -> list[DeliveredMessage]:
+        """Stored messages carrying ``query.key`` (unique key, transaction id or a user
+        key), newest first."""
+        records = self.store.lookup_key(query.key, max(1, min(query.max_messages, 256)))
+        return [delivered_view(r) for r in records]
 
     # -- periodic work -------------------------------------------------------------------
 

@@ -14,8 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from broker_lite.core.model import CheckRequest
-from broker_lite.protocol import messages as m
+from broker_lite.core.model import CheckRequest, ClientRegistration, Subscription
 
 __all__ = ["Channel", "ClientRegistry", "allocate_averagely"]
 
@@ -37,7 +36,7 @@ class _Client:
     channel: Channel
     last_seen: float
     producer_groups: set[str] = field(default_factory=set)
-    subscriptions: dict[tuple[str, str], m.ConsumerSubscription] = field(default_factory=dict)
+    subscriptions: dict[tuple[str, str], Subscription] = field(default_factory=dict)
 
 
 def allocate_averagely(queues: list[int], members: list[str], me: str) -> list[int]:
@@ -58,16 +57,16 @@ class ClientRegistry:
         self._clients: dict[str, _Client] = {}
         self._rr: dict[str, int] = {}
 
-    def register(self, request: m.HeartbeatRequest, channel: Channel) -> None:
+    def register(self, registration: ClientRegistration, channel: Channel) -> None:
         now = time.monotonic()
         with self._lock:
-            client = self._clients.get(request.client_id)
+            client = self._clients.get(registration.client_id)
             if client is None or client.channel is not channel:
-                client = _Client(request.client_id, channel, now)
-                self._clients[request.client_id] = client
+                client = _Client(registration.client_id, channel, now)
+                self._clients[registration.client_id] = client
             client.last_seen = now
-            client.producer_groups = set(request.producer_groups)
-            client.subscriptions = {(s.group, s.topic): s for s in request.consumers}
+            client.producer_groups = set(registration.producer_groups)
+            client.subscriptions = {(s.group, s.topic): s for s in registration.subscriptions}
 
     def unregister(self, client_id: str) -> None:
         with self._lock:
@@ -87,7 +86,7 @@ class ClientRegistry:
                 del self._clients[cid]
         return gone
 
-    def snapshot(self) -> list[tuple[str, str, list[str], list[m.ConsumerSubscription]]]:
+    def snapshot(self) -> list[tuple[str, str, list[str], list[Subscription]]]:
         """``(client id, remote address, producer groups, subscriptions)`` of each connected
         client, sorted by id (for operators)."""
         with self._lock:

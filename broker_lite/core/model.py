@@ -2,10 +2,21 @@
 
 The core takes and returns these types, never a door's wire format: the native
 server (:mod:`broker_lite.server.translate`) and the gRPC door
-(:mod:`broker_lite.grpc_door.convert`) each translate their requests into them
-and the core's answers back out, at their edge. The shapes follow RocketMQ's
-(a message's topic, tags, keys, properties; a half's commit-log and half-queue
-offsets), so both translations stay field-for-field.
+(:mod:`broker_lite.grpc_door.convert`, and the door's pop and client modules)
+each translate their requests into them and the core's answers back out, at
+their edge. The shapes follow RocketMQ's (a message's topic, tags, keys,
+properties; a half's commit-log and half-queue offsets; a pull's next offset
+and the queue's bounds), so the native translation stays field for field (a
+heartbeat's ``consumers`` are a registration's ``subscriptions``; an offset
+query is answered with the plain offset, a key query with its messages).
+
+They cover producing (:class:`Message`, :class:`SendResult`), transactions
+(:class:`EndRequest`, :class:`EndResult`, :class:`CheckRequest`), consuming
+(:class:`PullQuery`/:class:`PullResult`, :class:`Ack`, :class:`SendBack`,
+:class:`OffsetQuery`, :class:`OffsetUpdate`, :class:`AssignmentQuery`/
+:class:`Assignment`), clients (:class:`ClientRegistration` with its
+:class:`Subscription` list) and admin (:class:`NewTopic`, :class:`TopicInfo`,
+:class:`KeyQuery`).
 
 They are frozen msgspec Structs: cheap to build (a door builds one per
 message) and immutable once handed to the core.
@@ -22,14 +33,30 @@ from enum import IntEnum
 import msgspec
 
 __all__ = [
+    "FOUND",
+    "NO_NEW_MESSAGE",
+    "OFFSET_MOVED",
+    "Ack",
+    "Assignment",
+    "AssignmentQuery",
     "CheckRequest",
+    "ClientRegistration",
     "DeliveredMessage",
     "EndRequest",
     "EndResult",
     "Ended",
+    "KeyQuery",
     "Message",
+    "NewTopic",
+    "OffsetQuery",
+    "OffsetUpdate",
+    "PullQuery",
+    "PullResult",
+    "SendBack",
     "SendResult",
     "Sent",
+    "Subscription",
+    "TopicInfo",
     "TxState",
 ]
 
@@ -130,7 +157,7 @@ class Ended(_Value, frozen=True):
     end_offset: int
 
 
-# -- consuming -----------------------------------------------------------------------
+# -- stored messages, as consumers and check-backs see them --------------------------
 
 
 class DeliveredMessage(_Value, frozen=True):
@@ -150,6 +177,9 @@ class DeliveredMessage(_Value, frozen=True):
     reconsume_times: int = 0
 
 
+# -- check-back ----------------------------------------------------------------------
+
+
 class CheckRequest(_Value, frozen=True):
     """The check service asks a producer: what happened to this local transaction?"""
 
@@ -164,3 +194,153 @@ class CheckRequest(_Value, frozen=True):
     #: its commit-log and half-queue offsets
     renewed_commit_log_offset: int = -1
     renewed_queue_offset: int = -1
+
+
+# -- consuming -----------------------------------------------------------------------
+
+
+class PullQuery(_Value, frozen=True):
+    """Read a queue for a consumer group from ``offset`` on (RocketMQ's pull)."""
+
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+    #: at most this many messages (the core keeps it within 1..1024)
+    max_messages: int = 32
+    #: the subscription's tag expression: ``*``, or tags joined by ``||``
+    tag_expr: str = "*"
+
+
+#: :attr:`PullResult.status`: messages found, or only filtered ones skipped (the offset moved on)
+FOUND = "found"
+#: :attr:`PullResult.status`: nothing at or past the offset yet (a door may long-poll)
+NO_NEW_MESSAGE = "no_new_message"
+#: :attr:`PullResult.status`: the offset is outside the queue; ``next_offset`` is a bound of it
+OFFSET_MOVED = "offset_moved"
+
+
+class PullResult(_Value, frozen=True):
+    """What a pull found, where the next one starts, and the queue's bounds then."""
+
+    #: :data:`FOUND`, :data:`NO_NEW_MESSAGE` or :data:`OFFSET_MOVED`
+    status: str
+    messages: list[DeliveredMessage]
+    next_offset: int
+    min_offset: int
+    max_offset: int
+
+
+class Ack(_Value, frozen=True):
+    """Consumed: the group's committed offset may advance past this message."""
+
+    group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    #: checked against the message stored there
+    msg_id: str
+
+
+class SendBack(_Value, frozen=True):
+    """Consuming failed: redeliver later through ``%RETRY%group``, or dead-letter it."""
+
+    group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    msg_id: str
+    #: 0: the next level of the retry schedule; -1: straight to ``%DLQ%group``
+    delay_level: int = 0
+    #: deliveries before the DLQ (the broker's own limit caps it)
+    max_reconsume_times: int = 16
+
+
+class OffsetQuery(_Value, frozen=True):
+    """Which offset has ``group`` committed on this queue? (-1: never committed)"""
+
+    group: str
+    topic: str
+    queue_id: int
+
+
+class OffsetUpdate(_Value, frozen=True):
+    """Set ``group``'s committed offset on this queue (kept within the queue's bounds)."""
+
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+
+
+class AssignmentQuery(_Value, frozen=True):
+    """Which queues of ``topic`` should ``client_id`` consume for ``group`` now?"""
+
+    client_id: str
+    group: str
+    topic: str
+
+
+class Assignment(_Value, frozen=True):
+    """The queues of ``topic`` a client should consume for its group now."""
+
+    topic: str
+    queue_ids: list[int]
+    #: True when the group broadcasts: every member consumes every queue
+    broadcasting: bool = False
+
+
+# -- clients -------------------------------------------------------------------------
+
+
+class Subscription(_Value, frozen=True):
+    """A consumer group's subscription to one topic, as one client declared it."""
+
+    group: str
+    topic: str
+    tag_expr: str = "*"
+    broadcasting: bool = False
+
+
+class ClientRegistration(_Value, frozen=True):
+    """What a client is, as its heartbeat says: its producer groups (for check-back) and
+    its subscriptions (for rebalancing). Each one replaces the client's previous one."""
+
+    client_id: str
+    producer_groups: list[str] = []
+    subscriptions: list[Subscription] = []
+
+
+# -- admin ---------------------------------------------------------------------------
+
+
+class NewTopic(_Value, frozen=True):
+    """Create a topic, or change an existing one's queues, permission and attributes."""
+
+    topic: str
+    queues: int = 4
+    #: RocketMQ permission bits: 4 read, 2 write (6 = both)
+    perm: int = 6
+    #: attributes to set (``message.type``: NORMAL, FIFO, DELAY, TRANSACTION, MIXED)
+    attributes: dict[str, str] = {}
+    #: attributes to remove
+    removed_attributes: list[str] = []
+
+
+class TopicInfo(_Value, frozen=True):
+    """A topic as the core has it: queues, permission, each queue's next offset, attributes."""
+
+    topic: str
+    queues: int
+    perm: int
+    #: per queue id, the offset the next message will get
+    max_offsets: list[int] = []
+    attributes: dict[str, str] = {}
+
+
+class KeyQuery(_Value, frozen=True):
+    """Find stored messages by one of their keys (the index's lookup)."""
+
+    key: str
+    #: at most this many (the core keeps it within 1..256)
+    max_messages: int = 32

@@ -51,7 +51,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
 
 from broker_lite.core.clients import Channel, ClientRegistry
 from broker_lite.core.config import BrokerConfig
@@ -96,18 +95,15 @@ __all__ = ["FROM_CHECK", "TX_STATE", "HalfEntry", "TransactionService", "deliver
 
 log = logging.getLogger("broker_lite.core.transactions")
 
-_View = TypeVar("_View")
-
 _DROP_ON_COMMIT = (TRAN_MSG, REAL_TOPIC, REAL_QID, TX_STATE)  # EndTransactionProcessor, + ours
 
 
 def delivered_view(record: StoredRecord, *, topic: str | None = None,
-                   queue_id: int | None = None, make: Callable[..., _View]) -> _View:
-    """A stored record as consumers (and check-back listeners) see it, built by ``make``
-    (the core's :class:`DeliveredMessage`, or a door's struct of the same fields)."""
+                   queue_id: int | None = None) -> DeliveredMessage:
+    """A stored record as consumers (and check-back listeners) see it."""
     props = record.properties
     keys = props.get("KEYS")
-    return make(
+    return DeliveredMessage(
         msg_id=props.get(UNIQ_KEY, ""),
         topic=record.topic if topic is None else topic,
         queue_id=record.queue_id if queue_id is None else queue_id,
@@ -335,8 +331,7 @@ class TransactionService:
 
     def _check_request(self, entry: HalfEntry) -> CheckRequest:
         half = self._store.get(entry.half_offset)
-        view = delivered_view(half, topic=entry.real_topic, queue_id=entry.real_queue_id,
-                              make=DeliveredMessage)
+        view = delivered_view(half, topic=entry.real_topic, queue_id=entry.real_queue_id)
         return CheckRequest(
             producer_group=entry.producer_group, transaction_id=entry.transaction_id,
             msg_id=entry.transaction_id, commit_log_offset=entry.half_offset,

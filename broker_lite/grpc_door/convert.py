@@ -1,7 +1,7 @@
-"""Messages between ``apache.rocketmq.v2`` protobufs and the core's structs. No I/O.
+"""Messages between ``apache.rocketmq.v2`` protobufs and the core's model. No I/O.
 
-Inbound (SendMessage), one ``Message`` becomes one :class:`~broker_lite.protocol.
-messages.WireMessage`, checked the way RocketMQ's proxy checks it
+Inbound (SendMessage), one ``Message`` becomes one
+:class:`~broker_lite.core.model.Message`, checked the way RocketMQ's proxy checks it
 (``SendMessageActivity``), each failure with its own ``Code``:
 
 ==============================  ============================================
@@ -17,7 +17,7 @@ messages.WireMessage`, checked the way RocketMQ's proxy checks it
 GZIP ``body_encoding``            the body is stored decompressed
 ==============================  ============================================
 
-Outbound, a :class:`~broker_lite.protocol.messages.DeliveredMessage` becomes a
+Outbound, a :class:`~broker_lite.core.model.DeliveredMessage` becomes a
 ``Message`` whose user properties are the stored properties minus the system
 ones, with a CRC32 body digest, the queue id and offset, and (for consumers)
 the receipt handle, delivery attempt and invisible duration.
@@ -36,7 +36,6 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from broker_lite.core.model import DeliveredMessage, Message
 from broker_lite.grpc_door.config import GrpcDoorConfig
 from broker_lite.grpc_door.status import Code, GrpcDoorError
-from broker_lite.protocol import messages as m
 from broker_lite.storage.properties import (
     CHECK_IMMUNITY_TIME_IN_SECONDS,
     DELAY,
@@ -212,7 +211,7 @@ def _message_type(props: Mapping[str, str]) -> int:
     return int(pb.MessageType.NORMAL)
 
 
-def to_proto(view: m.DeliveredMessage | DeliveredMessage, *, store_host: str = "",
+def to_proto(view: DeliveredMessage, *, store_host: str = "",
              receipt_handle: str = "",
              delivery_attempt: int = 0, invisible_ms: int = 0) -> Any:
     """A stored message as a consumer (or a check-back) sees it over gRPC."""

@@ -159,7 +159,7 @@ class GrpcDoor:
     def register(self, info: ClientInfo) -> None:
         """Tell the core about a client connected by a Telemetry stream (its check-backs)."""
         if info.channel is not None and info.channel.is_alive():
-            self.broker.register(info.heartbeat_request(), info.channel)
+            self.broker.register(info.registration(), info.channel)
 
     def stream_closed(self, channel: Any) -> None:
         self.channels.discard(channel)

@@ -46,6 +46,7 @@ import time
 from collections.abc import Callable
 
 from broker_lite.core import Broker
+from broker_lite.core.model import OFFSET_MOVED, Ack, OffsetQuery, PullQuery, SendBack
 from broker_lite.errors import BrokerError
 from broker_lite.grpc_door.config import GrpcDoorConfig
 from broker_lite.grpc_door.pop_entries import (
@@ -58,7 +59,6 @@ from broker_lite.grpc_door.pop_entries import (
 )
 from broker_lite.grpc_door.pop_state import PopRecord, stored_message
 from broker_lite.grpc_door.status import Code, GrpcDoorError
-from broker_lite.protocol import messages as m
 from broker_lite.storage.properties import SHARDING_KEY
 
 __all__ = ["Delivery", "PopService", "ReceiveSpec"]
@@ -109,8 +109,7 @@ class PopService:
 
     def _committed(self, group: str, topic: str, queue_id: int) -> int:
         """The group's committed offset on the queue (-1: never committed)."""
-        return self._broker.query_offset(
-            m.OffsetRequest(group=group, topic=topic, queue_id=queue_id)).offset
+        return self._broker.query_offset(OffsetQuery(group=group, topic=topic, queue_id=queue_id))
 
     def _receive_queue(self, spec: ReceiveSpec, queue_id: int, found: list[Delivery]) -> None:
         state = self._state(spec.group, spec.topic, queue_id)
@@ -175,11 +174,11 @@ class PopService:
     def _read(self, spec: ReceiveSpec, queue_id: int, state: QueueState) -> list[Entry] | None:
         """Read the next messages from the store; ``None`` when there is nothing new."""
         want = max(1, min(spec.batch, self._config.max_read_ahead - len(state.entries)))
-        request = m.PullRequest(group=spec.group, topic=spec.topic, queue_id=queue_id,
-                                offset=state.next_offset, max_messages=want,
-                                tag_expr=spec.tag_expr or "*")
-        response = self._broker.pull(request)
-        if response.status == "offset_moved":
+        query = PullQuery(group=spec.group, topic=spec.topic, queue_id=queue_id,
+                          offset=state.next_offset, max_messages=want,
+                          tag_expr=spec.tag_expr or "*")
+        response = self._broker.pull(query)
+        if response.status == OFFSET_MOVED:
             log.warning("%s %s/%d: offset %d moved to %d", spec.group, spec.topic, queue_id,
                         state.next_offset, response.next_offset)
             state.next_offset = response.next_offset
@@ -220,7 +219,7 @@ class PopService:
                      entry: Entry) -> int:
         self._remove(state, entry)
         try:
-            return self._broker.send_back(m.SendBackRequest(
+            return self._broker.send_back(SendBack(
                 group=group, topic=topic, queue_id=queue_id, queue_offset=entry.offset,
                 msg_id=entry.message.msg_id, delay_level=-1))
         except BrokerError as exc:  # the message is gone from the store: nothing to move
@@ -345,8 +344,8 @@ class PopService:
         queue_id, state, entry = self._find(group, topic, handle, msg_id)
         if state is None or entry is None:
             return
-        self._broker.ack(m.AckRequest(group=group, topic=topic, queue_id=queue_id,
-                                      queue_offset=entry.offset, msg_id=entry.message.msg_id))
+        self._broker.ack(Ack(group=group, topic=topic, queue_id=queue_id,
+                             queue_offset=entry.offset, msg_id=entry.message.msg_id))
         self._remove(state, entry)
 
     def change_invisible(self, group: str, topic: str, handle: str, msg_id: str,

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from broker_lite.core.model import DeliveredMessage
 from broker_lite.grpc_door.status import Code, GrpcDoorError
-from broker_lite.protocol import messages as m
 
 __all__ = ["Delivery", "Entry", "QueueState", "ReceiveSpec", "make_handle", "parse_handle"]
 
@@ -24,7 +24,7 @@ class Entry:
     """One message read for a group and not yet settled."""
 
     offset: int
-    message: m.DeliveredMessage
+    message: DeliveredMessage
     group: str | None
     attempts: int = 0
     token: str = ""
@@ -63,7 +63,7 @@ class ReceiveSpec:
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
-    message: m.DeliveredMessage
+    message: DeliveredMessage
     receipt_handle: str
     attempt: int
     invisible_ms: int

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from broker_lite.core import Broker
+from broker_lite.core.model import DeliveredMessage, PullQuery
 from broker_lite.core.state_file import load_json, save_json
 from broker_lite.errors import BrokerError
-from broker_lite.protocol import messages as m
 
 __all__ = ["FILE_NAME", "PopRecord", "load_records", "save_records", "stored_message"]
 
@@ -68,10 +68,10 @@ def save_records(path: Path, records: list[PopRecord]) -> bool:
     return save_json(path, [dict(zip(_KEYS, astuple(r), strict=True)) for r in records])
 
 
-def stored_message(broker: Broker, record: PopRecord) -> m.DeliveredMessage | None:
+def stored_message(broker: Broker, record: PopRecord) -> DeliveredMessage | None:
     """The message ``record`` names, read from the store; ``None`` (logged) when it is gone."""
     try:
-        response = broker.pull(m.PullRequest(
+        response = broker.pull(PullQuery(
             group=record.group, topic=record.topic, queue_id=record.queue_id,
             offset=record.offset, max_messages=1, tag_expr="*"))
     except BrokerError as exc:

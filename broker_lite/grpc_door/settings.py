@@ -32,11 +32,11 @@ from typing import Any
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from broker_lite.core.filtering import parse_tag_expr
+from broker_lite.core.model import ClientRegistration, Subscription
 from broker_lite.core.schedule import DELAY_LEVELS_MS
 from broker_lite.errors import RequestError
 from broker_lite.grpc_door.config import GrpcDoorConfig
 from broker_lite.grpc_door.status import Code, GrpcDoorError
-from broker_lite.protocol import messages as m
 
 __all__ = ["ClientInfo", "ClientRegistry", "answer_settings", "tag_expression"]
 
@@ -74,13 +74,13 @@ class ClientInfo:
     #: the Telemetry stream the client is connected by (a core ``Channel``)
     channel: Any = None
 
-    def heartbeat_request(self) -> m.HeartbeatRequest:
+    def registration(self) -> ClientRegistration:
         """How the core's client registry should see this client."""
         if self.client_type == PRODUCER:
-            return m.HeartbeatRequest(client_id=self.client_id,
+            return ClientRegistration(client_id=self.client_id,
                                       producer_groups=sorted(self.topics))
-        return m.HeartbeatRequest(client_id=self.client_id, consumers=[
-            m.ConsumerSubscription(group=self.group, topic=topic, tag_expr=expr)
+        return ClientRegistration(client_id=self.client_id, subscriptions=[
+            Subscription(group=self.group, topic=topic, tag_expr=expr)
             for topic, expr in sorted(self.subscriptions.items())])
 
 

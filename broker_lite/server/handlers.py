@@ -30,6 +30,7 @@ from typing import Any
 
 from broker_lite.core import Ended, Sent
 from broker_lite.core.acl import Action
+from broker_lite.core.model import NO_NEW_MESSAGE
 from broker_lite.errors import (
     BrokerError,
     ProtocolError,
@@ -39,10 +40,28 @@ from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
 from broker_lite.server.fit import fit
 from broker_lite.server.ops_handlers import OPS_HANDLERS
-from broker_lite.server.translate import end_in, end_out, message_in, send_result_out
+from broker_lite.server.translate import (
+    ack_in,
+    assignment_out,
+    assignment_query_in,
+    delivered_out,
+    end_in,
+    end_out,
+    key_query_in,
+    message_in,
+    new_topic_in,
+    offset_query_in,
+    offset_update_in,
+    pull_in,
+    pull_out,
+    registration_in,
+    send_back_in,
+    send_result_out,
+    topic_info_out,
+)
 from broker_lite.serving.context import MAX_LONG_POLL_MS, ServerContext, Session
 from broker_lite.serving.durability import wait_flushed
-from broker_lite.serving.longpoll import NO_NEW_MESSAGE, long_poll_pull
+from broker_lite.serving.longpoll import long_poll_pull
 
 __all__ = [
     "HANDLERS",
@@ -96,7 +115,7 @@ async def heartbeat(ctx: ServerContext, session: Session, req: m.HeartbeatReques
         _check_producer(session, group)
     for sub in req.consumers:
         _check_consume(session, sub.topic, sub.group)
-    ctx.broker.register(req, session)
+    ctx.broker.register(registration_in(req), session)
     session.mark_registered()
     return m.Empty()
 
@@ -226,40 +245,41 @@ def pull_now(ctx: ServerContext, session: Session,
              req: m.PullRequest) -> tuple[m.PullResponse, int] | None:
     """The pull's answer if it has one now; ``None`` when it would long-poll."""
     _check_consume(session, req.topic, req.group)
-    response = ctx.broker.pull(req)
-    if response.status == NO_NEW_MESSAGE and min(req.long_poll_ms, MAX_LONG_POLL_MS) > 0:
+    result = ctx.broker.pull(pull_in(req))
+    if result.status == NO_NEW_MESSAGE and min(req.long_poll_ms, MAX_LONG_POLL_MS) > 0:
         return None
-    return _fitted(ctx, req, response), -1
+    return _fitted(ctx, req, pull_out(result)), -1
 
 
 async def pull(ctx: ServerContext, session: Session, req: m.PullRequest) -> m.PullResponse:
     _check_consume(session, req.topic, req.group)
-    response = await long_poll_pull(ctx.broker, ctx.hub, req, MAX_LONG_POLL_MS)
-    return _fitted(ctx, req, response)
+    result = await long_poll_pull(ctx.broker, ctx.hub, pull_in(req),
+                                  min(req.long_poll_ms, MAX_LONG_POLL_MS))
+    return _fitted(ctx, req, pull_out(result))
 
 
 async def query_assignment(ctx: ServerContext, session: Session,
                            req: m.QueryAssignmentRequest) -> m.Assignment:
     _check_consume(session, req.topic, req.group)
-    return ctx.broker.query_assignment(req)
+    return assignment_out(ctx.broker.query_assignment(assignment_query_in(req)))
 
 
 async def query_offset(ctx: ServerContext, session: Session,
                        req: m.OffsetRequest) -> m.OffsetResponse:
     _check_consume(session, req.topic, req.group)
-    return ctx.broker.query_offset(req)
+    return m.OffsetResponse(offset=ctx.broker.query_offset(offset_query_in(req)))
 
 
 async def update_offset(ctx: ServerContext, session: Session,
                         req: m.UpdateOffsetRequest) -> m.Empty:
     _check_consume(session, req.topic, req.group)
-    ctx.broker.update_offset(req)
+    ctx.broker.update_offset(offset_update_in(req))
     return m.Empty()
 
 
 def ack_now(ctx: ServerContext, session: Session, req: m.AckRequest) -> tuple[m.Empty, int]:
     _check_consume(session, req.topic, req.group)
-    ctx.broker.ack(req)
+    ctx.broker.ack(ack_in(req))
     return m.Empty(), -1
 
 
@@ -269,7 +289,7 @@ async def ack(ctx: ServerContext, session: Session, req: m.AckRequest) -> m.Empt
 
 async def send_back(ctx: ServerContext, session: Session, req: m.SendBackRequest) -> m.Empty:
     _check_consume(session, req.topic, req.group)
-    end_offset = ctx.broker.send_back(req)
+    end_offset = ctx.broker.send_back(send_back_in(req))
     await wait_flushed(ctx, end_offset)
     return m.Empty()
 
@@ -281,11 +301,11 @@ async def topic_create(ctx: ServerContext, session: Session,
                        req: m.TopicCreateRequest) -> m.TopicInfo:
     if session.account is not None:
         session.account.check_admin(f"creating topic {req.topic!r}")
-    return ctx.broker.create_topic(req)
+    return topic_info_out(ctx.broker.create_topic(new_topic_in(req)))
 
 
 async def topic_list(ctx: ServerContext, session: Session, req: m.Empty) -> m.TopicListResponse:
-    return m.TopicListResponse(topics=ctx.broker.list_topics())
+    return m.TopicListResponse(topics=[topic_info_out(t) for t in ctx.broker.list_topics()])
 
 
 async def topic_route(ctx: ServerContext, session: Session,
@@ -296,19 +316,17 @@ async def topic_route(ctx: ServerContext, session: Session,
             account.check_topic(req.topic, "PUB")
         except BrokerError:
             account.check_topic(req.topic, "SUB")
-    return ctx.broker.topic_route(req.topic)
+    return topic_info_out(ctx.broker.topic_route(req.topic))
 
 
 async def query_by_key(ctx: ServerContext, session: Session,
                        req: m.QueryByKeyRequest) -> m.QueryByKeyResponse:
-    response = ctx.broker.query_by_key(req)
-    messages = response.messages
+    found = ctx.broker.query_by_key(key_query_in(req))
     account = session.account
     if account is not None and not account.admin:
-        messages = [msg for msg in messages if _may_read(session, msg.topic)]
+        found = [msg for msg in found if _may_read(session, msg.topic)]
+    messages = [delivered_out(view) for view in found]
     keep = fit(messages, ctx.config.max_frame_size)
-    if keep == len(response.messages):
-        return response
     return m.QueryByKeyResponse(messages=messages[:keep])
 
 

@@ -1,4 +1,4 @@
-"""Handlers of the operations requests (:mod:`broker_lite.core.operations`).
+"""Handlers of the operations requests (:mod:`broker_lite.serving.operations`).
 
 Under an ACL each needs an admin account: they show every group, topic and
 transaction, and a resend writes to any group's retry topic.
@@ -12,6 +12,7 @@ from typing import Any
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
 from broker_lite.server.fit import fit
+from broker_lite.server.translate import pull_out
 from broker_lite.serving import operations
 from broker_lite.serving.context import ServerContext, Session
 from broker_lite.serving.durability import wait_flushed
@@ -44,7 +45,7 @@ async def transaction_list(ctx: ServerContext, session: Session,
 async def browse_queue(ctx: ServerContext, session: Session,
                        req: m.BrowseRequest) -> m.PullResponse:
     _admin(session, f"browsing {req.topic!r}")
-    response = operations.browse(ctx.broker, req)
+    response = pull_out(operations.browse(ctx.broker, req))
     keep = fit(response.messages, ctx.config.max_frame_size)
     if keep == len(response.messages):
         return response

@@ -1,10 +1,12 @@
 """The native door's edge: the protocol's bodies to the core's model and back.
 
 Pure functions, field for field (the native bodies were cut to the core's
-shapes). The handlers call them on each request they hand the core and on
-each answer they write; the gRPC door has its own edge
-(:mod:`broker_lite.grpc_door.convert`), so neither door leans on the other's
-format.
+shapes), named ``*_in`` (a request body to the core's value) and ``*_out``
+(the core's answer to a response body). The handlers call them on each
+request they hand the core and on each answer they write; the gRPC door has
+its own edge (:mod:`broker_lite.grpc_door.convert`), so neither door leans on
+the other's format. Where a body only wraps one value (an offset, a list of
+messages), the handler wraps the core's answer itself.
 """
 
 from __future__ import annotations
@@ -12,7 +14,29 @@ from __future__ import annotations
 from broker_lite.core import model
 from broker_lite.protocol import messages as m
 
-__all__ = ["check_out", "delivered_out", "end_in", "end_out", "message_in", "send_result_out"]
+__all__ = [
+    "ack_in",
+    "assignment_out",
+    "assignment_query_in",
+    "check_out",
+    "delivered_out",
+    "end_in",
+    "end_out",
+    "key_query_in",
+    "message_in",
+    "new_topic_in",
+    "offset_query_in",
+    "offset_update_in",
+    "pull_in",
+    "pull_out",
+    "registration_in",
+    "send_back_in",
+    "send_result_out",
+    "topic_info_out",
+]
+
+
+# -- producing and transactions ------------------------------------------------------
 
 
 def message_in(wire: m.WireMessage) -> model.Message:
@@ -63,3 +87,82 @@ def check_out(request: model.CheckRequest) -> m.CheckTransactionRequest:
         message=delivered_out(request.message),
         renewed_commit_log_offset=request.renewed_commit_log_offset,
         renewed_queue_offset=request.renewed_queue_offset)
+
+
+# -- consuming -----------------------------------------------------------------------
+
+
+def pull_in(request: m.PullRequest) -> model.PullQuery:
+    """The core's part of a PULL (its ``long_poll_ms`` is the door's to honour)."""
+    return model.PullQuery(
+        group=request.group, topic=request.topic, queue_id=request.queue_id,
+        offset=request.offset, max_messages=request.max_messages, tag_expr=request.tag_expr)
+
+
+def pull_out(result: model.PullResult) -> m.PullResponse:
+    return m.PullResponse(
+        status=result.status, messages=[delivered_out(view) for view in result.messages],
+        next_offset=result.next_offset, min_offset=result.min_offset,
+        max_offset=result.max_offset)
+
+
+def ack_in(request: m.AckRequest) -> model.Ack:
+    return model.Ack(
+        group=request.group, topic=request.topic, queue_id=request.queue_id,
+        queue_offset=request.queue_offset, msg_id=request.msg_id)
+
+
+def send_back_in(request: m.SendBackRequest) -> model.SendBack:
+    return model.SendBack(
+        group=request.group, topic=request.topic, queue_id=request.queue_id,
+        queue_offset=request.queue_offset, msg_id=request.msg_id,
+        delay_level=request.delay_level, max_reconsume_times=request.max_reconsume_times)
+
+
+def offset_query_in(request: m.OffsetRequest) -> model.OffsetQuery:
+    return model.OffsetQuery(group=request.group, topic=request.topic,
+                             queue_id=request.queue_id)
+
+
+def offset_update_in(request: m.UpdateOffsetRequest) -> model.OffsetUpdate:
+    return model.OffsetUpdate(group=request.group, topic=request.topic,
+                              queue_id=request.queue_id, offset=request.offset)
+
+
+def assignment_query_in(request: m.QueryAssignmentRequest) -> model.AssignmentQuery:
+    return model.AssignmentQuery(client_id=request.client_id, group=request.group,
+                                 topic=request.topic)
+
+
+def assignment_out(assignment: model.Assignment) -> m.Assignment:
+    return m.Assignment(topic=assignment.topic, queue_ids=assignment.queue_ids,
+                        broadcasting=assignment.broadcasting)
+
+
+# -- clients -------------------------------------------------------------------------
+
+
+def registration_in(request: m.HeartbeatRequest) -> model.ClientRegistration:
+    return model.ClientRegistration(
+        client_id=request.client_id, producer_groups=request.producer_groups,
+        subscriptions=[model.Subscription(group=sub.group, topic=sub.topic,
+                                          tag_expr=sub.tag_expr, broadcasting=sub.broadcasting)
+                       for sub in request.consumers])
+
+
+# -- admin ---------------------------------------------------------------------------
+
+
+def new_topic_in(request: m.TopicCreateRequest) -> model.NewTopic:
+    return model.NewTopic(
+        topic=request.topic, queues=request.queues, perm=request.perm,
+        attributes=request.attributes, removed_attributes=request.removed_attributes)
+
+
+def topic_info_out(info: model.TopicInfo) -> m.TopicInfo:
+    return m.TopicInfo(topic=info.topic, queues=info.queues, perm=info.perm,
+                       max_offsets=info.max_offsets, attributes=info.attributes)
+
+
+def key_query_in(request: m.QueryByKeyRequest) -> model.KeyQuery:
+    return model.KeyQuery(key=request.key, max_messages=request.max_messages)

@@ -12,7 +12,9 @@ they both need lives here:
 - :mod:`~broker_lite.serving.longpoll`: waiting for new messages
   (:class:`ArrivalHub`);
 - :mod:`~broker_lite.serving.operations`: the operators' requests (consumer
-  groups, stats, pending halves, browse, resend), as protocol structs.
+  groups, stats, pending halves, browse, resend); their summaries as the
+  native protocol's structs, a browse as the core's
+  :class:`~broker_lite.core.model.PullResult`.
 
 :mod:`broker_lite.runtime` starts both doors over one of these contexts.
 """

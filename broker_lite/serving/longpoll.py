@@ -20,14 +20,12 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from broker_lite.protocol import messages as m
+from broker_lite.core.model import NO_NEW_MESSAGE, PullQuery, PullResult
 
 if TYPE_CHECKING:
     from broker_lite.core import Broker
 
-__all__ = ["NO_NEW_MESSAGE", "ArrivalHub", "long_poll_pull"]
-
-NO_NEW_MESSAGE = "no_new_message"
+__all__ = ["ArrivalHub", "long_poll_pull"]
 
 _Key = tuple[str, int]
 
@@ -79,35 +77,34 @@ class ArrivalHub:
                 future.set_result(None)
 
 
-async def long_poll_pull(broker: Broker, hub: ArrivalHub, request: m.PullRequest,
-                         max_wait_ms: int) -> m.PullResponse:
-    """Pull; when nothing is new, wait up to ``request.long_poll_ms`` (capped) and pull again.
+async def long_poll_pull(broker: Broker, hub: ArrivalHub, query: PullQuery,
+                         wait_ms: int) -> PullResult:
+    """Pull; when nothing is new, wait up to ``wait_ms`` (the door caps it) and pull again.
 
     A pull that only skipped messages filtered out by its tag expression goes
-    on waiting from the advanced offset; the response carries that offset.
+    on waiting from the advanced offset; the result carries that offset.
     """
-    response = broker.pull(request)
-    wait_ms = min(request.long_poll_ms, max_wait_ms)
-    if response.status != NO_NEW_MESSAGE or wait_ms <= 0:
-        return response
+    result = broker.pull(query)
+    if result.status != NO_NEW_MESSAGE or wait_ms <= 0:
+        return result
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_ms / 1000
-    topic, queue_id = request.topic, request.queue_id
+    topic, queue_id = query.topic, query.queue_id
     while True:
-        if response.next_offset > request.offset:
-            request = msgspec.structs.replace(request, offset=response.next_offset)
+        if result.next_offset > query.offset:
+            query = msgspec.structs.replace(query, offset=result.next_offset)
         future = hub.register(topic, queue_id)
         try:
-            if not broker.has_new(topic, queue_id, request.offset):
+            if not broker.has_new(topic, queue_id, query.offset):
                 remaining = deadline - loop.time()
                 if remaining <= 0:
-                    return response
+                    return result
                 try:
                     await asyncio.wait_for(future, remaining)
                 except TimeoutError:
-                    return broker.pull(request)
+                    return broker.pull(query)
         finally:
             hub.unregister(topic, queue_id, future)
-        response = broker.pull(request)
-        if response.status != NO_NEW_MESSAGE:
-            return response
+        result = broker.pull(query)
+        if result.status != NO_NEW_MESSAGE:
+            return result

@@ -4,6 +4,12 @@ a queue's messages without a consumer group, and resending one message to a grou
 These are the operations console's requests (``rocketbox console``). Each is a
 plain function of a :class:`~broker_lite.core.Broker`: no network I/O, quick,
 thread-safe like the broker's own methods. Only :func:`resend` writes.
+
+The summaries only operators ask for (groups, stats, pending halves, a
+resend's result) are the native protocol's structs; what the core already has
+a value for stays the core's: :func:`browse` returns a
+:class:`~broker_lite.core.model.PullResult`, which the door translates like a
+pull's.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import time
 from pathlib import Path
 
 from broker_lite.core.broker import Broker
+from broker_lite.core.model import FOUND, NO_NEW_MESSAGE, PullResult, Subscription
 from broker_lite.core.topics import RETRY_PREFIX
 from broker_lite.core.transactions import delivered_view
 from broker_lite.errors import MessageNotFoundError, RequestError
@@ -37,7 +44,7 @@ def consumer_groups(broker: Broker) -> m.ConsumerGroupsResponse:
     """
     committed = broker.offsets.all()
     clients = [m.ClientInfo(client_id=cid, remote_address=address, producer_groups=groups,
-                            subscriptions=subs)
+                            subscriptions=[_subscription(sub) for sub in subs])
                for cid, address, groups, subs in broker.clients.snapshot()]
     for client in clients:
         for sub in client.subscriptions:
@@ -50,6 +57,11 @@ def consumer_groups(broker: Broker) -> m.ConsumerGroupsResponse:
         offsets.append(m.GroupOffset(group=group, topic=topic, queue_id=queue_id,
                                      committed=offset, min_offset=low, max_offset=high))
     return m.ConsumerGroupsResponse(offsets=offsets, clients=clients)
+
+
+def _subscription(sub: Subscription) -> m.ConsumerSubscription:
+    return m.ConsumerSubscription(group=sub.group, topic=sub.topic, tag_expr=sub.tag_expr,
+                                  broadcasting=sub.broadcasting)
 
 
 def _disk_bytes(root: Path) -> int:
@@ -84,7 +96,7 @@ def pending_transactions(broker: Broker, limit: int) -> m.TransactionListRespons
     return m.TransactionListResponse(halves=halves, pending=service.pending_count)
 
 
-def browse(broker: Broker, request: m.BrowseRequest) -> m.PullResponse:
+def browse(broker: Broker, request: m.BrowseRequest) -> PullResult:
     """Messages of one queue from ``offset`` on; no group, nothing acked.
 
     An offset below the queue's first one starts at the first one; ``-1`` reads
@@ -92,8 +104,8 @@ def browse(broker: Broker, request: m.BrowseRequest) -> m.PullResponse:
     """
     config = broker.topics.get(request.topic)
     if config is None:
-        return m.PullResponse(status="no_new_message", messages=[], next_offset=0,
-                              min_offset=0, max_offset=0)
+        return PullResult(status=NO_NEW_MESSAGE, messages=[], next_offset=0, min_offset=0,
+                          max_offset=0)
     if not 0 <= request.queue_id < config.queues:
         raise RequestError(f"queue {request.queue_id} does not exist in {request.topic!r} "
                            f"(queues 0..{config.queues - 1})")
@@ -102,9 +114,9 @@ def browse(broker: Broker, request: m.BrowseRequest) -> m.PullResponse:
     offset = max(high - wanted, low) if request.offset < 0 else max(request.offset, low)
     records, next_offset = broker.store.read_queue(request.topic, request.queue_id, offset,
                                                    wanted)
-    return m.PullResponse(status="found" if records else "no_new_message",
-                          messages=[delivered_view(r, make=m.DeliveredMessage) for r in records],
-                          next_offset=next_offset, min_offset=low, max_offset=high)
+    return PullResult(status=FOUND if records else NO_NEW_MESSAGE,
+                      messages=[delivered_view(r) for r in records],
+                      next_offset=next_offset, min_offset=low, max_offset=high)
 
 
 def resend(broker: Broker, request: m.ResendRequest) -> tuple[m.SendResult, int]:

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from broker_lite.core import Broker, BrokerConfig, model
-from broker_lite.protocol import messages as m
 from broker_lite.storage import StoreConfig
 
 
@@ -40,15 +39,15 @@ def make_broker(data_dir: Path, **overrides: Any) -> Broker:
     return Broker(BrokerConfig(store=store, **overrides))
 
 
-def pull_all(broker: Broker, topic: str, group: str = "g") -> list[m.DeliveredMessage]:
+def pull_all(broker: Broker, topic: str, group: str = "g") -> list[model.DeliveredMessage]:
     """Everything visible on ``topic`` from offset 0, across its queues."""
     info = broker.topic_route(topic)
-    found: list[m.DeliveredMessage] = []
+    found: list[model.DeliveredMessage] = []
     for queue_id in range(info.queues):
         offset = 0
         while True:
-            response = broker.pull(m.PullRequest(group=group, topic=topic, queue_id=queue_id,
-                                                 offset=offset, max_messages=64))
+            response = broker.pull(model.PullQuery(group=group, topic=topic, queue_id=queue_id,
+                                                   offset=offset, max_messages=64))
             found.extend(response.messages)
             if response.next_offset == offset:
                 break

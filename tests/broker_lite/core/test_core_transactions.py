@@ -20,7 +20,6 @@ from broker_lite.errors import (
     TransactionMismatchError,
     TransactionNotFoundError,
 )
-from broker_lite.protocol import messages as m
 from broker_lite.storage import TxType
 
 pytestmark = pytest.mark.timeout(60)
@@ -126,8 +125,8 @@ def test_reject_transactions(open_broker: Opener) -> None:
 
 def _producer(broker: Broker, group: str = "pg") -> ProducerEndpoint:
     endpoint = ProducerEndpoint()
-    broker.register(m.HeartbeatRequest(client_id=endpoint.client_id, producer_groups=[group]),
-                    endpoint)
+    broker.register(model.ClientRegistration(client_id=endpoint.client_id,
+                                             producer_groups=[group]), endpoint)
     return endpoint
 
 

@@ -14,7 +14,6 @@ from support import rocketmq_log as rmq
 
 from broker_lite.core import Broker, model
 from broker_lite.core.topics import HALF_TOPIC, OP_TOPIC
-from broker_lite.protocol import messages as m
 from broker_lite.storage import MessageToStore
 
 pytestmark = pytest.mark.timeout(60)
@@ -46,8 +45,8 @@ def test_halves_ops_commits_and_renewed_copies_are_rocketmqs(tmp_path: Path) -> 
         _end(broker, committed, COMMIT)
         _end(broker, rolled, ROLLBACK)
         endpoint = ProducerEndpoint()
-        broker.register(m.HeartbeatRequest(client_id=endpoint.client_id,
-                                           producer_groups=["pg"]), endpoint)
+        broker.register(model.ClientRegistration(client_id=endpoint.client_id,
+                                                 producer_groups=["pg"]), endpoint)
         entry = broker.transactions.get("tx-k")
         assert entry is not None
         for n in range(3):
@@ -109,8 +108,8 @@ def test_a_resent_half_is_a_half_of_its_own_when_not_deduplicated(tmp_path: Path
         assert not second.duplicate and second.commit_log_offset != first.commit_log_offset
         assert len(broker.transactions.halves("tx-1")) == 2
         endpoint = ProducerEndpoint()
-        broker.register(m.HeartbeatRequest(client_id=endpoint.client_id,
-                                           producer_groups=["pg"]), endpoint)
+        broker.register(model.ClientRegistration(client_id=endpoint.client_id,
+                                                 producer_groups=["pg"]), endpoint)
         entry = broker.transactions.get("tx-1")
         assert entry is not None
         assert broker.transactions.check(entry.store_ts + 1_500) == 2  # one per half

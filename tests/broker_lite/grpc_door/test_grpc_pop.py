@@ -13,7 +13,6 @@ from broker_lite.core import Broker, BrokerConfig, model
 from broker_lite.grpc_door import GrpcDoorConfig, GrpcDoorError
 from broker_lite.grpc_door.pop import Delivery, PopService, ReceiveSpec
 from broker_lite.grpc_door.status import Code
-from broker_lite.protocol import messages as m
 from broker_lite.storage import StoreConfig
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(30)]
@@ -22,7 +21,7 @@ pytestmark = [pytest.mark.grpc, pytest.mark.timeout(30)]
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
     b = Broker(BrokerConfig(store=StoreConfig(data_dir=tmp_path / "b", segment_size=1 << 20)))
-    b.create_topic(m.TopicCreateRequest(topic="T", queues=1))
+    b.create_topic(model.NewTopic(topic="T", queues=1))
     yield b
     b.close()
 
@@ -121,7 +120,7 @@ def test_max_delivery_attempts_then_the_dlq(broker: Broker, clock: Clock) -> Non
     clock.now += 1.0
     assert pop.receive(_spec(max_attempts=2)) == []
     assert _committed(broker) == 2  # dead-lettered counts as consumed
-    dlq = broker.pull(m.PullRequest(group="x", topic="%DLQ%g", queue_id=0, offset=0))
+    dlq = broker.pull(model.PullQuery(group="x", topic="%DLQ%g", queue_id=0, offset=0))
     assert [msg.body for msg in dlq.messages] == [b"poison"]
 
 
@@ -194,7 +193,7 @@ def test_receipt_handles_that_were_never_issued(broker: Broker, clock: Clock,
 def _dlq_bodies(broker: Broker) -> list[bytes]:
     if broker.topics.get("%DLQ%g") is None:
         return []
-    dlq = broker.pull(m.PullRequest(group="x", topic="%DLQ%g", queue_id=0, offset=0))
+    dlq = broker.pull(model.PullQuery(group="x", topic="%DLQ%g", queue_id=0, offset=0))
     return [msg.body for msg in dlq.messages]
 
 

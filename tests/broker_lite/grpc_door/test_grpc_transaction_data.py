@@ -18,7 +18,6 @@ from broker_lite.grpc_door import GrpcDoorConfig, GrpcDoorError
 from broker_lite.grpc_door.proxy_mode import ProxyMode, message_type
 from broker_lite.grpc_door.status import Code
 from broker_lite.grpc_door.transaction_data import TransactionDataTable
-from broker_lite.protocol import messages as m
 from broker_lite.storage import StoreConfig
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(30)]
@@ -74,8 +73,8 @@ def test_message_type_follows_rocketmqs_order() -> None:
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
     b = Broker(BrokerConfig(store=StoreConfig(data_dir=tmp_path / "b", segment_size=1 << 20)))
-    b.create_topic(m.TopicCreateRequest(topic="Pay", queues=1,
-                                        attributes={"message.type": "TRANSACTION"}))
+    b.create_topic(model.NewTopic(topic="Pay", queues=1,
+                                  attributes={"message.type": "TRANSACTION"}))
     yield b
     b.close()
 
@@ -121,7 +120,7 @@ def test_a_check_back_names_the_renewed_copy_and_its_answer_ends_the_half_once(
     sent = broker.send("Pay", model.Message(topic="Pay", body=b"row", msg_id="tx-2",
                                             transactional=True), dedupe=False).result
     endpoint = _Endpoint()
-    broker.register(m.HeartbeatRequest(client_id="c", producer_groups=["Pay"]), endpoint)
+    broker.register(model.ClientRegistration(client_id="c", producer_groups=["Pay"]), endpoint)
     entry = broker.transactions.get("tx-2")
     assert entry is not None and broker.transactions.check(entry.store_ts + 60_000) == 1
     shown = proxy.check_sent(endpoint.checks[0])
@@ -165,8 +164,8 @@ def test_the_topic_type_is_enforced_except_on_mixed_retry_and_dlq_topics(broker:
     with pytest.raises(GrpcDoorError) as batch:
         proxy.check_send("Pay", [half, half])
     assert batch.value.code == Code.INTERNAL_SERVER_ERROR
-    broker.create_topic(m.TopicCreateRequest(topic="Any", queues=1,
-                                             attributes={"message.type": "MIXED"}))
+    broker.create_topic(model.NewTopic(topic="Any", queues=1,
+                                       attributes={"message.type": "MIXED"}))
     proxy.check_send("Any", [half])
     proxy.check_send("Any", [normal])
     proxy.check_send("%RETRY%group", [normal])
