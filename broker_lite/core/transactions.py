@@ -73,6 +73,7 @@ from broker_lite.errors import (
     TransactionConflictError,
     TransactionMismatchError,
     TransactionNotFoundError,
+    UnavailableError,
 )
 from broker_lite.storage import MessageStore, MessageToStore, StoredRecord, SysFlag, TxType
 from broker_lite.storage.properties import (
@@ -135,7 +136,7 @@ class TransactionService:
             if commit is not None:  # crashed between the commit record and its op
                 entry.commit_offset = commit.physical_offset
                 entry.commit_queue_offset = commit.queue_offset
-                self._resolve(entry, COMMITTED, commit.prepared_tx_offset)
+                self._close_committed(entry)
         if self._table.entries:
             log.info("transactions rebuilt: %d halves, %d pending", len(self._table.entries),
                      len(self._table.pending))
@@ -227,6 +228,13 @@ class TransactionService:
                 raise TransactionNotFoundError(request.transaction_id)
             self._validate(entry, request)
             wanted = {8: COMMITTED, 12: ROLLED_BACK}.get(request.state)
+            if entry.state == PENDING and entry.commit_offset >= 0:
+                # the commit record landed but its op record did not (a full disk): the
+                # transaction is committed; never append a second commit for it
+                if wanted == ROLLED_BACK:
+                    raise TransactionConflictError(entry.transaction_id, "committed",
+                                                   OP_NAMES[wanted].lower())
+                wanted = COMMITTED
             if entry.state != PENDING:
                 if wanted is None or wanted == entry.state:
                     return self._ended(entry, already=True), 0
@@ -239,13 +247,21 @@ class TransactionService:
             end_offset = 0
             copy = request.commit_log_offset if request.commit_log_offset >= 0 \
                 else entry.half_offset
-            if wanted == COMMITTED:
-                end_offset = self._write_commit(entry, copy)
             extra = {FROM_CHECK: "true"} if request.from_check else None
-            end_offset = max(end_offset, self._resolve(entry, wanted, copy, extra))
-        if wanted == COMMITTED:
-            self._notify(entry.real_topic, entry.real_queue_id)
-        return self._ended(entry, already=False), end_offset
+            if wanted == ROLLED_BACK:
+                end_offset = self._resolve(entry, wanted, copy, extra)
+                return self._ended(entry, already=False), end_offset
+            if entry.commit_offset < 0:
+                end_offset = self._write_commit(entry, copy)
+            else:  # written by an earlier try: wait for everything appended since
+                end_offset = self._store.max_offset
+            try:
+                end_offset = max(end_offset, self._resolve(entry, wanted, copy, extra))
+            except UnavailableError as exc:  # committed all the same; the check loop closes it
+                log.warning("transaction %s committed, its half left open: %s",
+                            entry.transaction_id, exc)
+        self._notify(entry.real_topic, entry.real_queue_id)
+        return self._ended(entry, already=False, state=COMMITTED), end_offset
 
     def _validate(self, entry: HalfEntry, request: EndRequest) -> None:
         if request.producer_group != entry.producer_group:
@@ -274,9 +290,10 @@ class TransactionService:
         return put.end_offset
 
     @staticmethod
-    def _ended(entry: HalfEntry, *, already: bool) -> EndResult:
+    def _ended(entry: HalfEntry, *, already: bool, state: str | None = None) -> EndResult:
+        state = state or entry.state
         return EndResult(
-            outcome=entry.state if entry.state != DISCARDED else "discarded",
+            outcome=state if state != DISCARDED else "discarded",
             already=already, commit_log_offset=entry.commit_offset,
             queue_id=entry.real_queue_id if entry.commit_offset >= 0 else -1,
             queue_offset=entry.commit_queue_offset)
@@ -292,6 +309,9 @@ class TransactionService:
         sends: list[tuple[Channel, CheckRequest]] = []
         with self._lock:
             for entry in list(self._table.pending.values()):
+                if entry.commit_offset >= 0:
+                    self._close_committed(entry)
+                    continue
                 age = now - entry.store_ts
                 if entry.check_times == 0:
                     if age < max(timeout_ms, entry.immunity_ms):
@@ -314,6 +334,14 @@ class TransactionService:
             except Exception:
                 log.exception("check-back of %s could not be sent", request.transaction_id)
         return len(sends)
+
+    def _close_committed(self, entry: HalfEntry) -> None:
+        """Write the op record a full disk refused after ``entry``'s commit record landed."""
+        try:
+            self._resolve(entry, COMMITTED, entry.latest_offset)
+        except UnavailableError as exc:
+            log.warning("committed transaction %s still open in the half queue: %s",
+                        entry.transaction_id, exc)
 
     def _renew(self, entry: HalfEntry) -> None:
         """Re-put the latest copy of the half with the new check count (``putBackHalfMsgQueue``)."""

@@ -7,13 +7,12 @@ written, so the failure happens before any byte of the record lands.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from storage_support import body_for, message_for, tiny_config
+from support.small_disk import mounted_tmpfs
 
 from broker_lite.errors import DiskFullError
 from broker_lite.storage import MessageStore
@@ -23,20 +22,8 @@ pytestmark = pytest.mark.timeout(60)
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount_point = tmp_path / "disk"
-    mount_point.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount_point)],
-                          capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"cannot mount tmpfs: {done.stderr.strip()}")
-        pytest.skip(f"cannot mount tmpfs: {done.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", "256k") as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
 def test_full_disk_fails_the_write_and_keeps_every_stored_record(small_disk: Path) -> None:
