@@ -63,3 +63,27 @@ def test_publish_stores_the_current_trace_context(tmp_path: Path) -> None:
     assert untraced is None
     assert with_trace_context(None) is None and TRACESTATE not in first
     engine.dispose()
+
+
+NO_PROVIDER = """
+from outbox.tracing import record_relay_span, relay_span
+headers = [{"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}] * 3
+with relay_span("half", headers) as span:
+    assert span is None, span  # no provider installed: no span, no links read
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+trace.set_tracer_provider(TracerProvider())
+with relay_span("half", headers) as span:
+    assert span is not None and span.is_recording()
+    assert [link.context.trace_id for link in span.links] == [int("1" * 32, 16)]
+record_relay_span("claim", headers, start_time=0)
+print("ok")
+"""
+
+
+@pytest.mark.timeout(60)
+def test_relay_spans_cost_nothing_until_a_tracer_provider_is_installed() -> None:
+    done = subprocess.run([sys.executable, "-c", NO_PROVIDER], capture_output=True, text=True,
+                          timeout=60, cwd=Path(__file__).resolve().parents[3])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
