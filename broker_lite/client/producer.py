@@ -31,8 +31,9 @@ from __future__ import annotations
 import concurrent.futures
 import time
 from collections.abc import Iterable, Sequence
+from typing import Unpack
 
-from broker_lite.client.config import ClientConfig, build_config, check_group
+from broker_lite.client.config import ClientConfig, ConnectionOptions, build_config, check_group
 from broker_lite.client.errors import BatchSendError
 from broker_lite.client.message import Message, SendResult
 from broker_lite.client.session import Session, SessionClient
@@ -53,20 +54,10 @@ class AsyncProducer(SessionClient):
     in seconds. Many sends may be in flight at once on the one connection.
     """
 
-    def __init__(
-        self,
-        group: str,
-        server: str | None = None,
-        *,
-        access_key: str | None = None,
-        secret_key: str | None = None,
-        timeout: float | None = None,
-        client_id: str | None = None,
-        config: ClientConfig | None = None,
-    ) -> None:
+    def __init__(self, group: str, server: str | None = None,
+                 **options: Unpack[ConnectionOptions]) -> None:
         self.group = check_group(group)
-        self.config = build_config(server, access_key=access_key, secret_key=secret_key,
-                                   timeout=timeout, client_id=client_id, config=config)
+        self.config = build_config(server, **options)
         self.session = Session(self.config)
         self.session.add_producer_group(self.group)
 
@@ -174,20 +165,9 @@ class Producer(SyncClient):
     All methods are thread-safe.
     """
 
-    def __init__(
-        self,
-        group: str,
-        server: str | None = None,
-        *,
-        access_key: str | None = None,
-        secret_key: str | None = None,
-        timeout: float | None = None,
-        client_id: str | None = None,
-        config: ClientConfig | None = None,
-    ) -> None:
-        self._attach(AsyncProducer(group, server, access_key=access_key,
-                                   secret_key=secret_key, timeout=timeout,
-                                   client_id=client_id, config=config))
+    def __init__(self, group: str, server: str | None = None,
+                 **options: Unpack[ConnectionOptions]) -> None:
+        self._attach(AsyncProducer(group, server, **options))
 
     _kind = "producer"
     _async: AsyncProducer
