@@ -31,9 +31,9 @@ import contextlib
 import dataclasses
 import logging
 from types import TracebackType
-from typing import Self
+from typing import Self, Unpack
 
-from broker_lite.client.config import ClientConfig
+from broker_lite.client.config import ConnectionOptions
 from broker_lite.client.errors import ClientClosedError
 from broker_lite.client.listener import (
     ConsumeFrom,
@@ -49,7 +49,7 @@ from broker_lite.client.sync_client import SyncClient
 from broker_lite.errors import BrokerError, ConfigurationError
 from broker_lite.protocol import messages as m
 
-__all__ = ["AsyncPushConsumer", "PushConsumer"]
+__all__ = ["AsyncPushConsumer", "PushConsumer", "PushConsumerOptions"]
 
 log = logging.getLogger("broker_lite.client.consumer")
 
@@ -76,11 +76,7 @@ class AsyncPushConsumer:
         max_inflight_per_queue: int = 256,
         suspend_seconds: float = 1.0,
         shutdown_timeout: float = 10.0,
-        access_key: str | None = None,
-        secret_key: str | None = None,
-        timeout: float | None = None,
-        client_id: str | None = None,
-        config: ClientConfig | None = None,
+        **options: Unpack[ConnectionOptions],
     ) -> None:
         if consume_threads < 1:
             raise ConfigurationError(f"consume_threads must be >= 1, got {consume_threads}",
@@ -97,9 +93,8 @@ class AsyncPushConsumer:
         if rebalance_interval <= 0 or long_poll_ms < 0:
             raise ConfigurationError("rebalance_interval must be > 0 and long_poll_ms >= 0",
                                      setting="rebalance_interval, long_poll_ms")
-        self.client = AsyncPullConsumer(
-            group, server, access_key=access_key, secret_key=secret_key, timeout=timeout,
-            client_id=client_id, config=config, max_reconsume_times=max_reconsume_times)
+        self.client = AsyncPullConsumer(group, server, max_reconsume_times=max_reconsume_times,
+                                        **options)
         self.group = self.client.group
         self.listener = listener
         self.default_tag_expr = tag_expr
@@ -286,6 +281,26 @@ def _with_tags(options: WorkerOptions, tag_expr: str) -> WorkerOptions:
     return dataclasses.replace(options, tag_expr=tag_expr)
 
 
+class PushConsumerOptions(ConnectionOptions, total=False):
+    """:class:`AsyncPushConsumer`'s keywords (its signature has the defaults);
+    :class:`PushConsumer` passes them on as they are."""
+
+    listener: MessageListener | None
+    tag_expr: str
+    consume_threads: int
+    broadcasting: bool
+    orderly: bool
+    max_reconsume_times: int
+    consume_batch_size: int
+    pull_batch_size: int
+    long_poll_ms: int
+    rebalance_interval: float
+    consume_from: ConsumeFrom
+    max_inflight_per_queue: int
+    suspend_seconds: float
+    shutdown_timeout: float
+
+
 class PushConsumer(SyncClient):
     """The sync push consumer: an :class:`AsyncPushConsumer` on a background event loop.
 
@@ -293,41 +308,10 @@ class PushConsumer(SyncClient):
     :class:`AsyncPushConsumer`'s.
     """
 
-    def __init__(
-        self,
-        group: str,
-        server: str | None = None,
-        *,
-        listener: MessageListener | None = None,
-        tag_expr: str = "*",
-        consume_threads: int = 20,
-        broadcasting: bool = False,
-        orderly: bool = False,
-        max_reconsume_times: int = 16,
-        consume_batch_size: int = 1,
-        pull_batch_size: int = 32,
-        long_poll_ms: int = 15_000,
-        rebalance_interval: float = 5.0,
-        consume_from: ConsumeFrom = ConsumeFrom.FIRST_OFFSET,
-        max_inflight_per_queue: int = 256,
-        suspend_seconds: float = 1.0,
-        shutdown_timeout: float = 10.0,
-        access_key: str | None = None,
-        secret_key: str | None = None,
-        timeout: float | None = None,
-        client_id: str | None = None,
-        config: ClientConfig | None = None,
-    ) -> None:
+    def __init__(self, group: str, server: str | None = None,
+                 **options: Unpack[PushConsumerOptions]) -> None:
         self.group = group
-        self._async = AsyncPushConsumer(
-            group, server, listener=listener, tag_expr=tag_expr,
-            consume_threads=consume_threads, broadcasting=broadcasting, orderly=orderly,
-            max_reconsume_times=max_reconsume_times, consume_batch_size=consume_batch_size,
-            pull_batch_size=pull_batch_size, long_poll_ms=long_poll_ms,
-            rebalance_interval=rebalance_interval, consume_from=consume_from,
-            max_inflight_per_queue=max_inflight_per_queue, suspend_seconds=suspend_seconds,
-            shutdown_timeout=shutdown_timeout, access_key=access_key, secret_key=secret_key,
-            timeout=timeout, client_id=client_id, config=config)
+        self._async = AsyncPushConsumer(group, server, **options)
         self._loop: LoopThread | None = None
 
     @property
