@@ -37,7 +37,7 @@ from broker_lite.client.config import ClientConfig, ConnectionOptions, build_con
 from broker_lite.client.errors import BatchSendError
 from broker_lite.client.message import Message, SendResult
 from broker_lite.client.session import Session, SessionClient
-from broker_lite.client.sync_client import SyncClient
+from broker_lite.client.sync_client import GroupSyncClient
 from broker_lite.client.transaction_types import TransactionEnd, TransactionEndResult
 from broker_lite.errors import BrokerError, ResponseCode, error_for_code
 from broker_lite.protocol import RequestCode
@@ -158,7 +158,7 @@ class AsyncProducer(SessionClient):
         return out
 
 
-class Producer(SyncClient):
+class Producer(GroupSyncClient[AsyncProducer]):
     """The sync producer: an :class:`AsyncProducer` on a background event loop.
 
     ``with Producer("group", "127.0.0.1:10911") as producer: producer.send(msg)``.
@@ -170,22 +170,11 @@ class Producer(SyncClient):
         self._attach(AsyncProducer(group, server, **options))
 
     _kind = "producer"
-    _async: AsyncProducer
+    _loop_prefix = "broker-lite-producer"
 
     def _attach(self, producer: AsyncProducer) -> None:
         self._async = producer
         self._loop = None
-
-    def _loop_name(self) -> str:
-        return f"broker-lite-producer-{self.group}"
-
-    @property
-    def group(self) -> str:
-        return self._async.group
-
-    @property
-    def client_id(self) -> str:
-        return self._async.client_id
 
     @property
     def config(self) -> ClientConfig:

@@ -26,7 +26,7 @@ from typing import Unpack
 from broker_lite.client.config import ConnectionOptions, build_config, check_group
 from broker_lite.client.message import ReceivedMessage
 from broker_lite.client.session import Session, SessionClient
-from broker_lite.client.sync_client import SyncClient
+from broker_lite.client.sync_client import GroupSyncClient
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
 
@@ -131,7 +131,7 @@ class AsyncPullConsumer(SessionClient):
                                           m.TopicRouteRequest(topic=topic), m.TopicInfo)
 
 
-class PullConsumer(SyncClient):
+class PullConsumer(GroupSyncClient[AsyncPullConsumer]):
     """The sync pull consumer: an :class:`AsyncPullConsumer` on a background loop."""
 
     def __init__(self, group: str, server: str | None = None, *, max_reconsume_times: int = 16,
@@ -141,18 +141,7 @@ class PullConsumer(SyncClient):
         self._loop = None
 
     _kind = "consumer"
-    _async: AsyncPullConsumer
-
-    def _loop_name(self) -> str:
-        return f"broker-lite-pull-{self.group}"
-
-    @property
-    def group(self) -> str:
-        return self._async.group
-
-    @property
-    def client_id(self) -> str:
-        return self._async.client_id
+    _loop_prefix = "broker-lite-pull"
 
     def subscribe(self, topic: str, tag_expr: str = "*", *, broadcasting: bool = False) -> None:
         self._running().run(self._async.subscribe(topic, tag_expr, broadcasting=broadcasting))

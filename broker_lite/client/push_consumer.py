@@ -33,7 +33,7 @@ import logging
 from types import TracebackType
 from typing import Self, Unpack
 
-from broker_lite.client.config import ConnectionOptions
+from broker_lite.client.config import ClientConfig, ConnectionOptions
 from broker_lite.client.errors import ClientClosedError
 from broker_lite.client.listener import (
     ConsumeFrom,
@@ -45,7 +45,7 @@ from broker_lite.client.loop_thread import LoopThread
 from broker_lite.client.message import RETRY_PREFIX, ReceivedMessage, retry_topic
 from broker_lite.client.pull_consumer import AsyncPullConsumer
 from broker_lite.client.queue_worker import QueueWorker, WorkerOptions
-from broker_lite.client.sync_client import SyncClient
+from broker_lite.client.sync_client import GroupSyncClient
 from broker_lite.errors import BrokerError, ConfigurationError
 from broker_lite.protocol import messages as m
 
@@ -123,6 +123,11 @@ class AsyncPushConsumer:
     @property
     def client_id(self) -> str:
         return self.client.client_id
+
+    @property
+    def config(self) -> ClientConfig:
+        """The settings its connection was made with (its pull client's)."""
+        return self.client.config
 
     @property
     def closed(self) -> bool:
@@ -301,7 +306,7 @@ class PushConsumerOptions(ConnectionOptions, total=False):
     shutdown_timeout: float
 
 
-class PushConsumer(SyncClient):
+class PushConsumer(GroupSyncClient[AsyncPushConsumer]):
     """The sync push consumer: an :class:`AsyncPushConsumer` on a background event loop.
 
     ``listener`` runs on ``consume_threads`` worker threads; the keywords are
@@ -310,18 +315,13 @@ class PushConsumer(SyncClient):
 
     def __init__(self, group: str, server: str | None = None,
                  **options: Unpack[PushConsumerOptions]) -> None:
-        self.group = group
         self._async = AsyncPushConsumer(group, server, **options)
-        self._loop: LoopThread | None = None
+        self._loop = None
 
     @property
     def consumer(self) -> AsyncPushConsumer:
         """The asyncio consumer underneath (runs on this object's background loop)."""
         return self._async
-
-    @property
-    def client_id(self) -> str:
-        return self.consumer.client_id
 
     def subscribe(self, topic: str, tag_expr: str | None = None) -> None:
         if self._loop is None:
@@ -333,10 +333,7 @@ class PushConsumer(SyncClient):
         self.consumer.register_listener(listener)
 
     _kind = "consumer"
-    _async: AsyncPushConsumer
-
-    def _loop_name(self) -> str:
-        return f"broker-lite-push-{self.group}"
+    _loop_prefix = "broker-lite-push"
 
     def _shutdown_timeout(self) -> float:
         return self.consumer.shutdown_timeout * 2 + 10
