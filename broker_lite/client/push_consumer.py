@@ -30,9 +30,9 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import logging
-from types import TracebackType
-from typing import Self, Unpack
+from typing import Unpack
 
+from broker_lite.client.async_client import AsyncClient
 from broker_lite.client.config import ClientConfig, ConnectionOptions
 from broker_lite.client.errors import ClientClosedError
 from broker_lite.client.listener import (
@@ -54,7 +54,7 @@ __all__ = ["AsyncPushConsumer", "PushConsumer", "PushConsumerOptions"]
 log = logging.getLogger("broker_lite.client.consumer")
 
 
-class AsyncPushConsumer:
+class AsyncPushConsumer(AsyncClient):
     """A push consumer of group ``group`` on asyncio (see the module docstring)."""
 
     def __init__(
@@ -207,14 +207,6 @@ class AsyncPushConsumer:
         if self._executor is not None:
             self._executor.shutdown(wait=finished, cancel_futures=True)
         await self.client.shutdown()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.shutdown()
 
     # -- rebalance ---------------------------------------------------------------------
 
