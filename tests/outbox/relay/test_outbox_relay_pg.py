@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,13 +15,16 @@ from outbox_relay_support import (
     all_ids,
     broker_records,
     commit_counts,
+    fast_relay,
     iter_commit_order,
+    race_relays,
     records_of,
     relayed_ids,
 )
 from sqlalchemy import Engine, event, select, text, update
 from sqlalchemy.orm import Session
 from support import BrokerLiteServer, free_port, start_broker_lite, wait_until
+from support.publishers import PassThrough, drain
 
 from outbox import (
     BrokerLitePublisher,
@@ -33,22 +36,13 @@ from outbox import (
     publish,
 )
 from outbox.models import transaction_table as t
-from outbox.targets import EndOutcome, HalfOutcome, OutgoingMessage, Publisher, TxEnd
+from outbox.targets import HalfOutcome, OutgoingMessage, Publisher
 
-FAST = RelaySettings(batch_size=50, lease_seconds=5, max_attempts=3, backoff_base=0.01,
-                     backoff_max=0.05, jitter=0.0, broker_timeout=1.0)
+FAST = fast_relay()
 
 
 def make_outbox(engine: Engine, broker: str, relay: RelaySettings = FAST) -> Outbox:
     return Outbox(engine=engine, broker=broker, relay=relay)
-
-
-def drain(outbox: Outbox) -> None:
-    publisher = BrokerLitePublisher(outbox)
-    try:
-        Relay(outbox, publisher).drain()
-    finally:
-        publisher.close()
 
 
 @pytest.mark.timeout(60)
@@ -87,30 +81,6 @@ def test_commit_gives_one_message_per_unit_rollback_and_savepoint_give_none(
     with pg_engine.connect() as conn:  # JSON, not a JSON-encoded string
         assert conn.execute(select(t.c.headers).where(t.c.tx_id == second)).scalar_one() \
             == {"trace": "t-1", "n": 7}
-
-
-def _race(pg_engine: Engine, outbox: Outbox, expected: set[str], threads: int, name: str,
-          step: Callable[[Relay], object], *, timeout: float) -> None:
-    """``threads`` relays (own publisher each) call ``step`` until every row is relayed."""
-    errors: list[BaseException] = []
-
-    def racer() -> None:
-        publisher = BrokerLitePublisher(outbox)
-        relay = Relay(outbox, publisher, name=f"{name}-{threading.get_ident()}")
-        try:
-            while relayed_ids(pg_engine) != expected:
-                step(relay)
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-        finally:
-            publisher.close()
-
-    racers = [threading.Thread(target=racer) for _ in range(threads)]
-    for thread in racers:
-        thread.start()
-    for thread in racers:
-        thread.join(timeout)
-    assert not errors
 
 
 def _publish_one(outbox: Outbox, body: object, group: str | None) -> str:
@@ -173,7 +143,7 @@ def test_racing_relays_never_commit_twice_and_keep_group_order(
     expected = all_ids(pg_engine)
     small = make_outbox(pg_engine, broker.native, relay=RelaySettings(
         batch_size=7, lease_seconds=5, broker_timeout=2.0))
-    _race(pg_engine, small, expected, 4, "racer", Relay.run_once, timeout=60)
+    race_relays(pg_engine, small, expected, 4, "racer", Relay.run_once, timeout=60)
     records = broker_records(broker.data_dir)
     counts = commit_counts(records)
     assert set(counts) == expected and set(counts.values()) == {1}
@@ -181,11 +151,11 @@ def test_racing_relays_never_commit_twice_and_keep_group_order(
         assert list(iter_commit_order(records, ids)) == ids
 
 
-class StallingPublisher:
+class StallingPublisher(PassThrough):
     """Sends the halves, then blocks until released (a relay that lost its lease)."""
 
     def __init__(self, inner: Publisher) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.halves_sent = threading.Event()
         self.release = threading.Event()
 
@@ -194,12 +164,6 @@ class StallingPublisher:
         self.halves_sent.set()
         self.release.wait(30)
         return result
-
-    def end_transactions(self, ends: Sequence[TxEnd]) -> list[EndOutcome]:
-        return self.inner.end_transactions(ends)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 @pytest.mark.timeout(60)
@@ -231,23 +195,17 @@ def test_a_relay_whose_lease_expired_cannot_overwrite_the_new_owner(
     assert counts == {tx: 1 for tx in ids}
 
 
-class KillAfterHalves:
+class KillAfterHalves(PassThrough):
     """Sends the halves, then crashes the broker before the ends go out."""
 
     def __init__(self, inner: Publisher, broker: BrokerLiteServer) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.broker = broker
 
     def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfOutcome]:
         result = self.inner.send_halves(messages)
         self.broker.kill()
         return result
-
-    def end_transactions(self, ends: Sequence[TxEnd]) -> list[EndOutcome]:
-        return self.inner.end_transactions(ends)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 @pytest.mark.timeout(90)
@@ -313,7 +271,7 @@ def test_drain_lanes_and_a_second_sweeper_never_commit_twice_and_keep_group_orde
     expected = all_ids(pg_engine)
     reports: list[RelayReport] = []
     # two sweeps at once, four lanes each
-    _race(pg_engine, outbox, expected, 2, "sweeper",
+    race_relays(pg_engine, outbox, expected, 2, "sweeper",
           lambda relay: reports.append(relay.drain(max_passes=10_000)), timeout=90)
     assert sum(r.relayed for r in reports) == len(expected)
     assert not any(r.failed for r in reports)
@@ -372,11 +330,7 @@ def test_a_stuck_group_head_never_starves_the_rows_behind_its_group(
         conn.execute(update(t).where(t.c.tx_id == head).values(
             attempts=1, parked=stuck == "parked", last_error="test: poisoned",
             next_attempt_at=later if stuck == "backing_off" else datetime.now(UTC)))
-    publisher = BrokerLitePublisher(outbox)
-    try:
-        report = Relay(outbox, publisher).drain()
-    finally:
-        publisher.close()
+    report = drain(outbox)
     assert relayed_ids(pg_engine) == {*others, *loose}
     assert report.relayed == len(others) + len(loose)
     records = broker_records(broker.data_dir)

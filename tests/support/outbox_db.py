@@ -1,0 +1,33 @@
+"""A fresh PostgreSQL database with the outbox tables, as the tests' fixtures make them.
+
+:func:`pg_outbox_database` creates the tables from ``outbox.models.metadata``
+plus the sequence the migrations add beside them, runs the test's own extra
+DDL (a business table, say) and returns the engine and its URL. Tests that
+need the migrations themselves call ``outbox.migrate`` instead.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, text
+
+from outbox.models import metadata
+
+from .servers import PostgresServer
+
+__all__ = ["pg_outbox_database"]
+
+
+def pg_outbox_database(server: PostgresServer, prefix: str, *, extra_sql: tuple[str, ...] = (),
+                       **engine_options: Any) -> tuple[Engine, str]:
+    """``(engine, url)`` of a new database ``<prefix>_<random>`` with the outbox tables."""
+    db = server.create_database(f"{prefix}_{uuid.uuid4().hex[:12]}")
+    engine = create_engine(db.url, **engine_options)
+    metadata.create_all(engine)
+    with engine.begin() as conn:  # what the migration adds beside the tables
+        conn.execute(text("CREATE SEQUENCE IF NOT EXISTS rocketbox_transaction_seq"))
+        for statement in extra_sql:
+            conn.execute(text(statement))
+    return engine, db.url
