@@ -50,7 +50,7 @@ def test_sqlite_and_sqla_transport_relay_commits_once_and_rollbacks_never(
                 never = publish(session, "Embedded", {"x": 1}, outbox=outbox)
                 tx.rollback()
             wait_until(lambda: relayed_ids(engine) == set(ids), timeout=30,
-                       message=lambda: worker.log_text()[-3000:])
+                       message=lambda: worker.log_tail())
             assert "rocketbox.relay" in worker.log_text()
             # SIGTERM: a warm shutdown, and run_worker returns 0
             assert worker.kill(signal.SIGTERM, timeout=20) == 0

@@ -8,12 +8,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from sqlalchemy import Engine, select
-from support import PostgresServer, wait_until
+from support import wait_until
 from support.commitlog import broker_records as broker_records  # re-exported
 from support.commitlog import commit_counts as commit_counts  # re-exported
-from support.outbox_db import pg_outbox_database
+from support.recorder import Recorder
 
-from broker_lite.client import ConsumeResult, PushConsumer, ReceivedMessage
+from broker_lite.client import PushConsumer, ReceivedMessage
 from outbox import BrokerLitePublisher, Outbox, Relay, RelaySettings
 from outbox.models import transaction_table as t
 
@@ -25,12 +25,6 @@ def fast_relay(**changes: Any) -> RelaySettings:
     return RelaySettings(**{"batch_size": 50, "lease_seconds": 5, "max_attempts": 3,
                             "backoff_base": 0.01, "backoff_max": 0.05, "jitter": 0.0,
                             "broker_timeout": 1.0, **changes})
-
-
-def pg_outbox_engine(server: PostgresServer) -> Engine:
-    """A fresh database with the outbox tables and sequence."""
-    engine, _url = pg_outbox_database(server, "rb", pool_size=10, max_overflow=20)
-    return engine
 
 
 def race_relays(engine: Engine, outbox: Outbox, expected: set[str], threads: int, name: str,
@@ -75,21 +69,18 @@ class Collector:
     """A push consumer that records what it receives (dedupe key, body, topic)."""
 
     def __init__(self, server: str, topic: str, group: str, **options: Any) -> None:
-        self.messages: list[ReceivedMessage] = []
-        self._lock = threading.Lock()
-        self.consumer = PushConsumer(group, server, listener=self._on_message,
+        self._recorder = Recorder()
+        self.consumer = PushConsumer(group, server, listener=self._recorder,
                                      rebalance_interval=0.5, **options)
         self.consumer.subscribe(topic)
 
-    def _on_message(self, msg: ReceivedMessage) -> ConsumeResult:
-        with self._lock:
-            self.messages.append(msg)
-        return ConsumeResult.SUCCESS
+    @property
+    def messages(self) -> list[ReceivedMessage]:
+        return self._recorder.messages()
 
     @property
     def keys(self) -> list[str]:
-        with self._lock:
-            return [m.dedupe_key for m in self.messages]
+        return [m.dedupe_key for m in self._recorder.messages()]
 
     def wait_for(self, expected: set[str], timeout: float = 20.0) -> None:
         wait_until(lambda: expected <= set(self.keys), timeout=timeout,

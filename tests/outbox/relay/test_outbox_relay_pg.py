@@ -88,6 +88,21 @@ def _publish_one(outbox: Outbox, body: object, group: str | None) -> str:
         return publish(session, "Ordered", body, outbox=outbox, message_group=group)
 
 
+def _publish_grouped(outbox: Outbox, topic: str, *, units: int, groups: int,
+                     loose: int) -> dict[str, list[str]]:
+    """``units`` units of work, each with one message for every group ``g0``, ``g1``, ... and
+    ``loose`` without a group; each group's ids in commit order."""
+    ids: dict[str, list[str]] = {f"g{g}": [] for g in range(groups)}
+    for i in range(units):
+        with Session(outbox.engine) as session, session.begin():
+            for g, group_ids in ids.items():
+                group_ids.append(publish(session, topic, {"i": i, "g": g}, outbox=outbox,
+                                         message_group=g))
+            for _ in range(loose):
+                publish(session, topic, {"i": i}, outbox=outbox)
+    return ids
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("broker_extra", [("--max-message-size", "16K")])
 def test_group_order_holds_and_a_poisoned_group_parks_alone(
@@ -133,13 +148,7 @@ def test_group_order_holds_and_a_poisoned_group_parks_alone(
 def test_racing_relays_never_commit_twice_and_keep_group_order(
         pg_engine: Engine, broker: BrokerLiteServer) -> None:
     outbox = make_outbox(pg_engine, broker.native)
-    groups: dict[str, list[str]] = {f"g{g}": [] for g in range(4)}
-    for i in range(40):
-        with Session(pg_engine) as session, session.begin():
-            for g, ids in groups.items():
-                ids.append(publish(session, "Raced", {"i": i, "g": g}, outbox=outbox,
-                                   message_group=g))
-            publish(session, "Raced", {"i": i}, outbox=outbox)
+    groups = _publish_grouped(outbox, "Raced", units=40, groups=4, loose=1)
     expected = all_ids(pg_engine)
     small = make_outbox(pg_engine, broker.native, relay=RelaySettings(
         batch_size=7, lease_seconds=5, broker_timeout=2.0))
@@ -260,14 +269,7 @@ def test_drain_lanes_and_a_second_sweeper_never_commit_twice_and_keep_group_orde
         pg_engine: Engine, broker: BrokerLiteServer) -> None:
     outbox = make_outbox(pg_engine, broker.native, relay=RelaySettings(
         batch_size=9, drain_lanes=4, lease_seconds=10, broker_timeout=2.0))
-    groups: dict[str, list[str]] = {f"g{g}": [] for g in range(5)}
-    for i in range(30):
-        with Session(pg_engine) as session, session.begin():
-            for g, ids in groups.items():
-                ids.append(publish(session, "Laned", {"i": i, "g": g}, outbox=outbox,
-                                   message_group=g))
-            for _ in range(3):
-                publish(session, "Laned", {"i": i}, outbox=outbox)
+    groups = _publish_grouped(outbox, "Laned", units=30, groups=5, loose=3)
     expected = all_ids(pg_engine)
     reports: list[RelayReport] = []
     # two sweeps at once, four lanes each
