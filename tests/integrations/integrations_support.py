@@ -19,13 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, select
+from support import wait_until
 from support.commitlog import broker_records as broker_records  # re-exported
 from support.commitlog import commit_counts as commit_counts  # re-exported
 from support.http import http as http  # re-exported for the tests
+from support.publishers import drain
+from support.recorder import Recorder
 from werkzeug.serving import make_server
 
-from broker_lite.client import ConsumeResult, PushConsumer, ReceivedMessage
-from outbox import BrokerLitePublisher, Outbox, Relay
+from broker_lite.client import PushConsumer, ReceivedMessage
+from outbox import Outbox
 from outbox.models import transaction_table as t
 
 FAST_BROKER = ("--tx-timeout", "1", "--tx-check-interval", "0.3")
@@ -47,11 +50,7 @@ def serve_wsgi(app: Any) -> Iterator[str]:
 
 def relay_all(outbox: Outbox) -> int:
     """Relay every due row now; returns how many were relayed."""
-    publisher = BrokerLitePublisher(outbox)
-    try:
-        return Relay(outbox, publisher).drain().relayed
-    finally:
-        publisher.close()
+    return drain(outbox).relayed
 
 
 def row_ids(engine: Engine) -> set[str]:
@@ -63,20 +62,22 @@ class Collector:
     """A push consumer of ``topic`` that records every delivery."""
 
     def __init__(self, server: str, topic: str, group: str) -> None:
-        self.messages: list[ReceivedMessage] = []
-        self._lock = threading.Lock()
-        self._consumer = PushConsumer(group, server, listener=self._on_message,
+        self._recorder = Recorder()
+        self._consumer = PushConsumer(group, server, listener=self._recorder,
                                       rebalance_interval=0.5)
         self._consumer.subscribe(topic)
 
-    def _on_message(self, message: ReceivedMessage) -> ConsumeResult:
-        with self._lock:
-            self.messages.append(message)
-        return ConsumeResult.SUCCESS
+    @property
+    def messages(self) -> list[ReceivedMessage]:
+        return self._recorder.messages()
 
     def keys(self) -> list[str]:
-        with self._lock:
-            return [m.dedupe_key for m in self.messages]
+        return [m.dedupe_key for m in self._recorder.messages()]
+
+    def wait_for_keys(self, keys: list[str], timeout: float = 20.0) -> None:
+        """Wait until exactly ``keys`` (dedupe keys, in delivery order) were consumed."""
+        wait_until(lambda: self.keys() == keys, timeout=timeout,
+                   message=lambda: f"consumed {self.keys()}")
 
     def __enter__(self) -> Collector:
         self._consumer.start()
