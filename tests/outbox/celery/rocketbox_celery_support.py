@@ -116,13 +116,14 @@ def hooked_outbox(engine: Engine, broker: str, celery_broker: str, *,
     return dataclasses.replace(outbox, on_commit=celery_on_commit(app, window=window))
 
 
-def commit(engine: Engine, outbox: Outbox, n: int, topic: str = "Faults",
-           **options: str) -> list[str]:
-    """``n`` units of work, one message each (``options`` go to publish); their ids."""
+def commit(engine: Engine, outbox: Outbox, n: int, topic: str = "Faults", *,
+           message_group: str | None = None) -> list[str]:
+    """``n`` units of work, one message each; their ids."""
     ids = []
     for i in range(n):
         with Session(engine) as session, session.begin():
-            ids.append(publish(session, topic, {"n": i}, outbox=outbox, **options))
+            ids.append(publish(session, topic, {"n": i}, outbox=outbox,
+                               message_group=message_group))
     return ids
 
 
