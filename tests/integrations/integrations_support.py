@@ -19,15 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, select
-from support import wait_until
 from support.commitlog import broker_records as broker_records  # re-exported
 from support.commitlog import commit_counts as commit_counts  # re-exported
 from support.http import http as http  # re-exported for the tests
 from support.publishers import drain
-from support.recorder import Recorder
+from support.recorder import Collector as Collector  # re-exported
 from werkzeug.serving import make_server
 
-from broker_lite.client import PushConsumer, ReceivedMessage
 from outbox import Outbox
 from outbox.models import transaction_table as t
 
@@ -56,37 +54,6 @@ def relay_all(outbox: Outbox) -> int:
 def row_ids(engine: Engine) -> set[str]:
     with engine.connect() as conn:
         return set(conn.execute(select(t.c.tx_id)).scalars())
-
-
-class Collector:
-    """A push consumer of ``topic`` that records every delivery."""
-
-    def __init__(self, server: str, topic: str, group: str) -> None:
-        self._recorder = Recorder()
-        self._consumer = PushConsumer(group, server, listener=self._recorder,
-                                      rebalance_interval=0.5)
-        self._consumer.subscribe(topic)
-
-    @property
-    def messages(self) -> list[ReceivedMessage]:
-        return self._recorder.messages()
-
-    def keys(self) -> list[str]:
-        return [m.dedupe_key for m in self._recorder.messages()]
-
-    def wait_for_keys(self, keys: list[str], timeout: float = 20.0) -> None:
-        """Wait until exactly ``keys`` (dedupe keys, in delivery order) were consumed."""
-        wait_until(lambda: self.keys() == keys, timeout=timeout,
-                   message=lambda: f"consumed {self.keys()}")
-
-    def __enter__(self) -> Collector:
-        self._consumer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._consumer.shutdown()
-
-
 
 
 def mentioned(records: list[dict[str, Any]]) -> set[str]:

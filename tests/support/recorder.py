@@ -3,17 +3,21 @@
 ``PushConsumer(group, server, listener=Recorder())`` records each message it
 is handed and answers SUCCESS (or what ``decide`` says); the test reads the
 copies through :meth:`Recorder.messages`, :meth:`bodies`, :meth:`msg_ids` or
-:meth:`count` while the consumer threads keep appending.
+:meth:`count` while the consumer threads keep appending. :class:`Collector`
+is such a consumer of one topic, with waits on the keys it received.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
-from broker_lite.client import ConsumeResult, ReceivedMessage
+from broker_lite.client import ConsumeResult, PushConsumer, ReceivedMessage
 
-__all__ = ["Recorder"]
+from .waiting import wait_until
+
+__all__ = ["Collector", "Recorder"]
 
 
 class Recorder:
@@ -46,3 +50,40 @@ class Recorder:
     def count(self) -> int:
         with self._lock:
             return len(self.seen)
+
+
+class Collector:
+    """A push consumer of ``topic`` (``group``) that records every delivery (a context
+    manager: started on entry, shut down on exit); ``options`` go to the PushConsumer."""
+
+    def __init__(self, server: str, topic: str, group: str, **options: Any) -> None:
+        self._recorder = Recorder()
+        self.consumer = PushConsumer(group, server, listener=self._recorder,
+                                     rebalance_interval=0.5, **options)
+        self.consumer.subscribe(topic)
+
+    @property
+    def messages(self) -> list[ReceivedMessage]:
+        return self._recorder.messages()
+
+    def keys(self) -> list[str]:
+        """The dedupe keys (the outbox's tx ids) in delivery order."""
+        return [m.dedupe_key for m in self._recorder.messages()]
+
+    def wait_for(self, expected: set[str], timeout: float = 20.0) -> None:
+        """Wait until every key in ``expected`` was consumed (others may come too)."""
+        wait_until(lambda: expected <= set(self.keys()), timeout=timeout,
+                   message=lambda: f"received {sorted(self.keys())}, "
+                                   f"expected {sorted(expected)}")
+
+    def wait_for_keys(self, keys: list[str], timeout: float = 20.0) -> None:
+        """Wait until exactly ``keys`` were consumed, in this order."""
+        wait_until(lambda: self.keys() == keys, timeout=timeout,
+                   message=lambda: f"consumed {self.keys()}")
+
+    def __enter__(self) -> Collector:
+        self.consumer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.consumer.shutdown()

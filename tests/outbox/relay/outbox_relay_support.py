@@ -8,12 +8,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from sqlalchemy import Engine, select
-from support import wait_until
 from support.commitlog import broker_records as broker_records  # re-exported
 from support.commitlog import commit_counts as commit_counts  # re-exported
-from support.recorder import Recorder
+from support.recorder import Collector as Collector  # re-exported
 
-from broker_lite.client import PushConsumer, ReceivedMessage
 from outbox import BrokerLitePublisher, Outbox, Relay, RelaySettings
 from outbox.models import transaction_table as t
 
@@ -63,35 +61,6 @@ def relayed_ids(engine: Engine) -> set[str]:
 def all_ids(engine: Engine) -> set[str]:
     with engine.connect() as conn:
         return set(conn.execute(select(t.c.tx_id)).scalars())
-
-
-class Collector:
-    """A push consumer that records what it receives (dedupe key, body, topic)."""
-
-    def __init__(self, server: str, topic: str, group: str, **options: Any) -> None:
-        self._recorder = Recorder()
-        self.consumer = PushConsumer(group, server, listener=self._recorder,
-                                     rebalance_interval=0.5, **options)
-        self.consumer.subscribe(topic)
-
-    @property
-    def messages(self) -> list[ReceivedMessage]:
-        return self._recorder.messages()
-
-    @property
-    def keys(self) -> list[str]:
-        return [m.dedupe_key for m in self._recorder.messages()]
-
-    def wait_for(self, expected: set[str], timeout: float = 20.0) -> None:
-        wait_until(lambda: expected <= set(self.keys), timeout=timeout,
-                   message=lambda: f"received {sorted(self.keys)}, expected {sorted(expected)}")
-
-    def __enter__(self) -> Collector:
-        self.consumer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.consumer.shutdown()
 
 
 def iter_commit_order(records: list[dict[str, Any]], tx_ids: list[str]) -> Iterator[str]:

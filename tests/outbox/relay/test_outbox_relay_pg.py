@@ -67,8 +67,8 @@ def test_commit_gives_one_message_per_unit_rollback_and_savepoint_give_none(
             Collector(broker.native, "Orders", "shipping") as shipping:
         billing.wait_for({first, second})
         shipping.wait_for({first, second})
-        assert sorted(billing.keys) == sorted([first, second])
-        assert sorted(shipping.keys) == sorted([first, second])
+        assert sorted(billing.keys()) == sorted([first, second])
+        assert sorted(shipping.keys()) == sorted([first, second])
         by_key = {m.dedupe_key: m for m in billing.messages}
         assert by_key[first].body == b'{"n":1}' and by_key[first].tags == "created"
         assert by_key[second].keys == ("k1", "k2")
@@ -257,7 +257,7 @@ def test_broker_down_rows_wait_then_flow_without_loss_or_duplicate(
                        ignore=(RelayError,))
             with Collector(address, "Down", "audit", orderly=True) as audit:
                 audit.wait_for(set(early + late))
-                assert audit.keys == early + late
+                assert audit.keys() == early + late
     finally:
         publisher.close()
     counts = commit_counts(broker_records(data_dir))

@@ -49,7 +49,7 @@ def test_sqlite_commit_rollback_and_savepoint(sqlite_engine: Engine,
     drain(outbox)
     with Collector(broker.native, "Lite", "lite-group", orderly=True) as group:
         group.wait_for({kept, kept2})
-        assert group.keys == [kept, kept2]
+        assert group.keys() == [kept, kept2]
     records = broker_records(broker.data_dir)
     assert commit_counts(records) == {kept: 1, kept2: 1}
     assert records_of(records, dropped) == [] and records_of(records, rolled_back) == []
