@@ -17,7 +17,16 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["RIDE_SQL", "ROW_SQL", "make_app", "orders_table", "serve", "stop_wsgi"]
+__all__ = [
+    "RIDE_SQL",
+    "ROW_SQL",
+    "make_app",
+    "orders_table",
+    "ride_statement",
+    "row_params",
+    "serve",
+    "stop_wsgi",
+]
 
 #: the ``/row`` route's hand-written outbox row (the columns ``publish()`` sets)
 ROW_SQL = ("INSERT INTO rocketbox_transaction (tx_id, seq, producer_group, topic, tag, keys, "
@@ -27,6 +36,23 @@ ROW_SQL = ("INSERT INTO rocketbox_transaction (tx_id, seq, producer_group, topic
 #: the ``/ride`` route's row, sent with the COMMIT (tx_id, keys and body are hex)
 RIDE_SQL = ("SELECT rocketbox_publish('{tx_id}', 'rocketbox', 'Orders', 'OrderCreated', "
             "'{keys}', NULL, decode('{body}', 'hex'), NULL, 'COMMIT', '{now}'); COMMIT")
+
+
+def row_params(answer: dict[str, Any]) -> dict[str, Any]:
+    """:data:`ROW_SQL`'s parameters for a route's ``answer``: a new tx_id, the JSON body."""
+    return {"tx_id": uuid.uuid4().hex.upper(), "group": "rocketbox", "topic": "Orders",
+            "tag": "OrderCreated", "keys": answer["ref"], "body": _json(answer),
+            "now": datetime.now(UTC)}
+
+
+def ride_statement(answer: dict[str, Any]) -> str:
+    """:data:`RIDE_SQL` for a route's ``answer``: a new tx_id, the JSON body in hex."""
+    return RIDE_SQL.format(tx_id=uuid.uuid4().hex.upper(), keys=answer["ref"],
+                           body=_json(answer).hex(), now=datetime.now(UTC).isoformat())
+
+
+def _json(answer: dict[str, Any]) -> bytes:
+    return json.dumps(answer, separators=(",", ":")).encode()
 
 
 def make_app(engine: Any) -> Any:
@@ -63,11 +89,7 @@ def make_app(engine: Any) -> Any:
     def row() -> tuple[dict[str, Any], int]:
         with sessions() as session:
             answer = write_order(session)
-            body = json.dumps(answer, separators=(",", ":")).encode()
-            session.connection().exec_driver_sql(ROW_SQL, {
-                "tx_id": uuid.uuid4().hex.upper(), "group": "rocketbox", "topic": "Orders",
-                "tag": "OrderCreated", "keys": answer["ref"], "body": body,
-                "now": datetime.now(UTC)})
+            session.connection().exec_driver_sql(ROW_SQL, row_params(answer))
             session.commit()
         return answer, 201
 
@@ -75,11 +97,8 @@ def make_app(engine: Any) -> Any:
     def ride() -> tuple[dict[str, Any], int]:
         with sessions() as session:
             answer = write_order(session)
-            body = json.dumps(answer, separators=(",", ":")).encode()
             raw = session.connection().connection.dbapi_connection
-            raw.execute(RIDE_SQL.format(
-                tx_id=uuid.uuid4().hex.upper(), keys=answer["ref"], body=body.hex(),
-                now=datetime.now(UTC).isoformat()), prepare=False)
+            raw.execute(ride_statement(answer), prepare=False)
             session.commit()  # psycopg finds the server idle: nothing more is sent
         return answer, 201
 

@@ -16,11 +16,12 @@ other routes), where werkzeug closes each one.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import uuid
 from datetime import UTC, datetime
 from typing import Any
+
+from _decorator_app import ROW_SQL, ride_statement, row_params
 
 # at module level, not in make_app: FastAPI resolves the views' (string) annotations in
 # this module's globals
@@ -33,7 +34,7 @@ from integrations.fastapi import Rocketbox
 __all__ = ["serve_fastapi"]
 
 
-def make_app(url: str, orders: Any, row_sql: str, ride_sql: str) -> Any:
+def make_app(url: str, orders: Any) -> Any:
     rocketbox = Rocketbox(url.replace("+psycopg:", "+psycopg_async:"), celery_broker="",
                           broker="127.0.0.1:1", engine_options={"pool_size": 12})
     app = FastAPI(lifespan=rocketbox.lifespan)
@@ -58,11 +59,7 @@ def make_app(url: str, orders: Any, row_sql: str, ride_sql: str) -> Any:
     async def row(request: Request) -> dict[str, Any]:
         async with sessions() as session:
             answer = await write_order(request, session)
-            body = json.dumps(answer, separators=(",", ":")).encode()
-            await (await session.connection()).exec_driver_sql(row_sql, {
-                "tx_id": uuid.uuid4().hex.upper(), "group": "rocketbox", "topic": "Orders",
-                "tag": "OrderCreated", "keys": answer["ref"], "body": body,
-                "now": datetime.now(UTC)})
+            await (await session.connection()).exec_driver_sql(ROW_SQL, row_params(answer))
             await session.commit()
         return answer
 
@@ -70,13 +67,10 @@ def make_app(url: str, orders: Any, row_sql: str, ride_sql: str) -> Any:
     async def ride(request: Request) -> dict[str, Any]:
         async with sessions() as session:
             answer = await write_order(request, session)
-            body = json.dumps(answer, separators=(",", ":")).encode()
             conn = await session.connection()
             raw = (await conn.get_raw_connection()).driver_connection
             assert raw is not None
-            await raw.execute(ride_sql.format(
-                tx_id=uuid.uuid4().hex.upper(), keys=answer["ref"], body=body.hex(),
-                now=datetime.now(UTC).isoformat()), prepare=False)
+            await raw.execute(ride_statement(answer), prepare=False)
             await session.commit()  # psycopg finds the server idle: nothing more is sent
         return answer
 
@@ -91,14 +85,13 @@ def make_app(url: str, orders: Any, row_sql: str, ride_sql: str) -> Any:
     return app
 
 
-def serve_fastapi(url: str, orders: Any, row_sql: str, ride_sql: str
-                  ) -> tuple[int, Any]:
+def serve_fastapi(url: str, orders: Any) -> tuple[int, Any]:
     """Serve the app with uvicorn in a thread; returns its port and a stop function."""
     import uvicorn
     from support.servers import free_port
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(make_app(url, orders, row_sql, ride_sql),
+    server = uvicorn.Server(uvicorn.Config(make_app(url, orders),
                                            host="127.0.0.1", port=port, log_level="warning",
                                            access_log=False, loop="asyncio",
                                            timeout_keep_alive=600))

@@ -81,7 +81,7 @@ from _common import (
     settle,
     utc_now,
 )
-from _decorator_app import RIDE_SQL, ROW_SQL, make_app, orders_table, serve, stop_wsgi
+from _decorator_app import make_app, orders_table, serve, stop_wsgi
 from _decorator_client import client_main, percentile, run_batch
 from _decorator_report import markdown_section
 
@@ -154,7 +154,7 @@ def measure_config(args: argparse.Namespace, config: str) -> dict[str, Any]:
             else:
                 from _fastapi_routes import serve_fastapi
 
-                port, stop = serve_fastapi(url, orders_table(), ROW_SQL, RIDE_SQL)
+                port, stop = serve_fastapi(url, orders_table())
             ctx = mp.get_context("spawn")
             parent, child = ctx.Pipe()
             client = ctx.Process(target=client_main, args=(child, port), daemon=True)

@@ -23,7 +23,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
@@ -41,6 +41,7 @@ PASS_THROUGH: dict[str, tuple[str, str]] = {
     "audit": ("spark.audit_job", "the Spark audit job (docs/design.md §3E)"),
     "demo": ("outbox.demo", "the end-to-end demo on embedded defaults"),
 }
+_N = TypeVar("_N", int, float)
 _EPILOG = """\
 environment: ROCKETBOX_DB_URL, ROCKETBOX_ACCESS_KEY, ROCKETBOX_SECRET_KEY stand in for
 --db, --access-key, --secret-key.
@@ -110,12 +111,17 @@ def _port(text: str) -> int:
     return value
 
 
+def _number(text: str, cast: Callable[[str], _N], what: str) -> _N:
+    """``cast(text)``, or the error ``expected WHAT, got 'TEXT'``."""
+    try:
+        return cast(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+
+
 def _int_at_least(low: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        value = _number(text, int, "a whole number")
         if value < low:
             raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
         return value
@@ -123,10 +129,7 @@ def _int_at_least(low: int) -> Callable[[str], int]:
 
 
 def _days(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of days, got {text!r}") from None
+    value = _number(text, float, "a number of days")
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"days must be >= 0, got {text}")
     return value

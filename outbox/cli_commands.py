@@ -46,6 +46,7 @@ __all__ = [
     "replay",
     "retention",
     "status",
+    "stop_on_signals",
 ]
 
 
@@ -299,6 +300,24 @@ def relay(args: argparse.Namespace) -> int:
 def checker(args: argparse.Namespace) -> int:
     run_checker = _load("checker", "outbox.checker", "run_checker")
     outbox = build_outbox(args)
+    try:
+        with stop_on_signals() as stop:
+            preflight("checker", outbox)
+            _serve_metrics(args, outbox)
+            extra: dict[str, Any] = {}
+            if _accepts(run_checker, "on_ready"):
+                extra["on_ready"] = lambda: print(
+                    f"rocketbox checker ready group={outbox.producer_group} "
+                    f"broker={outbox.broker}", flush=True)
+            code: int = run_checker(outbox, stop=stop, **extra)
+            return code
+    finally:
+        outbox.engine.dispose()
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An event SIGTERM and SIGINT set while the block runs; their handlers come back after."""
     stop = threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
@@ -306,16 +325,7 @@ def checker(args: argparse.Namespace) -> int:
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        preflight("checker", outbox)
-        _serve_metrics(args, outbox)
-        extra: dict[str, Any] = {}
-        if _accepts(run_checker, "on_ready"):
-            extra["on_ready"] = lambda: print(
-                f"rocketbox checker ready group={outbox.producer_group} broker={outbox.broker}",
-                flush=True)
-        code: int = run_checker(outbox, stop=stop, **extra)
-        return code
+        yield stop
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        outbox.engine.dispose()

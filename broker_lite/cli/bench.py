@@ -39,7 +39,8 @@ from broker_lite.client import (
 )
 from broker_lite.errors import BrokerError
 
-from .send import add_connection_args, client_config, positive_int, run_client
+from .arg_types import positive_int
+from .send import add_connection_args, client_config, run_client
 
 __all__ = ["BenchResult", "percentile", "register", "run"]
 

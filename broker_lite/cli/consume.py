@@ -22,22 +22,13 @@ from typing import Any
 from broker_lite.client import AsyncPullConsumer, ReceivedMessage
 from broker_lite.errors import BrokerError, UnavailableError
 
-from .send import add_connection_args, client_config, positive_int, run_client
+from .arg_types import non_negative_seconds, positive_int
+from .send import add_connection_args, client_config, run_client
 
 __all__ = ["message_json", "register", "run"]
 
 #: longest single long poll; shorter when --timeout leaves less
 _LONG_POLL_MS = 2_000
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
 
 
 def register(sub: Any) -> None:
@@ -55,7 +46,7 @@ def register(sub: Any) -> None:
                       help='tag filter, e.g. "TagA || TagB" (default: * = all)')
     what.add_argument("--max", type=positive_int, default=None, metavar="N",
                       help="stop after N messages (default: no limit)")
-    what.add_argument("--timeout", type=_seconds, default=10.0, metavar="S",
+    what.add_argument("--timeout", type=non_negative_seconds, default=10.0, metavar="S",
                       help="stop when no message came for S seconds (default: 10; 0 waits "
                            "forever)")
     what.add_argument("--base64", action="store_true",

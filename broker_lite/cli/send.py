@@ -20,10 +20,11 @@ from broker_lite.client import AsyncProducer, ClientConfig, Message, SendResult
 from broker_lite.client.config import parse_server
 from broker_lite.errors import BrokerError
 
+from .arg_types import positive_float, positive_int
+
 __all__ = [
     "add_connection_args",
     "client_config",
-    "positive_int",
     "register",
     "run",
     "run_client",
@@ -43,26 +44,6 @@ def server_address(text: str) -> str:
     return text
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
-
-
 def add_connection_args(p: argparse.ArgumentParser) -> None:
     """``--server`` (required), ``--access-key``/``--secret-key``, ``--request-timeout``."""
     group = p.add_argument_group("connection")
@@ -72,7 +53,7 @@ def add_connection_args(p: argparse.ArgumentParser) -> None:
                        help="access key, for a broker run with --acl (with --secret-key)")
     group.add_argument("--secret-key", default=None, metavar="SK",
                        help="secret key of --access-key")
-    group.add_argument("--request-timeout", type=_positive_float, default=5.0, metavar="S",
+    group.add_argument("--request-timeout", type=positive_float, default=5.0, metavar="S",
                        help="seconds to wait for each answer, or for an unreachable broker "
                             "(default: 5)")
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from broker_lite.cli import serve_console
+from broker_lite.cli.arg_types import positive_float
 from broker_lite.core import BrokerConfig
 from broker_lite.core.acl import Acl, AclFileError
 from broker_lite.errors import BrokerError
@@ -69,16 +70,6 @@ def parse_size(text: str) -> int:
     return int(match.group(1)) * _UNITS[unit]
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
-
-
 def _port(text: str) -> int:
     if not text.isdigit() or int(text) > 65535:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port (0-65535; 0 picks a free one)")
@@ -120,7 +111,7 @@ def register(sub: Any) -> None:
     tx.add_argument("--tx-timeout", type=float, default=6.0, metavar="S",
                     help="a half message is checked back with its producer once it is older "
                          "than this, in broker store time (default: 6, RocketMQ's)")
-    tx.add_argument("--tx-check-interval", type=_positive_float, default=30.0, metavar="S",
+    tx.add_argument("--tx-check-interval", type=positive_float, default=30.0, metavar="S",
                     help="how often the check service scans unresolved halves (default: 30)")
     tx.add_argument("--tx-check-max", type=int, default=15, metavar="N",
                     help="check-backs before an unresolved half is discarded to "
@@ -140,7 +131,7 @@ def register(sub: Any) -> None:
                         action="store_false", help="the default: unknown topics are refused")
     topics.add_argument("--default-queues", type=int, default=4, metavar="N",
                         help="queues of an auto-created topic (default: 4)")
-    topics.add_argument("--client-expiry", type=_positive_float, default=120.0, metavar="S",
+    topics.add_argument("--client-expiry", type=positive_float, default=120.0, metavar="S",
                         help="drop a client (and its check-back channel) after this long "
                              "without a heartbeat (default: 120)")
     topics.add_argument("--grpc-max-delivery-attempts", type=int, default=17, metavar="N",
@@ -163,7 +154,7 @@ def register(sub: Any) -> None:
                             "create -a +message.type=TRANSACTION); check-backs reach only "
                             "producers that announced the topic, timed by --tx-timeout, "
                             "--tx-check-interval and --tx-check-max. Default: off")
-    proxy.add_argument("--grpc-transaction-data-expire", type=_positive_float, default=30.0,
+    proxy.add_argument("--grpc-transaction-data-expire", type=positive_float, default=30.0,
                        metavar="S",
                        help="with --grpc-proxy-semantics: how long a half (or a check-back) "
                             "may be ended after it was stored (or sent), as the proxy's "
@@ -172,7 +163,7 @@ def register(sub: Any) -> None:
                        help="with --grpc-proxy-semantics: transaction data kept per "
                             "topic@transactionId, the oldest dropped first, as the proxy's "
                             "transactionDataMaxNum (default: 15)")
-    topics.add_argument("--delay-time-scale", type=_positive_float, default=1.0, metavar="F",
+    topics.add_argument("--delay-time-scale", type=positive_float, default=1.0, metavar="F",
                         help="multiply every delay level and retry back-off by F; for tests "
                              "(0.01 turns 1 s into 10 ms). Default: 1")
 
@@ -181,7 +172,7 @@ def register(sub: Any) -> None:
                      help="JSON ACL file (format: see broker_lite.core.acl): clients must sign "
                           "their HELLO, and each request is checked against the account's "
                           "topic and group permissions")
-    net.add_argument("--grpc-clock-skew", type=_positive_float, default=None, metavar="S",
+    net.add_argument("--grpc-clock-skew", type=positive_float, default=None, metavar="S",
                      help="with --acl: how far a gRPC request's x-mq-date-time may be from the "
                           "broker's clock (default: the ACL file's clock_skew_seconds, 300)")
     net.add_argument("--insecure", action="store_true",

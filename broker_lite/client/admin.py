@@ -119,11 +119,10 @@ class AsyncAdmin(SessionClient):
                 group=group, topic=topic, queue_id=queue_id, offset=offset), m.Empty)
 
 
-class Admin(SyncClient):
+class Admin(SyncClient[AsyncAdmin]):
     """The sync admin client."""
 
     _kind = "admin client"
-    _async: AsyncAdmin
 
     def __init__(self, server: str | None = None, *, access_key: str | None = None,
                  secret_key: str | None = None, timeout: float | None = None,

@@ -7,6 +7,7 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass
+from typing import TypedDict
 
 from broker_lite.errors import ConfigurationError
 from broker_lite.protocol import DEFAULT_MAX_FRAME_SIZE
@@ -14,6 +15,7 @@ from broker_lite.protocol import DEFAULT_MAX_FRAME_SIZE
 __all__ = [
     "DEFAULT_SERVER",
     "ClientConfig",
+    "ConnectionOptions",
     "build_config",
     "check_group",
     "make_client_id",
@@ -93,6 +95,20 @@ class ClientConfig:
         return parse_server(self.server)
 
 
+class ConnectionOptions(TypedDict, total=False):
+    """The keywords every client constructor takes to reach the broker (all optional).
+
+    ``config`` is the base; the others override its fields: ``timeout`` sets
+    ``request_timeout``, and ``access_key`` / ``secret_key`` go together.
+    """
+
+    access_key: str | None
+    secret_key: str | None
+    timeout: float | None
+    client_id: str | None
+    config: ClientConfig | None
+
+
 def build_config(
     server: str | None,
     *,
@@ -102,7 +118,11 @@ def build_config(
     client_id: str | None = None,
     config: ClientConfig | None = None,
 ) -> ClientConfig:
-    """The config a client constructor was given: ``config``, with the keyword overrides."""
+    """The config a client constructor was given: ``config``, with the keyword overrides.
+
+    Constructors pass their :class:`ConnectionOptions` on as ``**options``;
+    a keyword this signature does not name raises ``TypeError`` here.
+    """
     base = config or ClientConfig()
     changes: dict[str, object] = {}
     if server is not None:

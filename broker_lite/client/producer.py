@@ -31,12 +31,13 @@ from __future__ import annotations
 import concurrent.futures
 import time
 from collections.abc import Iterable, Sequence
+from typing import Unpack
 
-from broker_lite.client.config import ClientConfig, build_config, check_group
+from broker_lite.client.config import ClientConfig, ConnectionOptions, build_config, check_group
 from broker_lite.client.errors import BatchSendError
 from broker_lite.client.message import Message, SendResult
 from broker_lite.client.session import Session, SessionClient
-from broker_lite.client.sync_client import SyncClient
+from broker_lite.client.sync_client import GroupSyncClient
 from broker_lite.client.transaction_types import TransactionEnd, TransactionEndResult
 from broker_lite.errors import BrokerError, ResponseCode, error_for_code
 from broker_lite.protocol import RequestCode
@@ -53,20 +54,10 @@ class AsyncProducer(SessionClient):
     in seconds. Many sends may be in flight at once on the one connection.
     """
 
-    def __init__(
-        self,
-        group: str,
-        server: str | None = None,
-        *,
-        access_key: str | None = None,
-        secret_key: str | None = None,
-        timeout: float | None = None,
-        client_id: str | None = None,
-        config: ClientConfig | None = None,
-    ) -> None:
+    def __init__(self, group: str, server: str | None = None,
+                 **options: Unpack[ConnectionOptions]) -> None:
         self.group = check_group(group)
-        self.config = build_config(server, access_key=access_key, secret_key=secret_key,
-                                   timeout=timeout, client_id=client_id, config=config)
+        self.config = build_config(server, **options)
         self.session = Session(self.config)
         self.session.add_producer_group(self.group)
 
@@ -167,45 +158,23 @@ class AsyncProducer(SessionClient):
         return out
 
 
-class Producer(SyncClient):
+class Producer(GroupSyncClient[AsyncProducer]):
     """The sync producer: an :class:`AsyncProducer` on a background event loop.
 
     ``with Producer("group", "127.0.0.1:10911") as producer: producer.send(msg)``.
     All methods are thread-safe.
     """
 
-    def __init__(
-        self,
-        group: str,
-        server: str | None = None,
-        *,
-        access_key: str | None = None,
-        secret_key: str | None = None,
-        timeout: float | None = None,
-        client_id: str | None = None,
-        config: ClientConfig | None = None,
-    ) -> None:
-        self._attach(AsyncProducer(group, server, access_key=access_key,
-                                   secret_key=secret_key, timeout=timeout,
-                                   client_id=client_id, config=config))
+    def __init__(self, group: str, server: str | None = None,
+                 **options: Unpack[ConnectionOptions]) -> None:
+        self._attach(AsyncProducer(group, server, **options))
 
     _kind = "producer"
-    _async: AsyncProducer
+    _loop_prefix = "broker-lite-producer"
 
     def _attach(self, producer: AsyncProducer) -> None:
         self._async = producer
         self._loop = None
-
-    def _loop_name(self) -> str:
-        return f"broker-lite-producer-{self.group}"
-
-    @property
-    def group(self) -> str:
-        return self._async.group
-
-    @property
-    def client_id(self) -> str:
-        return self._async.client_id
 
     @property
     def config(self) -> ClientConfig:

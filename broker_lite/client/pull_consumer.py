@@ -21,11 +21,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Unpack
 
-from broker_lite.client.config import ClientConfig, build_config, check_group
+from broker_lite.client.config import ConnectionOptions, build_config, check_group
 from broker_lite.client.message import ReceivedMessage
 from broker_lite.client.session import Session, SessionClient
-from broker_lite.client.sync_client import SyncClient
+from broker_lite.client.sync_client import GroupSyncClient
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
 
@@ -57,21 +58,10 @@ class PullResult:
 class AsyncPullConsumer(SessionClient):
     """Consumer group ``group``'s requests, on asyncio."""
 
-    def __init__(
-        self,
-        group: str,
-        server: str | None = None,
-        *,
-        access_key: str | None = None,
-        secret_key: str | None = None,
-        timeout: float | None = None,
-        client_id: str | None = None,
-        config: ClientConfig | None = None,
-        max_reconsume_times: int = 16,
-    ) -> None:
+    def __init__(self, group: str, server: str | None = None, *, max_reconsume_times: int = 16,
+                 **options: Unpack[ConnectionOptions]) -> None:
         self.group = check_group(group)
-        self.config = build_config(server, access_key=access_key, secret_key=secret_key,
-                                   timeout=timeout, client_id=client_id, config=config)
+        self.config = build_config(server, **options)
         self.max_reconsume_times = max_reconsume_times
         self.session = Session(self.config)
 
@@ -141,39 +131,17 @@ class AsyncPullConsumer(SessionClient):
                                           m.TopicRouteRequest(topic=topic), m.TopicInfo)
 
 
-class PullConsumer(SyncClient):
+class PullConsumer(GroupSyncClient[AsyncPullConsumer]):
     """The sync pull consumer: an :class:`AsyncPullConsumer` on a background loop."""
 
-    def __init__(
-        self,
-        group: str,
-        server: str | None = None,
-        *,
-        access_key: str | None = None,
-        secret_key: str | None = None,
-        timeout: float | None = None,
-        client_id: str | None = None,
-        config: ClientConfig | None = None,
-        max_reconsume_times: int = 16,
-    ) -> None:
-        self._async = AsyncPullConsumer(
-            group, server, access_key=access_key, secret_key=secret_key, timeout=timeout,
-            client_id=client_id, config=config, max_reconsume_times=max_reconsume_times)
+    def __init__(self, group: str, server: str | None = None, *, max_reconsume_times: int = 16,
+                 **options: Unpack[ConnectionOptions]) -> None:
+        self._async = AsyncPullConsumer(group, server, max_reconsume_times=max_reconsume_times,
+                                        **options)
         self._loop = None
 
     _kind = "consumer"
-    _async: AsyncPullConsumer
-
-    def _loop_name(self) -> str:
-        return f"broker-lite-pull-{self.group}"
-
-    @property
-    def group(self) -> str:
-        return self._async.group
-
-    @property
-    def client_id(self) -> str:
-        return self._async.client_id
+    _loop_prefix = "broker-lite-pull"
 
     def subscribe(self, topic: str, tag_expr: str = "*", *, broadcasting: bool = False) -> None:
         self._running().run(self._async.subscribe(topic, tag_expr, broadcasting=broadcasting))

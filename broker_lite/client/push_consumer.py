@@ -30,10 +30,10 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import logging
-from types import TracebackType
-from typing import Self
+from typing import Unpack
 
-from broker_lite.client.config import ClientConfig
+from broker_lite.client.async_client import AsyncClient
+from broker_lite.client.config import ClientConfig, ConnectionOptions
 from broker_lite.client.errors import ClientClosedError
 from broker_lite.client.listener import (
     ConsumeFrom,
@@ -45,16 +45,16 @@ from broker_lite.client.loop_thread import LoopThread
 from broker_lite.client.message import RETRY_PREFIX, ReceivedMessage, retry_topic
 from broker_lite.client.pull_consumer import AsyncPullConsumer
 from broker_lite.client.queue_worker import QueueWorker, WorkerOptions
-from broker_lite.client.sync_client import SyncClient
+from broker_lite.client.sync_client import GroupSyncClient
 from broker_lite.errors import BrokerError, ConfigurationError
 from broker_lite.protocol import messages as m
 
-__all__ = ["AsyncPushConsumer", "PushConsumer"]
+__all__ = ["AsyncPushConsumer", "PushConsumer", "PushConsumerOptions"]
 
 log = logging.getLogger("broker_lite.client.consumer")
 
 
-class AsyncPushConsumer:
+class AsyncPushConsumer(AsyncClient):
     """A push consumer of group ``group`` on asyncio (see the module docstring)."""
 
     def __init__(
@@ -76,11 +76,7 @@ class AsyncPushConsumer:
         max_inflight_per_queue: int = 256,
         suspend_seconds: float = 1.0,
         shutdown_timeout: float = 10.0,
-        access_key: str | None = None,
-        secret_key: str | None = None,
-        timeout: float | None = None,
-        client_id: str | None = None,
-        config: ClientConfig | None = None,
+        **options: Unpack[ConnectionOptions],
     ) -> None:
         if consume_threads < 1:
             raise ConfigurationError(f"consume_threads must be >= 1, got {consume_threads}",
@@ -97,9 +93,8 @@ class AsyncPushConsumer:
         if rebalance_interval <= 0 or long_poll_ms < 0:
             raise ConfigurationError("rebalance_interval must be > 0 and long_poll_ms >= 0",
                                      setting="rebalance_interval, long_poll_ms")
-        self.client = AsyncPullConsumer(
-            group, server, access_key=access_key, secret_key=secret_key, timeout=timeout,
-            client_id=client_id, config=config, max_reconsume_times=max_reconsume_times)
+        self.client = AsyncPullConsumer(group, server, max_reconsume_times=max_reconsume_times,
+                                        **options)
         self.group = self.client.group
         self.listener = listener
         self.default_tag_expr = tag_expr
@@ -128,6 +123,11 @@ class AsyncPushConsumer:
     @property
     def client_id(self) -> str:
         return self.client.client_id
+
+    @property
+    def config(self) -> ClientConfig:
+        """The settings its connection was made with (its pull client's)."""
+        return self.client.config
 
     @property
     def closed(self) -> bool:
@@ -208,14 +208,6 @@ class AsyncPushConsumer:
             self._executor.shutdown(wait=finished, cancel_futures=True)
         await self.client.shutdown()
 
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.shutdown()
-
     # -- rebalance ---------------------------------------------------------------------
 
     def assigned_queues(self) -> dict[str, list[int]]:
@@ -286,58 +278,42 @@ def _with_tags(options: WorkerOptions, tag_expr: str) -> WorkerOptions:
     return dataclasses.replace(options, tag_expr=tag_expr)
 
 
-class PushConsumer(SyncClient):
+class PushConsumerOptions(ConnectionOptions, total=False):
+    """:class:`AsyncPushConsumer`'s keywords (its signature has the defaults);
+    :class:`PushConsumer` passes them on as they are."""
+
+    listener: MessageListener | None
+    tag_expr: str
+    consume_threads: int
+    broadcasting: bool
+    orderly: bool
+    max_reconsume_times: int
+    consume_batch_size: int
+    pull_batch_size: int
+    long_poll_ms: int
+    rebalance_interval: float
+    consume_from: ConsumeFrom
+    max_inflight_per_queue: int
+    suspend_seconds: float
+    shutdown_timeout: float
+
+
+class PushConsumer(GroupSyncClient[AsyncPushConsumer]):
     """The sync push consumer: an :class:`AsyncPushConsumer` on a background event loop.
 
     ``listener`` runs on ``consume_threads`` worker threads; the keywords are
     :class:`AsyncPushConsumer`'s.
     """
 
-    def __init__(
-        self,
-        group: str,
-        server: str | None = None,
-        *,
-        listener: MessageListener | None = None,
-        tag_expr: str = "*",
-        consume_threads: int = 20,
-        broadcasting: bool = False,
-        orderly: bool = False,
-        max_reconsume_times: int = 16,
-        consume_batch_size: int = 1,
-        pull_batch_size: int = 32,
-        long_poll_ms: int = 15_000,
-        rebalance_interval: float = 5.0,
-        consume_from: ConsumeFrom = ConsumeFrom.FIRST_OFFSET,
-        max_inflight_per_queue: int = 256,
-        suspend_seconds: float = 1.0,
-        shutdown_timeout: float = 10.0,
-        access_key: str | None = None,
-        secret_key: str | None = None,
-        timeout: float | None = None,
-        client_id: str | None = None,
-        config: ClientConfig | None = None,
-    ) -> None:
-        self.group = group
-        self._async = AsyncPushConsumer(
-            group, server, listener=listener, tag_expr=tag_expr,
-            consume_threads=consume_threads, broadcasting=broadcasting, orderly=orderly,
-            max_reconsume_times=max_reconsume_times, consume_batch_size=consume_batch_size,
-            pull_batch_size=pull_batch_size, long_poll_ms=long_poll_ms,
-            rebalance_interval=rebalance_interval, consume_from=consume_from,
-            max_inflight_per_queue=max_inflight_per_queue, suspend_seconds=suspend_seconds,
-            shutdown_timeout=shutdown_timeout, access_key=access_key, secret_key=secret_key,
-            timeout=timeout, client_id=client_id, config=config)
-        self._loop: LoopThread | None = None
+    def __init__(self, group: str, server: str | None = None,
+                 **options: Unpack[PushConsumerOptions]) -> None:
+        self._async = AsyncPushConsumer(group, server, **options)
+        self._loop = None
 
     @property
     def consumer(self) -> AsyncPushConsumer:
         """The asyncio consumer underneath (runs on this object's background loop)."""
         return self._async
-
-    @property
-    def client_id(self) -> str:
-        return self.consumer.client_id
 
     def subscribe(self, topic: str, tag_expr: str | None = None) -> None:
         if self._loop is None:
@@ -349,10 +325,7 @@ class PushConsumer(SyncClient):
         self.consumer.register_listener(listener)
 
     _kind = "consumer"
-    _async: AsyncPushConsumer
-
-    def _loop_name(self) -> str:
-        return f"broker-lite-push-{self.group}"
+    _loop_prefix = "broker-lite-push"
 
     def _shutdown_timeout(self) -> float:
         return self.consumer.shutdown_timeout * 2 + 10

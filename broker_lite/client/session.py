@@ -18,9 +18,9 @@ import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
+from broker_lite.client.async_client import AsyncClient
 from broker_lite.client.auth import hello_request
 from broker_lite.client.config import ClientConfig, make_client_id
 from broker_lite.client.connection import Connection
@@ -266,7 +266,7 @@ class Session:
         return await handler(body)
 
 
-class SessionClient:
+class SessionClient(AsyncClient):
     """Base of the asyncio clients: one :class:`Session`, started and closed with them."""
 
     session: Session
@@ -291,11 +291,3 @@ class SessionClient:
 
     async def shutdown(self) -> None:
         await self.session.close()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.shutdown()

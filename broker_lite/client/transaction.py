@@ -25,10 +25,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from broker_lite.client.check_back import CheckBacks, awaitable, is_async
-from broker_lite.client.config import ClientConfig
+from broker_lite.client.config import ConnectionOptions
 from broker_lite.client.message import Message, SendResult
 from broker_lite.client.producer import AsyncProducer, Producer
 from broker_lite.client.thread_pool import BoundedThreadPool
@@ -66,14 +66,9 @@ class AsyncTransactionProducer(AsyncProducer):
         *,
         check_threads: tuple[int, int] = (1, 1),
         check_queue_size: int = 2000,
-        access_key: str | None = None,
-        secret_key: str | None = None,
-        timeout: float | None = None,
-        client_id: str | None = None,
-        config: ClientConfig | None = None,
+        **options: Unpack[ConnectionOptions],
     ) -> None:
-        super().__init__(group, server, access_key=access_key, secret_key=secret_key,
-                         timeout=timeout, client_id=client_id, config=config)
+        super().__init__(group, server, **options)
         self.listener = listener
         self.check_backs = CheckBacks(self.group, listener, check_threads, check_queue_size)
         self.session.set_handler(RequestCode.CHECK_TRANSACTION_STATE, self.check_backs.answer)
@@ -207,19 +202,13 @@ class TransactionProducer(Producer):
         *,
         check_threads: tuple[int, int] = (1, 1),
         check_queue_size: int = 2000,
-        access_key: str | None = None,
-        secret_key: str | None = None,
-        timeout: float | None = None,
-        client_id: str | None = None,
-        config: ClientConfig | None = None,
+        **options: Unpack[ConnectionOptions],
     ) -> None:
         if is_async(listener.execute_local_transaction):
             raise TypeError("TransactionProducer needs a listener with plain methods; "
                             "use AsyncTransactionProducer for coroutines")
-        self._tx = AsyncTransactionProducer(
-            group, listener, server, check_threads=check_threads,
-            check_queue_size=check_queue_size, access_key=access_key, secret_key=secret_key,
-            timeout=timeout, client_id=client_id, config=config)
+        self._tx = AsyncTransactionProducer(group, listener, server, check_threads=check_threads,
+                                            check_queue_size=check_queue_size, **options)
         self._attach(self._tx)
         self.listener = listener
 

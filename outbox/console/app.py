@@ -18,7 +18,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, create_engine
 from starlette.applications import Starlette
@@ -35,10 +35,11 @@ from outbox.console.config import ConsoleConfig
 from outbox.console.sampler import Sampler
 from outbox.status import format_age
 
-__all__ = ["Console", "confirm_or_run", "console_of", "create_app", "render"]
+__all__ = ["Console", "confirm_or_run", "console_of", "create_app", "parse_input", "render"]
 
 log = logging.getLogger("rocketbox.console")
 actions_log = logging.getLogger("rocketbox.console.actions")
+_T = TypeVar("_T")
 
 templates = Jinja2Templates(
     directory=str(__import__("pathlib").Path(__file__).with_name("templates")))
@@ -79,6 +80,14 @@ class Console:
 def console_of(request: Request) -> Console:
     console: Console = request.app.state.console
     return console
+
+
+def parse_input(name: str, text: str, cast: Callable[[str], _T], what: str) -> _T:
+    """``cast(text)`` for the form or query field ``name``; else ``ValueError`` naming it."""
+    try:
+        return cast(text)
+    except ValueError:
+        raise ValueError(f"{name} must be {what}, got {text!r}") from None
 
 
 def render(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:

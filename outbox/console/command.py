@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
-import threading
 from pathlib import Path
-from types import FrameType
 
-from outbox.cli_commands import CommandError
+from outbox.cli_commands import CommandError, stop_on_signals
 from outbox.console.config import ConsoleConfig, ConsoleConfigError
 from outbox.console.server import ConsoleThread
 
@@ -53,13 +50,7 @@ def config_from(args: argparse.Namespace) -> ConsoleConfig:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
-    stop = threading.Event()
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with stop_on_signals() as stop:
         try:
             console = ConsoleThread(config).start()
         except (OSError, RuntimeError) as exc:
@@ -70,7 +61,4 @@ def run(args: argparse.Namespace) -> int:
             stop.wait()
         finally:
             console.stop()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     return 0

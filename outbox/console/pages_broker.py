@@ -11,7 +11,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from broker_lite.client.admin import names as n
-from outbox.console.app import confirm_or_run, console_of, render
+from outbox.console.app import confirm_or_run, console_of, parse_input, render
 from outbox.console.broker_view import browse_rows, dead_letter_groups, group_views, is_internal
 
 __all__ = ["ROUTES"]
@@ -25,11 +25,7 @@ def _field(form: FormData, name: str) -> str:
 
 
 def _int_field(form: FormData, name: str) -> int:
-    value = _field(form, name)
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"{name} must be a whole number, got {value!r}") from None
+    return parse_input(name, _field(form, name), int, "a whole number")
 
 
 def topics(request: Request) -> Response:

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from outbox.console.app import confirm_or_run, console_of, render
+from outbox.console.app import confirm_or_run, console_of, parse_input, render
 from outbox.console.audit_view import read_audit
 from outbox.console.broker_view import message_row
 from outbox.console.rows import ROW_STATES, RowFilter, list_rows, one_row
@@ -45,12 +45,7 @@ def series(request: Request) -> Response:
 
 def _number(request: Request, name: str, cast: type[float] | type[int]) -> Any:
     text = request.query_params.get(name, "").strip()
-    if not text:
-        return None
-    try:
-        return cast(text)
-    except ValueError:
-        raise ValueError(f"{name} must be a number, got {text!r}") from None
+    return parse_input(name, text, cast, "a number") if text else None
 
 
 def rows(request: Request) -> Response:

@@ -1,4 +1,9 @@
-"""Run an example's parts as subprocesses, each in its own process group (procgroup)."""
+"""Run an example's parts as subprocesses, each in its own process group (procgroup).
+
+:func:`start_shop` starts a shop's four parts the way its README does;
+:func:`postgres_and_redis` gives the README's production setup (PostgreSQL,
+Redis, a broker) as the environment the parts read.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
-from support import wait_until
+from support import PostgresServer, start_broker_lite, wait_until
 from support.http import http as http  # re-exported for the tests
 
 from procgroup import Process
@@ -45,6 +50,34 @@ def run(argv: Sequence[str], env: Mapping[str, str], tmp: Path) -> str:
     return done.stdout
 
 
+def start_shop(stack: contextlib.ExitStack, env: Mapping[str, str], tmp: Path, *,
+               relay: Sequence[str], checker: Sequence[str], checker_ready: str,
+               inventory: Sequence[str], web: Sequence[str]) -> tuple[Process, str]:
+    """Start the relay, the checker, the inventory consumer and the web part (``web`` serves
+    on port 0) on ``stack``; returns the relay (its log explains a slow wait) and the web
+    part's HOST:PORT."""
+    relay_part = stack.enter_context(running("relay", relay, env, tmp, r"ready\."))
+    stack.enter_context(running("checker", checker, env, tmp, checker_ready))
+    stack.enter_context(running("inventory", inventory, env, tmp, "inventory ready"))
+    web_part = stack.enter_context(running("web", web, env, tmp, r"shop ready http://\S+"))
+    address = web_part.wait_for(r"shop ready http://(\S+)", READY_TIMEOUT).group(1)
+    return relay_part, address
+
+
+@contextlib.contextmanager
+def postgres_and_redis(postgres_server: PostgresServer, redis_url: str, tmp: Path,
+                       name: str, *, asyncpg: bool = False
+                       ) -> Iterator[tuple[dict[str, str], str, str]]:
+    """Databases ``NAME_shop`` and ``NAME_inventory``, Celery on ``redis_url`` and a broker
+    (1 s transaction timeout); yields the shop's environment, its database URL (asyncpg's if
+    ``asyncpg``) and the inventory's."""
+    shop = postgres_server.create_database(f"{name}_shop")
+    inventory = postgres_server.create_database(f"{name}_inventory")
+    shop_url = shop.url.replace("+psycopg:", "+asyncpg:") if asyncpg else shop.url
+    with start_broker_lite(tmp / "broker", ("--tx-timeout", "1")) as broker:
+        yield (example_env(SHOP_DB=shop_url, SHOP_INVENTORY_DB=inventory.url,
+                           SHOP_CELERY_BROKER=redis_url, SHOP_BROKER=broker.native),
+               shop_url, inventory.url)
 
 
 def order_from_the_shop(address: str) -> list[str]:

@@ -14,9 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from examples_support import READY_TIMEOUT, example_env, http, run, running, wait_reserved
+from examples_support import (
+    READY_TIMEOUT,
+    example_env,
+    http,
+    postgres_and_redis,
+    run,
+    running,
+    start_shop,
+    wait_reserved,
+)
 from sqlalchemy import create_engine, text
-from support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_until
+from support import BrokerLiteServer, PostgresServer, wait_until
 
 PY = sys.executable
 MANAGE = [PY, "-m", "examples.django_shop.manage"]
@@ -30,15 +39,10 @@ def _exercise(env: dict[str, str], tmp: Path, inventory_url: str) -> None:
     run([*MANAGE, "migrate", "--verbosity", "0"], env, tmp)
     assert run([*MANAGE, "check"], env, tmp).strip().startswith("System check identified no")
     with contextlib.ExitStack() as stack:
-        relay = stack.enter_context(running("relay", [*MANAGE, "rocketbox_relay"], env, tmp,
-                                            r"ready\."))
-        stack.enter_context(running("checker", [*MANAGE, "rocketbox_checker"], env, tmp,
-                                    "rocketbox checker ready"))
-        stack.enter_context(running("inventory", [*MANAGE, "inventory"], env, tmp,
-                                    "inventory ready"))
-        web = stack.enter_context(running("web", [*MANAGE, "serve", "--port", "0"], env, tmp,
-                                          r"shop ready http://\S+"))
-        address = web.wait_for(r"shop ready http://(\S+)", READY_TIMEOUT).group(1)
+        relay, address = start_shop(
+            stack, env, tmp, relay=[*MANAGE, "rocketbox_relay"],
+            checker=[*MANAGE, "rocketbox_checker"], checker_ready="rocketbox checker ready",
+            inventory=[*MANAGE, "inventory"], web=[*MANAGE, "serve", "--port", "0"])
         created = []
         for i in range(5):
             status, body = _post(address, {"item": "cake", "qty": i + 1})
@@ -62,12 +66,9 @@ def test_django_shop_on_the_embedded_default(broker_lite_server: BrokerLiteServe
 @pytest.mark.timeout(300)
 def test_django_shop_on_postgres_and_redis(postgres_server: PostgresServer, redis_url: str,
                                            tmp_path: Path) -> None:
-    shop = postgres_server.create_database("django_shop")
-    inventory = postgres_server.create_database("django_inventory")
-    with start_broker_lite(tmp_path / "broker", ("--tx-timeout", "1")) as broker:
-        env = example_env(SHOP_DB=shop.url, SHOP_INVENTORY_DB=inventory.url,
-                          SHOP_CELERY_BROKER=redis_url, SHOP_BROKER=broker.native)
-        _exercise(env, tmp_path, inventory.url)
+    with postgres_and_redis(postgres_server, redis_url, tmp_path, "django") as (
+            env, _shop_url, inventory_url):
+        _exercise(env, tmp_path, inventory_url)
 
 
 def _admin_login(address: str, password: str) -> str:

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from examples_support import (
     FLASK,
-    READY_TIMEOUT,
     example_env,
     order_from_the_shop,
+    postgres_and_redis,
     run,
-    running,
+    start_shop,
     wait_reserved,
 )
-from support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_until
+from support import BrokerLiteServer, PostgresServer, wait_until
 
 PY = sys.executable
 SHOP = "examples.flask_shop.run"
@@ -27,16 +27,11 @@ APP = "examples.flask_shop.wsgi"
 def _exercise(env: dict[str, str], tmp: Path, inventory_url: str) -> None:
     run([PY, "-m", SHOP, "migrate"], env, tmp)
     with contextlib.ExitStack() as stack:
-        relay = stack.enter_context(running(
-            "relay", [str(FLASK), "--app", APP, "rocketbox", "relay"], env, tmp, r"ready\."))
-        stack.enter_context(running(
-            "checker", [str(FLASK), "--app", APP, "rocketbox", "checker"], env, tmp,
-            "rocketbox checker ready"))
-        stack.enter_context(running("inventory", [PY, "-m", SHOP, "inventory"], env, tmp,
-                                    "inventory ready"))
-        web = stack.enter_context(running("web", [PY, "-m", SHOP, "web", "--port", "0"], env,
-                                          tmp, r"shop ready http://\S+"))
-        address = web.wait_for(r"shop ready http://(\S+)", READY_TIMEOUT).group(1)
+        relay, address = start_shop(
+            stack, env, tmp, relay=[str(FLASK), "--app", APP, "rocketbox", "relay"],
+            checker=[str(FLASK), "--app", APP, "rocketbox", "checker"],
+            checker_ready="rocketbox checker ready", inventory=[PY, "-m", SHOP, "inventory"],
+            web=[PY, "-m", SHOP, "web", "--port", "0"])
         created = order_from_the_shop(address)
         wait_reserved(inventory_url, created, relay)
         status_json = json.loads(run([str(FLASK), "--app", APP, "rocketbox", "status",
@@ -60,9 +55,6 @@ def test_flask_shop_on_the_embedded_default(broker_lite_server: BrokerLiteServer
 @pytest.mark.timeout(300)
 def test_flask_shop_on_postgres_and_redis(postgres_server: PostgresServer, redis_url: str,
                                           tmp_path: Path) -> None:
-    shop = postgres_server.create_database("flask_shop")
-    inventory = postgres_server.create_database("flask_inventory")
-    with start_broker_lite(tmp_path / "broker", ("--tx-timeout", "1")) as broker:
-        env = example_env(SHOP_DB=shop.url, SHOP_INVENTORY_DB=inventory.url,
-                          SHOP_CELERY_BROKER=redis_url, SHOP_BROKER=broker.native)
-        _exercise(env, tmp_path, inventory.url)
+    with postgres_and_redis(postgres_server, redis_url, tmp_path, "flask") as (
+            env, _shop_url, inventory_url):
+        _exercise(env, tmp_path, inventory_url)

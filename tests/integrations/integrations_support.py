@@ -22,10 +22,11 @@ from sqlalchemy import Engine, select
 from support.commitlog import broker_records as broker_records  # re-exported
 from support.commitlog import commit_counts as commit_counts  # re-exported
 from support.http import http as http  # re-exported for the tests
+from support.publishers import drain
+from support.recorder import Collector as Collector  # re-exported
 from werkzeug.serving import make_server
 
-from broker_lite.client import ConsumeResult, PushConsumer, ReceivedMessage
-from outbox import BrokerLitePublisher, Outbox, Relay
+from outbox import Outbox
 from outbox.models import transaction_table as t
 
 FAST_BROKER = ("--tx-timeout", "1", "--tx-check-interval", "0.3")
@@ -47,45 +48,12 @@ def serve_wsgi(app: Any) -> Iterator[str]:
 
 def relay_all(outbox: Outbox) -> int:
     """Relay every due row now; returns how many were relayed."""
-    publisher = BrokerLitePublisher(outbox)
-    try:
-        return Relay(outbox, publisher).drain().relayed
-    finally:
-        publisher.close()
+    return drain(outbox).relayed
 
 
 def row_ids(engine: Engine) -> set[str]:
     with engine.connect() as conn:
         return set(conn.execute(select(t.c.tx_id)).scalars())
-
-
-class Collector:
-    """A push consumer of ``topic`` that records every delivery."""
-
-    def __init__(self, server: str, topic: str, group: str) -> None:
-        self.messages: list[ReceivedMessage] = []
-        self._lock = threading.Lock()
-        self._consumer = PushConsumer(group, server, listener=self._on_message,
-                                      rebalance_interval=0.5)
-        self._consumer.subscribe(topic)
-
-    def _on_message(self, message: ReceivedMessage) -> ConsumeResult:
-        with self._lock:
-            self.messages.append(message)
-        return ConsumeResult.SUCCESS
-
-    def keys(self) -> list[str]:
-        with self._lock:
-            return [m.dedupe_key for m in self.messages]
-
-    def __enter__(self) -> Collector:
-        self._consumer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._consumer.shutdown()
-
-
 
 
 def mentioned(records: list[dict[str, Any]]) -> set[str]:

@@ -22,8 +22,9 @@ import pytest
 from sqlalchemy import Engine, create_engine, select, text, update
 from sqlalchemy.orm import Session
 from support import BrokerLiteServer, PostgresServer, free_port
+from support.publishers import drain
 
-from outbox import BrokerLitePublisher, Outbox, Relay, RelaySettings, publish
+from outbox import Outbox, RelaySettings, publish
 from outbox.models import metadata
 from outbox.models import transaction_table as t
 from spark.audit_job import main as audit_main
@@ -37,11 +38,7 @@ def _publish(outbox: Outbox, n: int, label: str) -> list[str]:
 
 
 def _relay(outbox: Outbox) -> int:
-    publisher = BrokerLitePublisher(outbox)
-    try:
-        return Relay(outbox, publisher).drain().relayed
-    finally:
-        publisher.close()
+    return drain(outbox).relayed
 
 
 def _mark(engine: Engine, tx_ids: list[str], **values: Any) -> None:

@@ -13,20 +13,21 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, delete, select, update
+from sqlalchemy import Connection, Engine, delete, select, update
 from sqlalchemy.orm import Session
 from support import BrokerLiteServer, double_commit_broker, start_broker_lite, wait_until
+from support.publishers import drain
 from support.sqlite import sqlite_outbox_engine
 
 from broker_lite.client import LocalTransactionState, ReceivedMessage, TransactionProducer
-from outbox import BrokerLitePublisher, Outbox, Relay, RelaySettings, publish
+from outbox import Outbox, RelaySettings, publish
 from outbox.models import transaction_table as t
 from spark.audit_job import main as audit_main
 
@@ -65,11 +66,7 @@ def _pipeline(tmp_path: Path, broker: BrokerLiteServer, n: int, *,
     with Session(engine) as session, session.begin() as tx:  # rolled back: never sent
         publish(session, "Audit0", {"i": -1}, outbox=outbox)
         tx.rollback()
-    publisher = BrokerLitePublisher(outbox)
-    try:
-        report = Relay(outbox, publisher).drain()
-    finally:
-        publisher.close()
+    report = drain(outbox)
     assert (report.relayed, report.failed) == (n, 0), report.errors[:5]
     try:
         yield Run(db, engine, broker.data_dir, published, outbox)
@@ -105,31 +102,31 @@ def test_audit_clean_pipeline_10k_has_no_divergence(spark_session: Any, tmp_path
     assert len(set(run.published)) == N_CLEAN
 
 
-@pytest.mark.timeout(120)
-def test_audit_reports_a_row_deleted_after_its_commit_as_phantom(
-        spark_session: Any, tmp_path: Path, broker_lite_server: BrokerLiteServer) -> None:
-    with _pipeline(tmp_path, broker_lite_server, N_FAULTY, per_db_tx=40) as run:
-        victim = run.published[57]
-        with run.engine.begin() as conn:
-            assert conn.execute(delete(t).where(t.c.tx_id == victim)).rowcount == 1
-        code, counts, divergent = _audit(spark_session, tmp_path, run)
-    assert divergent == {victim: "phantom"}
-    assert counts == _only(counts, ok=N_FAULTY - 1, phantom=1)
-    assert code == 1
+def _delete(conn: Connection, tx_id: str) -> int:
+    return conn.execute(delete(t).where(t.c.tx_id == tx_id)).rowcount
+
+
+def _tamper(conn: Connection, tx_id: str) -> int:
+    return conn.execute(update(t).where(t.c.tx_id == tx_id)
+                        .values(body=b'{"i": "tampered"}')).rowcount
 
 
 @pytest.mark.timeout(120)
-def test_audit_reports_a_body_changed_after_relaying_as_payload_mismatch(
-        spark_session: Any, tmp_path: Path, broker_lite_server: BrokerLiteServer) -> None:
+@pytest.mark.parametrize(("index", "change", "reason"), [
+    pytest.param(57, _delete, "phantom", id="deleted_after_its_commit_is_phantom"),
+    pytest.param(3, _tamper, "payload_mismatch",
+                 id="body_changed_after_relaying_is_payload_mismatch"),
+])
+def test_audit_reports_a_row_changed_after_relaying(
+        spark_session: Any, tmp_path: Path, broker_lite_server: BrokerLiteServer, index: int,
+        change: Callable[[Connection, str], int], reason: str) -> None:
     with _pipeline(tmp_path, broker_lite_server, N_FAULTY, per_db_tx=40) as run:
-        victim = run.published[3]
+        victim = run.published[index]
         with run.engine.begin() as conn:
-            changed = conn.execute(update(t).where(t.c.tx_id == victim)
-                                   .values(body=b'{"i": "tampered"}'))
-            assert changed.rowcount == 1
+            assert change(conn, victim) == 1
         code, counts, divergent = _audit(spark_session, tmp_path, run)
-    assert divergent == {victim: "payload_mismatch"}
-    assert counts == _only(counts, ok=N_FAULTY - 1, payload_mismatch=1)
+    assert divergent == {victim: reason}
+    assert counts == _only(counts, ok=N_FAULTY - 1, **{reason: 1})
     assert code == 1
 
 

@@ -47,6 +47,8 @@ __all__ = [
     "RedisServer",
     "ServerStartError",
     "ServerUnavailable",
+    "StartBroker",
+    "broker_starter",
     "find_postgres_bindir",
     "free_port",
     "start_broker_lite",
@@ -485,3 +487,21 @@ def start_broker_lite(
     finally:
         proc.stop(timeout=STOP_TIMEOUT)
         shutil.rmtree(log_dir, ignore_errors=True)
+
+
+#: what :func:`broker_starter` returns: ``start(*extra_args, data_dir=None)``
+StartBroker = Callable[..., contextlib.AbstractContextManager[BrokerLiteServer]]
+
+
+def broker_starter(root: Path, base_args: Sequence[str] = (), *,
+                   command: Sequence[str] | None = None) -> StartBroker:
+    """For a fixture that lets its test start brokers: ``start(*extra, data_dir=None)`` runs
+    :func:`start_broker_lite` (with ``command``) on ``base_args`` then ``extra``, in
+    ``data_dir`` (a restart on the same data) or ``root / "broker"``."""
+
+    def start(*extra: str, data_dir: Path | None = None
+              ) -> contextlib.AbstractContextManager[BrokerLiteServer]:
+        return start_broker_lite(data_dir or root / "broker", [*base_args, *extra],
+                                 command=command)
+
+    return start

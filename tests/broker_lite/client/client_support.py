@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from collections.abc import Callable
 
-from support import BrokerLiteServer, wait_until
+import support
+from support import wait_until
+from support.recorder import Recorder as Recorder  # re-exported
 
-from broker_lite.client import ConsumeResult, PullConsumer, ReceivedMessage
+from broker_lite.client import PullConsumer, ReceivedMessage
 
 __all__ = ["FAST_BROKER", "Recorder", "StartBroker", "drain"]
 
@@ -16,7 +16,7 @@ __all__ = ["FAST_BROKER", "Recorder", "StartBroker", "drain"]
 FAST_BROKER = ("--delay-time-scale", "0.01", "--tx-timeout", "1", "--tx-check-interval", "0.5")
 
 #: the ``start_broker`` fixture: ``start_broker(*extra_args, data_dir=None)``
-StartBroker = Callable[..., contextlib.AbstractContextManager[BrokerLiteServer]]
+StartBroker = support.StartBroker
 
 
 def drain(consumer: PullConsumer, topic: str, count: int, *, timeout: float = 15.0,
@@ -42,25 +42,3 @@ def drain(consumer: PullConsumer, topic: str, count: int, *, timeout: float = 15
 
     wait_until(more, timeout=timeout, message=lambda: f"{len(got)} of {count} messages came")
     return got
-
-
-class Recorder:
-    """A push-consumer listener that records each delivery; ``decide`` picks the result."""
-
-    def __init__(self, decide: Callable[[ReceivedMessage], ConsumeResult] | None = None) -> None:
-        self._decide = decide or (lambda msg: ConsumeResult.SUCCESS)
-        self._lock = threading.Lock()
-        self.seen: list[ReceivedMessage] = []
-
-    def __call__(self, msg: ReceivedMessage) -> ConsumeResult:
-        with self._lock:
-            self.seen.append(msg)
-        return self._decide(msg)
-
-    def bodies(self) -> list[bytes]:
-        with self._lock:
-            return [m.body for m in self.seen]
-
-    def count(self) -> int:
-        with self._lock:
-            return len(self.seen)

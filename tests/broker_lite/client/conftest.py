@@ -7,24 +7,18 @@ is checked back after about a second).
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from client_support import FAST_BROKER, StartBroker
-from support import BrokerLiteServer, start_broker_lite
+from support import BrokerLiteServer, broker_starter
 
 
 @pytest.fixture
 def start_broker(tmp_path: Path) -> StartBroker:
     """``start_broker(*extra_args, data_dir=None)``: a context manager running a broker."""
-
-    def _start(*extra: str, data_dir: Path | None = None
-               ) -> contextlib.AbstractContextManager[BrokerLiteServer]:
-        return start_broker_lite(data_dir or tmp_path / "broker", [*FAST_BROKER, *extra])
-
-    return _start
+    return broker_starter(tmp_path, FAST_BROKER)
 
 
 @pytest.fixture

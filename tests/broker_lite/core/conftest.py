@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from core_support import make_broker
+from core_support import Opener, make_broker
 
 from broker_lite.core import Broker
 
 
 @pytest.fixture
-def open_broker(tmp_path: Path) -> Iterator[Callable[..., Broker]]:
+def open_broker(tmp_path: Path) -> Iterator[Opener]:
     opened: list[Broker] = []
 
     def _open(**overrides: Any) -> Broker:

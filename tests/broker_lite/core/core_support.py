@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from broker_lite.core import Broker, BrokerConfig, model
 from broker_lite.storage import StoreConfig
+
+#: the ``open_broker`` fixture: ``open_broker(**config_overrides)`` opens a Broker
+Opener = Callable[..., Broker]
 
 
 class ProducerEndpoint:

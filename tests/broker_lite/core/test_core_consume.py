@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from core_support import make_broker, pull_all
+from core_support import Opener, make_broker, pull_all
 
 from broker_lite.core import Broker, model
 from broker_lite.core.topics import SCHEDULE_TOPIC
@@ -22,7 +21,6 @@ from broker_lite.errors import (
 )
 
 pytestmark = pytest.mark.timeout(60)
-Opener = Callable[..., Broker]
 
 
 def send(broker: Broker, topic: str, body: str, **fields: object) -> model.SendResult:

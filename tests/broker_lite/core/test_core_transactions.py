@@ -6,11 +6,10 @@ test sleeps.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from core_support import ProducerEndpoint, make_broker, pull_all
+from core_support import Opener, ProducerEndpoint, make_broker, pull_all
 
 from broker_lite.core import Broker, model
 from broker_lite.core.topics import HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC
@@ -23,7 +22,6 @@ from broker_lite.errors import (
 from broker_lite.storage import TxType
 
 pytestmark = pytest.mark.timeout(60)
-Opener = Callable[..., Broker]
 COMMIT, ROLLBACK, UNKNOWN = model.TxState.COMMIT, model.TxState.ROLLBACK, model.TxState.UNKNOWN
 
 

@@ -13,6 +13,7 @@ up by a real file.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,7 @@ def _commits_of(broker: Broker, tx_id: str) -> int:
 
 def test_a_retried_commit_writes_no_second_commit_record(disk: Path) -> None:
     broker, stuck, filler = _stuck_commit(disk / "b")
-    try:
+    with closing(broker):
         assert _commits_of(broker, "tx-4") == 1  # the commit record did land
         assert _end(broker, stuck, COMMIT).outcome == "committed"  # the op still cannot
         assert broker.transactions.pending_count == 2
@@ -80,24 +81,20 @@ def test_a_retried_commit_writes_no_second_commit_record(disk: Path) -> None:
         assert _end(broker, stuck, COMMIT).outcome == "committed"
         assert _commits_of(broker, "tx-4") == 1
         assert broker.transactions.pending_count == 1
-    finally:
-        broker.close()
 
 
 def test_a_rollback_after_the_commit_record_is_refused(disk: Path) -> None:
     broker, stuck, filler = _stuck_commit(disk / "b")
-    try:
+    with closing(broker):
         filler.unlink()
         with pytest.raises(TransactionConflictError):
             _end(broker, stuck, ROLLBACK, from_check=True)
         assert _commits_of(broker, "tx-4") == 1
-    finally:
-        broker.close()
 
 
 def test_a_rollback_the_full_disk_refused_leaves_the_half_to_retry(disk: Path) -> None:
     broker, _, filler = _stuck_commit(disk / "b")
-    try:
+    with closing(broker):
         waiting = broker.transactions.get("tx-5")
         assert waiting is not None
         sent = model.SendResult(msg_id="tx-5", topic="Pay", queue_id=0, queue_offset=UNITS + 1,
@@ -108,13 +105,11 @@ def test_a_rollback_the_full_disk_refused_leaves_the_half_to_retry(disk: Path) -
         filler.unlink()
         assert _end(broker, sent, ROLLBACK).outcome == "rolled_back"
         assert _commits_of(broker, "tx-5") == 0
-    finally:
-        broker.close()
 
 
 def test_the_check_service_closes_the_half_instead_of_asking(disk: Path) -> None:
     broker, stuck, filler = _stuck_commit(disk / "b")
-    try:
+    with closing(broker):
         endpoint = ProducerEndpoint()
         broker.register(model.ClientRegistration(client_id=endpoint.client_id,
                                                  producer_groups=["pg"]), endpoint)
@@ -130,29 +125,24 @@ def test_the_check_service_closes_the_half_instead_of_asking(disk: Path) -> None
         assert broker.transactions.pending_count == 1
         assert _end(broker, stuck, COMMIT).already
         assert _commits_of(broker, "tx-4") == 1
-    finally:
-        broker.close()
 
 
 def test_a_restart_sees_the_commit_record(disk: Path) -> None:
     broker, stuck, filler = _stuck_commit(disk / "b")
     broker.close()
     filler.unlink()
-    reopened = _broker(disk / "b")
-    try:
+    with closing(_broker(disk / "b")) as reopened:
         entry = reopened.transactions.get("tx-4")
         assert entry is not None and entry.state == "committed"
         assert _end(reopened, stuck, COMMIT).already
         assert _commits_of(reopened, "tx-4") == 1
-    finally:
-        reopened.close()
 
 
 def test_a_restart_on_a_still_full_disk_starts_and_closes_the_half_later(disk: Path) -> None:
     broker, stuck, filler = _stuck_commit(disk / "b")
     broker.close()
-    reopened = _broker(disk / "b")  # the op record cannot be written yet: start anyway
-    try:
+    # the op record cannot be written yet: start anyway
+    with closing(_broker(disk / "b")) as reopened:
         entry = reopened.transactions.get("tx-4")
         assert entry is not None and entry.commit_offset >= 0
         assert _end(reopened, stuck, COMMIT).outcome == "committed"
@@ -160,5 +150,3 @@ def test_a_restart_on_a_still_full_disk_starts_and_closes_the_half_later(disk: P
         reopened.transactions.check(entry.store_ts + 60_000)
         assert reopened.transactions.pending_count == 1
         assert _commits_of(reopened, "tx-4") == 1
-    finally:
-        reopened.close()

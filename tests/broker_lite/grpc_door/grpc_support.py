@@ -13,21 +13,24 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 import grpc
+import support
 from rocketmq import (
     ClientConfiguration,
     Credentials,
+    FilterExpression,
     Message,
+    Producer,
     SimpleConsumer,
     TransactionChecker,
     TransactionResolution,
 )
 from rocketmq.grpc_protocol import service_pb2_grpc
 from rocketmq.v5.util.signature import Signature
-from support import BrokerLiteServer, wait_until
+from support import wait_until
 
 __all__ = [
     "FAST_GRPC_BROKER",
@@ -42,6 +45,8 @@ __all__ = [
     "raw_stub",
     "receive",
     "running",
+    "send_bodies",
+    "simple_consumer",
 ]
 
 #: ``serve`` flags that keep waits short: check-backs after ~1 s, 3 deliveries before the DLQ
@@ -49,7 +54,7 @@ FAST_GRPC_BROKER = ("--delay-time-scale", "0.01", "--tx-timeout", "1",
                     "--tx-check-interval", "0.5", "--grpc-max-delivery-attempts", "3")
 
 #: the ``start_grpc_broker`` fixture: ``start_grpc_broker(*extra_args, data_dir=None)``
-StartGrpcBroker = Callable[..., contextlib.AbstractContextManager[BrokerLiteServer]]
+StartGrpcBroker = support.StartBroker
 
 
 class Clients(Protocol):
@@ -95,6 +100,17 @@ def make_message(topic: str, body: bytes | str, *, tag: str | None = None,
     if deliver_at is not None:
         msg.delivery_timestamp = deliver_at
     return msg
+
+
+def simple_consumer(endpoint: str, group: str, topic: str) -> SimpleConsumer:
+    """An official SimpleConsumer of every tag of ``topic``; a receive long-polls a second."""
+    return SimpleConsumer(config(endpoint), group, {topic: FilterExpression()}, await_duration=1)
+
+
+def send_bodies(endpoint: str, topic: str, *bodies: str) -> list[str]:
+    """Send each body to ``topic`` with an official producer of its own; the message ids."""
+    with running(Producer(config(endpoint), (topic,))) as producer:
+        return [producer.send(make_message(topic, body)).message_id for body in bodies]
 
 
 def receive(consumer: SimpleConsumer, count: int, *, timeout: float = 20.0,

@@ -10,7 +10,7 @@ import time
 from collections import Counter
 
 import pytest
-from grpc_support import config, make_message, receive, running
+from grpc_support import config, make_message, receive, running, send_bodies, simple_consumer
 from rocketmq import (
     ConsumeResult,
     FilterExpression,
@@ -18,7 +18,6 @@ from rocketmq import (
     MessageListener,
     Producer,
     PushConsumer,
-    SimpleConsumer,
 )
 from rocketmq.grpc_protocol import Code
 from rocketmq.v5.exception import BadRequestException
@@ -27,20 +26,11 @@ from support import BrokerLiteServer, wait_until
 pytestmark = pytest.mark.grpc
 
 
-def _send(endpoint: str, topic: str, *bodies: str) -> list[str]:
-    with running(Producer(config(endpoint), (topic,))) as producer:
-        return [producer.send(make_message(topic, body)).message_id for body in bodies]
-
-
-def _simple(endpoint: str, group: str, topic: str) -> SimpleConsumer:
-    return SimpleConsumer(config(endpoint), group, {topic: FilterExpression()}, await_duration=1)
-
-
 @pytest.mark.timeout(60)
 def test_unacked_message_comes_back_after_its_invisible_duration(
         grpc_broker: BrokerLiteServer) -> None:
-    (sent,) = _send(grpc_broker.grpc, "Jobs", "job-1")
-    with running(_simple(grpc_broker.grpc, "workers", "Jobs")) as consumer:
+    (sent,) = send_bodies(grpc_broker.grpc, "Jobs", "job-1")
+    with running(simple_consumer(grpc_broker.grpc, "workers", "Jobs")) as consumer:
         (first,) = receive(consumer, 1, invisible=1, ack=False)
         first_at = time.monotonic()
         (second,) = receive(consumer, 1, invisible=10, ack=False)
@@ -58,8 +48,8 @@ def test_unacked_message_comes_back_after_its_invisible_duration(
 @pytest.mark.timeout(60)
 def test_change_invisible_duration_postpones_and_renews_the_handle(
         grpc_broker: BrokerLiteServer) -> None:
-    _send(grpc_broker.grpc, "Slow", "long job")
-    with running(_simple(grpc_broker.grpc, "slow-workers", "Slow")) as consumer:
+    send_bodies(grpc_broker.grpc, "Slow", "long job")
+    with running(simple_consumer(grpc_broker.grpc, "slow-workers", "Slow")) as consumer:
         (msg,) = receive(consumer, 1, invisible=1, ack=False)
         old_handle = msg.receipt_handle
         consumer.change_invisible_duration(msg, 3)
@@ -75,16 +65,16 @@ def test_change_invisible_duration_postpones_and_renews_the_handle(
 @pytest.mark.timeout(60)
 def test_message_goes_to_the_dlq_after_max_delivery_attempts(
         grpc_broker: BrokerLiteServer) -> None:
-    (sent,) = _send(grpc_broker.grpc, "Poison", "bad input")
+    (sent,) = send_bodies(grpc_broker.grpc, "Poison", "bad input")
     attempts: list[int] = []
-    with running(_simple(grpc_broker.grpc, "fragile", "Poison")) as consumer:
+    with running(simple_consumer(grpc_broker.grpc, "fragile", "Poison")) as consumer:
         for _ in range(3):  # never acked: delivered 1 + 2 times, then dead-lettered
             (msg,) = receive(consumer, 1, invisible=1, ack=False)
             assert msg.message_id == sent
             attempts.append(msg.delivery_attempt)
         assert consumer.receive(16, 10) == [] and consumer.receive(16, 10) == []
     assert attempts == [1, 2, 3]
-    with running(_simple(grpc_broker.grpc, "janitors", "%DLQ%fragile")) as dlq:
+    with running(simple_consumer(grpc_broker.grpc, "janitors", "%DLQ%fragile")) as dlq:
         (dead,) = receive(dlq, 1)
     assert (dead.message_id, dead.body, dead.topic) == (sent, b"bad input", "%DLQ%fragile")
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from grpc_support import config, make_message, receive, running
-from rocketmq import FilterExpression, Producer, SimpleConsumer, TransactionChecker
+from grpc_support import config, make_message, receive, running, simple_consumer
+from rocketmq import Producer, TransactionChecker
 from support import BrokerLiteServer, wait_until
+from support.recorder import Recorder
 
-from broker_lite.client import ConsumeResult, Message, PushConsumer, ReceivedMessage
+from broker_lite.client import Message, PushConsumer, ReceivedMessage
 from broker_lite.client import Producer as NativeProducer
 
 pytestmark = pytest.mark.grpc
@@ -22,23 +21,16 @@ class _Never(TransactionChecker):
 
 def _consume_natively(broker: BrokerLiteServer, group: str, topic: str,
                       count: int) -> list[ReceivedMessage]:
-    seen: list[ReceivedMessage] = []
-    lock = threading.Lock()
-
-    def handle(msg: ReceivedMessage) -> ConsumeResult:
-        with lock:
-            seen.append(msg)
-        return ConsumeResult.SUCCESS
-
-    consumer = PushConsumer(group, broker.native, listener=handle)
+    seen = Recorder()
+    consumer = PushConsumer(group, broker.native, listener=seen)
     consumer.subscribe(topic)
     consumer.start()
     try:
-        wait_until(lambda: len(seen) >= count, timeout=20,
-                   message=lambda: f"{len(seen)} of {count} consumed natively")
+        wait_until(lambda: seen.count() >= count, timeout=20,
+                   message=lambda: f"{seen.count()} of {count} consumed natively")
     finally:
         consumer.shutdown()
-    return seen
+    return seen.messages()
 
 
 @pytest.mark.timeout(60)
@@ -70,8 +62,7 @@ def test_sent_natively_consumed_through_grpc(grpc_broker: BrokerLiteServer) -> N
                                   properties={"origin": "native"})),
             producer.send(Message("Inbound", "two", message_group="orders-7")),
         ]
-    consumer = SimpleConsumer(config(grpc_broker.grpc), "grpc-readers",
-                              {"Inbound": FilterExpression()}, await_duration=1)
+    consumer = simple_consumer(grpc_broker.grpc, "grpc-readers", "Inbound")
     with running(consumer):
         got = {m.message_id: m for m in receive(consumer, 2)}
     assert set(got) == {r.msg_id for r in results}

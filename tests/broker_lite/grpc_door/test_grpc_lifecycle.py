@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from grpc_support import StartGrpcBroker, config, make_message, receive, running
+from grpc_support import StartGrpcBroker, config, make_message, receive, running, simple_consumer
 from rocketmq import FilterExpression, Producer, SimpleConsumer
 
 pytestmark = pytest.mark.grpc
@@ -57,8 +57,7 @@ def test_unacked_messages_are_delivered_again_after_a_restart(
             (second,) = receive(consumer, 1, ack=False, invisible=3)
         assert [first.message_id, second.message_id] == sent[:2]
     with start_grpc_broker(data_dir=data) as broker:
-        consumer = SimpleConsumer(config(broker.grpc), "restarters",
-                                  {"Durable": FilterExpression()}, await_duration=1)
+        consumer = simple_consumer(broker.grpc, "restarters", "Durable")
         with running(consumer):
             again = receive(consumer, 2)
     assert [m.message_id for m in again] == sent[1:]  # the group's order holds

@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from grpc_support import config, receive, running
+from grpc_support import receive, running, simple_consumer
 from opentelemetry.sdk.trace import TracerProvider
-from rocketmq import FilterExpression, SimpleConsumer
 from sqlalchemy import create_engine
 from support import BrokerLiteServer
 
@@ -25,8 +24,7 @@ def test_trace_context_is_a_user_property_through_the_grpc_door(
     migrate.upgrade(engine)
     outbox = Outbox(engine=engine, broker=grpc_broker.native)
     tracer = TracerProvider().get_tracer("test")  # a recording span, no global provider
-    with running(SimpleConsumer(config(grpc_broker.grpc), "traced",
-                                {"Traced": FilterExpression()}, await_duration=1)) as consumer:
+    with running(simple_consumer(grpc_broker.grpc, "traced", "Traced")) as consumer:
         with tracer.start_as_current_span("request") as span, engine.begin() as conn:
             publish(conn, "Traced", {"n": 1}, outbox=outbox,
                     headers={"colour": "blue"})

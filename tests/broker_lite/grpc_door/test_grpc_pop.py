@@ -11,7 +11,7 @@ from grpc_support import Clock
 
 from broker_lite.core import Broker, BrokerConfig, model
 from broker_lite.grpc_door import GrpcDoorConfig, GrpcDoorError
-from broker_lite.grpc_door.pop import Delivery, PopService, ReceiveSpec
+from broker_lite.grpc_door.pop import Delivery, PopRecord, PopService, ReceiveSpec
 from broker_lite.grpc_door.status import Code
 from broker_lite.storage import StoreConfig
 
@@ -246,12 +246,18 @@ def test_a_restart_restores_attempts_deadlines_and_receipt_handles(
     assert after.restore(records) == 0  # a is acked, b and c are in flight: nothing twice
 
 
-def test_a_restart_after_the_last_delivery_dead_letters_at_the_deadline(
-        broker: Broker, clock: Clock) -> None:
+def _last_delivery_snapshot(broker: Broker, clock: Clock) -> list[PopRecord]:
+    """A message delivered for the last time (one attempt allowed, 5 s invisible); the pop
+    state a restart would load."""
     _send(broker, "poison")
     before = _pop(broker, clock, max_delivery_attempts=1)
     before.receive(_spec(max_attempts=1, invisible_ms=5000))
-    records = before.snapshot()
+    return before.snapshot()
+
+
+def test_a_restart_after_the_last_delivery_dead_letters_at_the_deadline(
+        broker: Broker, clock: Clock) -> None:
+    records = _last_delivery_snapshot(broker, clock)
     after = _pop(broker, clock, max_delivery_attempts=1)
     after.restore(records)
     assert after.revive() == (0, set())
@@ -273,10 +279,7 @@ def test_restore_drops_what_was_settled_or_is_gone(broker: Broker, clock: Clock)
 
 def test_a_restart_that_outlasted_the_deadline_dead_letters_at_the_next_round(
         broker: Broker, clock: Clock) -> None:
-    _send(broker, "poison")
-    before = _pop(broker, clock, max_delivery_attempts=1)
-    before.receive(_spec(max_attempts=1, invisible_ms=5000))
-    records = before.snapshot()
+    records = _last_delivery_snapshot(broker, clock)
     clock.now += 60.0  # the broker was down longer than the invisible duration
     after = _pop(broker, clock, max_delivery_attempts=1)
     assert after.restore(records) == 1

@@ -24,8 +24,9 @@ from grpc_support import (
     raw_metadata,
     raw_stub,
     running,
+    simple_consumer,
 )
-from rocketmq import FilterExpression, Producer, SimpleConsumer, TransactionResolution
+from rocketmq import Producer, SimpleConsumer, TransactionResolution
 from rocketmq.grpc_protocol import Code
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
@@ -57,8 +58,7 @@ def _proxy_broker(data_dir: Path, *extra: str, command: Sequence[str] | None = N
 
 
 def _consumer(endpoint: str, group: str) -> SimpleConsumer:
-    return SimpleConsumer(config(endpoint), group, {TX_TOPIC: FilterExpression()},
-                          await_duration=1)
+    return simple_consumer(endpoint, group, TX_TOPIC)
 
 
 def _drain(consumer: SimpleConsumer, polls: int = 2) -> list[Any]:

@@ -10,26 +10,16 @@ import json
 from pathlib import Path
 
 import pytest
-from grpc_support import StartGrpcBroker, config, make_message, receive, running
-from rocketmq import FilterExpression, Producer, SimpleConsumer
+from grpc_support import StartGrpcBroker, receive, running, send_bodies, simple_consumer
 from support import BrokerLiteServer, wait_until
 
 pytestmark = pytest.mark.grpc
 
 
-def _send(endpoint: str, topic: str, *bodies: str) -> list[str]:
-    with running(Producer(config(endpoint), (topic,))) as producer:
-        return [producer.send(make_message(topic, body)).message_id for body in bodies]
-
-
-def _simple(endpoint: str, group: str, topic: str) -> SimpleConsumer:
-    return SimpleConsumer(config(endpoint), group, {topic: FilterExpression()}, await_duration=1)
-
-
 def _deliver_until_last(endpoint: str, group: str, topic: str, msg_id: str, *,
                         last_invisible: int) -> None:
     """Receive ``msg_id`` three times without acking; the last delivery hides it that long."""
-    with running(_simple(endpoint, group, topic)) as consumer:
+    with running(simple_consumer(endpoint, group, topic)) as consumer:
         for attempt in (1, 2, 3):
             invisible = last_invisible if attempt == 3 else 1
             (msg,) = receive(consumer, 1, invisible=invisible, ack=False)
@@ -37,7 +27,7 @@ def _deliver_until_last(endpoint: str, group: str, topic: str, msg_id: str, *,
 
 
 def _dead_letters(endpoint: str, group: str, count: int) -> list[str]:
-    with running(_simple(endpoint, "janitors", f"%DLQ%{group}")) as dlq:
+    with running(simple_consumer(endpoint, "janitors", f"%DLQ%{group}")) as dlq:
         return [msg.message_id for msg in receive(dlq, count, timeout=30)]
 
 
@@ -53,7 +43,7 @@ def _in_flight(data_dir: Path) -> dict[str, int]:
 @pytest.mark.timeout(60)
 def test_a_dead_letter_does_not_wait_for_its_group_to_poll(
         grpc_broker: BrokerLiteServer) -> None:
-    (sent,) = _send(grpc_broker.grpc, "Abandoned", "poison")
+    (sent,) = send_bodies(grpc_broker.grpc, "Abandoned", "poison")
     _deliver_until_last(grpc_broker.grpc, "gone", "Abandoned", sent, last_invisible=1)
     # the group never polls again: the broker moves it on its own
     assert _dead_letters(grpc_broker.grpc, "gone", 1) == [sent]
@@ -64,10 +54,10 @@ def test_in_flight_messages_survive_a_kill_9(start_grpc_broker: StartGrpcBroker,
                                              tmp_path: Path) -> None:
     data = tmp_path / "broker"
     with start_grpc_broker(data_dir=data) as broker:
-        (poison,) = _send(broker.grpc, "Crashy", "poison")
+        (poison,) = send_bodies(broker.grpc, "Crashy", "poison")
         _deliver_until_last(broker.grpc, "workers", "Crashy", poison, last_invisible=4)
-        (job,) = _send(broker.grpc, "Crashy", "job")
-        with running(_simple(broker.grpc, "workers", "Crashy")) as consumer:
+        (job,) = send_bodies(broker.grpc, "Crashy", "job")
+        with running(simple_consumer(broker.grpc, "workers", "Crashy")) as consumer:
             (held,) = receive(consumer, 1, invisible=4, ack=False)
         assert (held.message_id, held.delivery_attempt) == (job, 1)
         wait_until(lambda: _in_flight(data) == {poison: 3, job: 1}, timeout=10,
@@ -78,7 +68,7 @@ def test_in_flight_messages_survive_a_kill_9(start_grpc_broker: StartGrpcBroker,
         wait_until(lambda: "%DLQ%workers" in (data / "topics.json").read_text(), timeout=20,
                    message=lambda: f"no DLQ topic; broker log:\n{broker.stderr_text()[-2000:]}")
         assert _dead_letters(broker.grpc, "workers", 1) == [poison]
-        with running(_simple(broker.grpc, "workers", "Crashy")) as consumer:
+        with running(simple_consumer(broker.grpc, "workers", "Crashy")) as consumer:
             (again,) = receive(consumer, 1, invisible=10)
         assert (again.message_id, again.delivery_attempt) == (job, 2)
         log = broker.stderr_text()

@@ -8,16 +8,25 @@ client's checker answers with an EndTransaction of source SERVER_CHECK.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import pytest
-from grpc_support import Checker, config, make_message, receive, running
-from rocketmq import FilterExpression, Producer, SimpleConsumer, TransactionResolution
+from grpc_support import Checker, config, make_message, receive, running, simple_consumer
+from rocketmq import Producer, SimpleConsumer, TransactionResolution
 from support import BrokerLiteServer, wait_until
 
 pytestmark = pytest.mark.grpc
 
 
-def _consumer(endpoint: str, group: str, topic: str) -> SimpleConsumer:
-    return SimpleConsumer(config(endpoint), group, {topic: FilterExpression()}, await_duration=1)
+@contextlib.contextmanager
+def _clients(broker: BrokerLiteServer, topic: str, group: str,
+             answer: TransactionResolution) -> Iterator[tuple[Producer, SimpleConsumer, Checker]]:
+    """A transactional producer whose checker answers ``answer``, and a consumer of ``topic``."""
+    checker = Checker(answer)
+    with running(Producer(config(broker.grpc), (topic,), checker=checker)) as producer, \
+            running(simple_consumer(broker.grpc, group, topic)) as consumer:
+        yield producer, consumer, checker
 
 
 @pytest.mark.timeout(60)
@@ -26,10 +35,9 @@ def test_committed_transaction_is_received_once_and_rolled_back_never(
     # On a loaded machine the check below can outlast --tx-timeout, so a check-back
     # may come before the client's own commit: answering UNKNOWN leaves the decision
     # to the client, which is what this test is about.
-    checker = Checker(TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED)
-    cfg = config(grpc_broker.grpc)
-    with running(Producer(cfg, ("Payments",), checker=checker)) as producer, \
-            running(_consumer(grpc_broker.grpc, "ledger", "Payments")) as consumer:
+    with _clients(grpc_broker, "Payments", "ledger",
+                  TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED) as (
+            producer, consumer, checker):
         kept = producer.begin_transaction()
         receipt = producer.send(make_message("Payments", "kept", keys=["p-1"]), kept)
         assert receipt.transaction_id
@@ -50,10 +58,8 @@ def test_committed_transaction_is_received_once_and_rolled_back_never(
 @pytest.mark.timeout(60)
 def test_open_transaction_is_committed_by_the_checker_through_telemetry(
         grpc_broker: BrokerLiteServer) -> None:
-    checker = Checker(TransactionResolution.COMMIT)
-    cfg = config(grpc_broker.grpc)
-    with running(Producer(cfg, ("Orphans",), checker=checker)) as producer, \
-            running(_consumer(grpc_broker.grpc, "rescuers", "Orphans")) as consumer:
+    with _clients(grpc_broker, "Orphans", "rescuers", TransactionResolution.COMMIT) as (
+            producer, consumer, checker):
         receipt = producer.send(make_message("Orphans", "left open", tag="t"),
                                 producer.begin_transaction())
         wait_until(checker.count, timeout=15, message="the checker was never asked")
@@ -68,10 +74,8 @@ def test_open_transaction_is_committed_by_the_checker_through_telemetry(
 @pytest.mark.timeout(60)
 def test_open_transaction_rolled_back_by_the_checker_stays_invisible(
         grpc_broker: BrokerLiteServer) -> None:
-    checker = Checker(TransactionResolution.ROLLBACK)
-    cfg = config(grpc_broker.grpc)
-    with running(Producer(cfg, ("Abandoned",), checker=checker)) as producer, \
-            running(_consumer(grpc_broker.grpc, "watchers", "Abandoned")) as consumer:
+    with _clients(grpc_broker, "Abandoned", "watchers", TransactionResolution.ROLLBACK) as (
+            producer, consumer, checker):
         producer.send(make_message("Abandoned", "never"), producer.begin_transaction())
         wait_until(checker.count, timeout=15, message="the checker was never asked")
         # each empty receive long-polls a second: several check intervals pass

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 from support import start_broker_lite, wait_until
+from support.recorder import Recorder
 
 from broker_lite.client import (
-    ConsumeResult,
     LocalTransactionState,
     Message,
     Producer,
@@ -85,18 +85,12 @@ def test_kill_nine_under_load_then_restart(tmp_path: Path) -> None:
             for n in range(200):
                 acked.append(producer.send(Message("Load", f"early-{n}".encode())).msg_id)
         # a group consumes the first 200 and has its offsets saved
-        consumed: set[str] = set()
-        lock = threading.Lock()
-
-        def take(msg: ReceivedMessage) -> ConsumeResult:
-            with lock:
-                consumed.add(msg.msg_id)
-            return ConsumeResult.SUCCESS
-
-        consumer = PushConsumer("resumers", server, listener=take, long_poll_ms=1000)
+        consumed = Recorder()
+        consumer = PushConsumer("resumers", server, listener=consumed, long_poll_ms=1000)
         consumer.subscribe("Load")
         with consumer:
-            wait_until(lambda: len(consumed) >= 200, timeout=30, message="first batch consumed")
+            wait_until(lambda: len(consumed.msg_ids()) >= 200, timeout=30,
+                       message="first batch consumed")
             wait_until(lambda: sum(_saved_offsets(data_dir, "resumers").values()) >= 200,
                        timeout=30, message="offsets saved")
         first_batch = set(acked)
@@ -143,20 +137,15 @@ def test_kill_nine_under_load_then_restart(tmp_path: Path) -> None:
         lost = [msg_id for msg_id in acked if msg_id not in stored]
         assert not lost, f"{len(lost)} acknowledged messages lost, e.g. {lost[:3]}"
 
-        again: set[str] = set()
-        lock = threading.Lock()
-
-        def take_again(msg: ReceivedMessage) -> ConsumeResult:
-            with lock:
-                again.add(msg.msg_id)
-            return ConsumeResult.SUCCESS
-
-        resumer = PushConsumer("resumers", server, listener=take_again, long_poll_ms=1000)
+        again = Recorder()
+        resumer = PushConsumer("resumers", server, listener=again, long_poll_ms=1000)
         resumer.subscribe("Load")
         with resumer:
             late = set(acked) - first_batch
-            wait_until(lambda: again >= late, timeout=60, message="late messages consumed")
-        assert not again & first_batch, "messages consumed before the saved offsets came back"
+            wait_until(lambda: again.msg_ids() >= late, timeout=60,
+                       message="late messages consumed")
+        assert not again.msg_ids() & first_batch, \
+            "messages consumed before the saved offsets came back"
 
         tx = TransactionProducer("restart-tx", checks, server)
         tx.start()

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 from support import BrokerLiteServer, wait_until
+from support.recorder import Recorder
 
 from broker_lite.client import (
-    ConsumeResult,
     LocalTransactionState,
     Message,
     PullConsumer,
@@ -61,17 +61,10 @@ class ScenarioListener:
 @pytest.mark.parametrize("broker_lite_server", [TX_ARGS], indirect=True)
 def test_120_transactions_five_ways(broker_lite_server: BrokerLiteServer) -> None:
     server = broker_lite_server.native
-    received: list[ReceivedMessage] = []
-    lock = threading.Lock()
-
-    def consume(msg: ReceivedMessage) -> ConsumeResult:
-        with lock:
-            received.append(msg)
-        return ConsumeResult.SUCCESS
-
+    received = Recorder()
     listener = ScenarioListener()
     expected: dict[str, set[str]] = {kind: set() for kind in KINDS}
-    consumer = PushConsumer("scenario-consumers", server, listener=consume, long_poll_ms=2000,
+    consumer = PushConsumer("scenario-consumers", server, listener=received, long_poll_ms=2000,
                             rebalance_interval=1.0)
     consumer.subscribe("Orders")
     consumer.start()
@@ -89,8 +82,7 @@ def test_120_transactions_five_ways(broker_lite_server: BrokerLiteServer) -> Non
         committed = expected["commit"] | expected["check_commit"]
 
         def received_ids() -> Counter[str]:
-            with lock:
-                return Counter(m.transaction_id or "" for m in received)
+            return Counter(m.transaction_id or "" for m in received.messages())
 
         wait_until(lambda: set(received_ids()) >= committed, timeout=60,
                    message="every committed transaction consumed")

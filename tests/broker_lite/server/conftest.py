@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from server_wire import HealthyClient, StartBroker, serve_command
-from support import BrokerLiteServer, start_broker_lite
+from support import BrokerLiteServer, broker_starter
 
 
 @pytest.fixture
 def start_broker(tmp_path: Path) -> StartBroker:
     """``start_broker(*extra_args, data_dir=None)``: a context manager running a broker."""
-
-    def _start(*extra: str, data_dir: Path | None = None
-               ) -> contextlib.AbstractContextManager[BrokerLiteServer]:
-        return start_broker_lite(data_dir or tmp_path / "broker", list(extra),
-                                 command=serve_command())
-
-    return _start
+    return broker_starter(tmp_path, command=serve_command())
 
 
 @pytest.fixture

@@ -15,10 +15,11 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
-from support import BrokerLiteServer
+import support
+from support import wait_until
 
 from broker_lite.protocol import (
     RESPONSE_TYPES,
@@ -217,6 +218,13 @@ class HealthyClient(threading.Thread):
             raise AssertionError(f"the healthy client failed: {self.error!r}")
         return self.answers > after + 2
 
+    @contextlib.contextmanager
+    def still_served(self) -> Iterator[None]:
+        """Around garbage sent on another connection: afterwards this client got answers."""
+        before = self.answers
+        yield
+        wait_until(lambda: self.still_answered(before), timeout=10)
+
     def stop(self) -> None:
         self._stop_event.set()
         self.join(IO_TIMEOUT)
@@ -230,7 +238,7 @@ def serve_command() -> list[str]:
     return [sys.executable, "-m", "broker_lite"]
 
 
-StartBroker = Callable[..., contextlib.AbstractContextManager[BrokerLiteServer]]
+StartBroker = support.StartBroker
 
 
 def run_args(args: Sequence[str]) -> list[str]:

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from storage_support import tiny_config
+from storage_support import Opener, tiny_config
 
 from broker_lite.storage import MessageStore
 
 
 @pytest.fixture
-def open_store(tmp_path: Path) -> Iterator[Callable[..., MessageStore]]:
+def open_store(tmp_path: Path) -> Iterator[Opener]:
     """Open (and later close) stores on ``tmp_path / "store"`` with tiny files."""
     opened: list[MessageStore] = []
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from broker_lite.storage import MessageToStore, StoreConfig
+from broker_lite.storage import MessageStore, MessageToStore, StoreConfig
+
+#: the ``open_store`` fixture: ``open_store(**config_overrides)`` opens a MessageStore
+Opener = Callable[..., MessageStore]
 
 
 def tiny_config(data_dir: Path, **overrides: Any) -> StoreConfig:

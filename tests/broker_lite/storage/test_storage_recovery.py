@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from storage_support import message_for, tiny_config
@@ -47,6 +48,24 @@ def _last_segment(data_dir: Path) -> Path:
     return sorted((data_dir / "commitlog").iterdir())[-1]
 
 
+class ToDamage(NamedTuple):
+    """150 records written to ``data_dir``, the last segment to damage and what it holds."""
+
+    data_dir: Path
+    written: list[Written]
+    segment: Path
+    start: int  # the segment's first offset
+    in_last: list[Written]
+
+
+def _write_150(tmp_path: Path) -> ToDamage:
+    data_dir = tmp_path / "s"
+    written = _write(data_dir, 150)
+    segment = _last_segment(data_dir)
+    start = int(segment.name)
+    return ToDamage(data_dir, written, segment, start, [w for w in written if w.offset >= start])
+
+
 def assert_consistent(store: MessageStore, expected: list[Written]) -> None:
     """The log holds exactly ``expected``; queues and the key index agree with it."""
     assert store.max_offset == (expected[-1].offset + expected[-1].size if expected else 0)
@@ -78,11 +97,7 @@ def test_truncated_tail_recovers_to_last_valid_record(
     tmp_path: Path, trial: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rng = random.Random(1000 + trial)
-    data_dir = tmp_path / "s"
-    written = _write(data_dir, 150)
-    segment = _last_segment(data_dir)
-    start = int(segment.name)
-    in_last = [w for w in written if w.offset >= start]
+    data_dir, written, segment, start, in_last = _write_150(tmp_path)
     end_of_data = in_last[-1].offset + in_last[-1].size - start
     cut = rng.randrange(0, end_of_data)
     with segment.open("r+b") as fh:
@@ -107,13 +122,10 @@ def test_flipped_bytes_in_last_records_recover_to_last_valid_record(
     tmp_path: Path, trial: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rng = random.Random(2000 + trial)
-    data_dir = tmp_path / "s"
-    written = _write(data_dir, 150)
-    start = int(_last_segment(data_dir).name)
-    in_last = [w for w in written if w.offset >= start]
+    data_dir, written, segment, start, in_last = _write_150(tmp_path)
     victims = sorted(rng.sample(in_last[-4:], k=min(len(in_last[-4:]), rng.randint(1, 2))),
                      key=lambda w: w.offset)
-    with _last_segment(data_dir).open("r+b") as fh:
+    with segment.open("r+b") as fh:
         for victim in victims:
             at = victim.offset - start + rng.randrange(victim.size)
             fh.seek(at)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from storage_support import body_for, message_for, tiny_config
+from storage_support import Opener, body_for, message_for, tiny_config
 
 from broker_lite.errors import (
     InvalidMessageError,
@@ -19,7 +18,6 @@ from broker_lite.errors import (
 from broker_lite.storage import MessageStore, MessageToStore, TxType, tag_hash
 
 pytestmark = pytest.mark.timeout(60)
-Opener = Callable[..., MessageStore]
 
 
 def _fill(store: MessageStore, count: int) -> list[int]:

@@ -243,8 +243,7 @@ def test_commit_sends_one_message_exception_and_4xx_send_none(
         assert _orders("default") == {1}
         [tx_id] = _rows("default")
         assert relay_all(state().base_outbox) == 1
-        wait_until(lambda: got.keys() == [tx_id], timeout=20,
-                   message=lambda: f"consumed {got.keys()}")
+        got.wait_for_keys([tx_id])
         assert got.messages[0].body == b'{"id":1,"item":"tea"}'
         assert got.messages[0].keys == ("1",)
     records = broker_records(broker.data_dir)
@@ -284,8 +283,7 @@ def test_half_first_mode(site: str, broker: BrokerLiteServer) -> None:
         assert http(site, "POST", "/half", {"id": 20})[0] == 200
         assert http(site, "POST", "/half", {"id": 21, "explode": True})[0] == 500
         [tx_id] = _rows("default")
-        wait_until(lambda: got.keys() == [tx_id], timeout=20,
-                   message=lambda: f"consumed {got.keys()}")
+        got.wait_for_keys([tx_id])
     state().close()
     assert commit_counts(broker_records(broker.data_dir)) == {tx_id: 1}
 

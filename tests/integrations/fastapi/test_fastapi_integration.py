@@ -136,8 +136,7 @@ def test_commit_sends_one_message_and_failures_none(
         assert order_ids(engine) == {1}
         [tx_id] = row_ids(engine)
         assert relay_all(rocketbox.base_outbox) == 1
-        wait_until(lambda: got.keys() == [tx_id], timeout=20,
-                   message=lambda: f"consumed {got.keys()}")
+        got.wait_for_keys([tx_id])
         [message] = got.messages
         assert message.tags == "OrderCreated" and message.keys == ("1",)
         assert message.body == b'{"id":1,"item":"tea"}'

@@ -133,8 +133,7 @@ def test_commit_sends_exactly_one_message_and_failures_send_none(
         # on PostgreSQL the body= row went out in the COMMIT's own query instead
         assert len(inserts) == (0 if engine.dialect.name == "postgresql" else 1)
         assert relay_all(outbox) == 1
-        wait_until(lambda: got.keys() == [tx_id], timeout=20,
-                   message=lambda: f"consumed {got.keys()}")
+        got.wait_for_keys([tx_id])
         [message] = got.messages
         assert message.tags == "OrderCreated" and message.keys == ("1",)
         assert message.body == b'{"id":1,"item":"tea"}'
@@ -179,8 +178,7 @@ def test_half_first_mode_commits_on_success_and_rolls_back_on_error(
             assert http(address, "POST", "/half", {"id": 11, "explode": True})[0] == 500
             [tx_id] = row_ids(engine)
             # no relay runs here: the decorator ended the half itself after the commit
-            wait_until(lambda: got.keys() == [tx_id], timeout=20,
-                       message=lambda: f"consumed {got.keys()}")
+            got.wait_for_keys([tx_id])
             with engine.connect() as conn:
                 relayed = conn.execute(text("SELECT relayed_at FROM rocketbox_transaction"))
                 assert relayed.scalar() is not None

@@ -6,17 +6,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rocketbox_celery_support import FAST_BROKER, pg_outbox_engine
+from rocketbox_celery_support import FAST_BROKER
 from sqlalchemy import Engine
 from support import BrokerLiteServer, PostgresServer, start_broker_lite
+from support.outbox_db import pg_outbox_database
 
 
 @pytest.fixture
 def pg_db(postgres_server: PostgresServer) -> Iterator[tuple[Engine, str]]:
     """``(engine, url)`` of a fresh outbox database."""
-    engine, url = pg_outbox_engine(postgres_server)
-    yield engine, url
-    engine.dispose()
+    with pg_outbox_database(postgres_server, "rbc") as db:
+        yield db
 
 
 @pytest.fixture

@@ -35,20 +35,21 @@ from typing import Any
 from celery import bootsteps
 from celery.signals import celeryd_init, worker_ready
 from sqlalchemy import create_engine
+from support.publishers import PassThrough
 
 from outbox import BrokerLitePublisher, Outbox, RelaySettings
 from outbox.celery import CelerySettings, make_celery, run_worker
 from outbox.checker import run_checker
-from outbox.targets import EndOutcome, HalfOutcome, OutgoingMessage, Publisher, TxEnd
+from outbox.targets import HalfOutcome, OutgoingMessage, Publisher
 
 env = os.environ
 
 
-class KillAfterHalves:
+class KillAfterHalves(PassThrough):
     """Sends the halves, then dies with SIGKILL before ending them (once per marker)."""
 
     def __init__(self, inner: Publisher, marker: Path) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.marker = marker
 
     def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfOutcome]:
@@ -57,12 +58,6 @@ class KillAfterHalves:
             self.marker.write_text(",".join(m.tx_id for m in messages))
             os.kill(os.getpid(), signal.SIGKILL)
         return result
-
-    def end_transactions(self, ends: Sequence[TxEnd]) -> list[EndOutcome]:
-        return self.inner.end_transactions(ends)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def _publisher(outbox: Outbox) -> Publisher:

@@ -1,4 +1,5 @@
-"""Worker and checker subprocesses for the Celery tests, plus database and broker helpers.
+"""Worker and checker subprocesses for the Celery tests, plus database, outbox and broker
+helpers.
 
 A :class:`Proc` runs ``celery -A rocketbox_celery_app worker ...`` (or the
 module's ``worker`` / ``checker`` entry points) in its own process group,
@@ -9,6 +10,7 @@ signal (or when the checker connected), and kills the whole group on exit.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import signal
@@ -19,12 +21,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import redis
-from sqlalchemy import Engine, create_engine, select, text
-from support import PostgresServer, RedisServer, free_port, wait_until
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+from support import RedisServer, free_port, wait_until
 from support.commitlog import broker_records as broker_records  # re-exported
 from support.commitlog import commit_counts as commit_counts  # re-exported
 
-from outbox.models import metadata
+from outbox import Outbox, RelaySettings, publish
+from outbox.celery import CelerySettings, celery_on_commit, make_celery
 from outbox.models import transaction_table as t
 from procgroup import Process
 
@@ -40,6 +44,10 @@ class Proc(Process):
     def log_text(self) -> str:
         return self.output()
 
+    def log_tail(self) -> str:
+        """The end of the log, for a failed wait's message."""
+        return self.output()[-3000:]
+
     def kill(self, sig: signal.Signals = signal.SIGKILL,  # type: ignore[override]
              timeout: float = 15.0) -> int:
         """``sig`` to the group (SIGKILL by default), SIGKILL after ``timeout``; the exit."""
@@ -53,7 +61,8 @@ def app_env(*, db: str, broker: str, celery_broker: str, tmp: Path,
     """The environment the app module reads (see rocketbox_celery_app)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RB_TEST_")}
     env.update({
-        "PYTHONPATH": os.pathsep.join([str(HERE), str(REPO)]),
+        # tests/ last, for ``support`` (its broker_lite/, outbox/ hold no package)
+        "PYTHONPATH": os.pathsep.join([str(HERE), str(REPO), str(REPO / "tests")]),
         "PYTHONUNBUFFERED": "1",
         "RB_TEST_DB": db, "RB_TEST_BROKER": broker, "RB_TEST_CELERY_BROKER": celery_broker,
     })
@@ -98,16 +107,30 @@ def module_entry(name: str, command: str, env: Mapping[str, str],
 # -- databases and the broker ----------------------------------------------------------
 
 
-def pg_outbox_engine(server: PostgresServer) -> tuple[Engine, str]:
-    """A fresh database with the outbox tables; returns the engine and its URL."""
-    db = server.create_database(f"rbc_{uuid.uuid4().hex[:12]}")
-    engine = create_engine(db.url)
-    metadata.create_all(engine)
-    with engine.begin() as conn:
-        conn.execute(text("CREATE SEQUENCE IF NOT EXISTS rocketbox_transaction_seq"))
-    return engine, db.url
+def hooked_outbox(engine: Engine, broker: str, celery_broker: str, *,
+                  settings: CelerySettings | None = None,
+                  window: float | None = None) -> Outbox:
+    """The web side: an outbox whose on_commit enqueues rocketbox.relay on ``celery_broker``."""
+    outbox = Outbox(engine=engine, broker=broker, relay=RelaySettings(broker_timeout=1.0))
+    app = make_celery(outbox, broker_url=celery_broker, settings=settings or CelerySettings())
+    return dataclasses.replace(outbox, on_commit=celery_on_commit(app, window=window))
 
 
+def commit(engine: Engine, outbox: Outbox, n: int, topic: str = "Faults", *,
+           message_group: str | None = None) -> list[str]:
+    """``n`` units of work, one message each; their ids."""
+    ids = []
+    for i in range(n):
+        with Session(engine) as session, session.begin():
+            ids.append(publish(session, topic, {"n": i}, outbox=outbox,
+                               message_group=message_group))
+    return ids
+
+
+def wait_relayed(engine: Engine, ids: set[str], *procs: Proc, timeout: float = 20.0) -> None:
+    """Wait until exactly ``ids`` are relayed; on timeout, show the ``procs``' logs."""
+    wait_until(lambda: relayed_ids(engine) == ids, timeout=timeout,
+               message=lambda: "".join(proc.output()[-3000 // len(procs):] for proc in procs))
 
 
 def fixed_port_broker(tmp: Path) -> tuple[Path, list[str], str]:

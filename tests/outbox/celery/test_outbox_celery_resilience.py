@@ -6,7 +6,6 @@ subprocesses (``rocketbox relay`` itself, or the test app's worker).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import subprocess
@@ -21,40 +20,25 @@ import redis
 from rocketbox_celery_support import (
     HERE,
     REPO,
+    Proc,
     RestartableRedis,
     app_env,
     broker_records,
     celery_worker,
+    commit,
     commit_counts,
     fixed_port_broker,
+    hooked_outbox,
     module_entry,
     redis_url_of,
     relayed_ids,
+    wait_relayed,
 )
 from sqlalchemy import Engine
-from sqlalchemy.orm import Session
 from support import BrokerLiteServer, RedisServer, start_broker_lite, wait_until
 
-from outbox import Outbox, RelaySettings, publish
-from outbox.celery import CelerySettings, celery_on_commit, make_celery
+from outbox import Outbox
 from outbox.targets.broker_lite import RECONNECT_MAX_DELAY
-from procgroup import Process
-
-
-def hooked_outbox(engine: Engine, broker: str, celery_broker: str,
-                  window: float | None = None) -> Outbox:
-    """The web side: an outbox whose on_commit enqueues rocketbox.relay on ``celery_broker``."""
-    outbox = Outbox(engine=engine, broker=broker, relay=RelaySettings(broker_timeout=1.0))
-    app = make_celery(outbox, broker_url=celery_broker, settings=CelerySettings())
-    return dataclasses.replace(outbox, on_commit=celery_on_commit(app, window=window))
-
-
-def commit(engine: Engine, outbox: Outbox, n: int, topic: str = "Faults") -> list[str]:
-    ids = []
-    for i in range(n):
-        with Session(engine) as session, session.begin():
-            ids.append(publish(session, topic, {"n": i}, outbox=outbox))
-    return ids
 
 
 class Producer:
@@ -80,7 +64,7 @@ class Producer:
         self._thread.join(30)
 
 
-class RelayProcess(Process):
+class RelayProcess(Proc):
     """``python -m outbox relay ...`` in its own process group, its output in a file."""
 
     def __init__(self, args: list[str], log: Path) -> None:
@@ -89,9 +73,6 @@ class RelayProcess(Process):
         super().__init__([sys.executable, "-m", "outbox", "relay", *args], log=log, env=env,
                          cwd=REPO, name="relay")
         self.start()
-
-    def text(self) -> str:
-        return self.output()
 
 
 @pytest.fixture
@@ -119,26 +100,26 @@ def test_twenty_redis_restarts_under_a_backlog_never_stop_the_relay(
                               "--concurrency", "2"], tmp_path / "relay.log")
         relay_process.append(relay)
         outbox = hooked_outbox(engine, broker.native, rds.url)
-        wait_until(lambda: "ready." in relay.text(), timeout=60, message=relay.text)
+        wait_until(lambda: "ready." in relay.log_text(), timeout=60, message=relay.log_text)
         with Producer(engine, outbox) as producer:
             for restart in range(RESTARTS):
                 # the consumer is back and taking tasks again (a task is unacknowledged in
                 # it while another slot waits on BRPOP: the state the old bug needed)
-                wait_until(lambda n=restart: relay.text().count("Connected to ") > n
-                           and _received_since_connect(relay.text()), timeout=30,
-                           message=lambda: relay.text()[-3000:])
-                assert relay.alive(), relay.text()[-3000:]
+                wait_until(lambda n=restart: relay.log_text().count("Connected to ") > n
+                           and _received_since_connect(relay.log_text()), timeout=30,
+                           message=relay.log_tail)
+                assert relay.alive(), relay.log_tail()
                 rds.kill()
                 # tasks cannot be enqueued nor consumed now; a second later it is back
-                wait_until(lambda n=restart: relay.text().count("Connection to broker lost") > n,
-                           timeout=20, message=lambda: relay.text()[-3000:])
+                wait_until(lambda n=restart: relay.log_text().count("Connection to broker lost")
+                           > n, timeout=20, message=relay.log_tail)
                 rds.start()
         ids = set(producer.ids)
         wait_until(lambda: relayed_ids(engine) >= ids, timeout=60,
                    message=lambda: f"{len(ids - relayed_ids(engine))} rows not relayed\n"
-                                   + relay.text()[-3000:])
-        assert relay.alive(), relay.text()[-3000:]
-        log = relay.text()
+                                   + relay.log_tail())
+        assert relay.alive(), relay.log_tail()
+        log = relay.log_text()
         assert "Unrecoverable error" not in log, log[-3000:]
         assert relay.stop(timeout=30) == 0  # a requested stop is a clean exit
     counts = commit_counts(broker_records(broker.data_dir))
@@ -162,11 +143,11 @@ def test_the_sweeper_lane_dying_stops_the_relay_with_status_1(
     relay = RelayProcess(["--db", url, "--broker", broker.native, "--celery-broker", redis_url],
                          tmp_path / "relay.log")
     relay_process.append(relay)
-    wait_until(lambda: "ready." in relay.text(), timeout=60, message=relay.text)
+    wait_until(lambda: "ready." in relay.log_text(), timeout=60, message=relay.log_text)
     with engine.begin() as conn:  # not an outage: the sweeper cannot work at all any more
         conn.exec_driver_sql("ALTER TABLE rocketbox_transaction RENAME TO moved_away")
-    assert relay.wait(60) == 1, relay.text()[-3000:]
-    assert "the sweeper lane died" in relay.text()
+    assert relay.wait(60) == 1, relay.log_tail()
+    assert "the sweeper lane died" in relay.log_text()
 
 
 @pytest.mark.timeout(120)
@@ -203,8 +184,7 @@ def test_with_redis_down_committed_rows_are_relayed_by_the_sweeper_lane(
             rds.kill()  # nothing can be enqueued, consumed or scheduled through Redis now
             started = time.monotonic()
             ids = set(commit(engine, outbox, 30))
-            wait_until(lambda: relayed_ids(engine) == ids, timeout=30,
-                       message=lambda: worker.log_text()[-3000:])
+            wait_relayed(engine, ids, worker, timeout=30)
             took = time.monotonic() - started
             assert worker.alive()
             wait_until(lambda: "sweep relayed" in worker.log_text(), timeout=10)
@@ -228,8 +208,7 @@ def test_tasks_lost_with_redis_are_made_up_for_by_the_sweeper_lane(
     env = app_env(db=url, broker=broker.native, celery_broker=redis_url, tmp=tmp_path,
                   RB_TEST_SWEEP="30")  # only the first sweep, at start, can relay them
     with celery_worker("lost", env, tmp_path) as worker:
-        wait_until(lambda: relayed_ids(engine) == ids, timeout=20,
-                   message=lambda: worker.log_text()[-3000:])
+        wait_relayed(engine, ids, worker, timeout=20)
     assert "Task rocketbox.relay[" not in worker.log_text()  # no task did it
     assert commit_counts(broker_records(broker.data_dir)) == dict.fromkeys(ids, 1)
 
@@ -251,15 +230,14 @@ def test_relaying_resumes_as_soon_as_the_broker_is_back(
     with celery_worker("recovery", env, tmp_path) as worker:
         with start_broker_lite(data_dir, args):
             first = set(commit(engine, outbox, 3))
-            wait_until(lambda: relayed_ids(engine) == first, timeout=20,
-                       message=lambda: worker.log_text()[-3000:])
+            wait_relayed(engine, first, worker, timeout=20)
         during = set(commit(engine, outbox, 10))  # their tasks fail: the broker is down
         wait_until(lambda: worker.log_text().count("retry 1 in") >= 1, timeout=30,
-                   message=lambda: worker.log_text()[-3000:])
+                   message=worker.log_tail)
         with start_broker_lite(data_dir, args):
             back = time.monotonic()
             wait_until(lambda: relayed_ids(engine) >= during, timeout=40,
-                       message=lambda: worker.log_text()[-3000:])
+                       message=worker.log_tail)
             took = time.monotonic() - back
     print(f"broker ready -> the rows committed during the outage relayed: {took:.2f}s")
     # the relay's client retries at least every RECONNECT_MAX_DELAY, then wakes the sweeper
@@ -277,7 +255,6 @@ def test_module_entry_run_worker_relays_with_its_sweeper(
     plain = Outbox(engine=engine, broker=broker.native)  # no hook: only the sweeper relays
     with module_entry("entry", "worker", env, tmp_path) as worker:
         ids = set(commit(engine, plain, 5))
-        wait_until(lambda: relayed_ids(engine) == ids, timeout=20,
-                   message=lambda: worker.log_text()[-3000:])
+        wait_relayed(engine, ids, worker, timeout=20)
         worker.kill(signal.SIGTERM)
         assert worker.returncode == 0

@@ -14,13 +14,14 @@ import pytest
 from rocketbox_celery_support import (
     app_env,
     broker_records,
+    commit,
     commit_counts,
     module_entry,
-    relayed_ids,
+    wait_relayed,
 )
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
-from support import BrokerLiteServer, wait_until
+from support import BrokerLiteServer
 
 from outbox import Outbox, metadata, publish
 from outbox.celery import CelerySettings, celery_on_commit, make_celery
@@ -41,16 +42,11 @@ def test_sqlite_and_sqla_transport_relay_commits_once_and_rollbacks_never(
                   RB_TEST_SWEEP="1")
     try:
         with module_entry("lite-worker", "worker", env, tmp_path) as worker:
-            ids = []
-            for i in range(5):
-                with Session(engine) as session, session.begin():
-                    ids.append(publish(session, "Embedded", {"i": i}, outbox=outbox,
-                                       message_group="g"))
+            ids = commit(engine, outbox, 5, "Embedded", message_group="g")
             with Session(engine) as session, session.begin() as tx:
                 never = publish(session, "Embedded", {"x": 1}, outbox=outbox)
                 tx.rollback()
-            wait_until(lambda: relayed_ids(engine) == set(ids), timeout=30,
-                       message=lambda: worker.log_text()[-3000:])
+            wait_relayed(engine, set(ids), worker, timeout=30)
             assert "rocketbox.relay" in worker.log_text()
             # SIGTERM: a warm shutdown, and run_worker returns 0
             assert worker.kill(signal.SIGTERM, timeout=20) == 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 
@@ -11,28 +10,29 @@ from rocketbox_celery_support import (
     app_env,
     broker_records,
     celery_worker,
+    commit,
     commit_counts,
     fixed_port_broker,
+    hooked_outbox,
     module_entry,
     redis_url_of,
     relayed_ids,
+    wait_relayed,
 )
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 from support import BrokerLiteServer, RedisServer, free_port, start_broker_lite, wait_until
 
-from outbox import BrokerLitePublisher, Outbox, RelaySettings, publish
-from outbox.celery import CelerySettings, celery_on_commit, make_celery
+from outbox import BrokerLitePublisher, Outbox, publish
+from outbox.celery import CelerySettings
 from outbox.models import transaction_table as t
 from outbox.targets import OutgoingMessage
 
 
 def app_outbox(engine: Engine, broker: str, celery_broker: str) -> Outbox:
-    """The web side: an outbox whose on_commit enqueues rocketbox.relay."""
-    outbox = Outbox(engine=engine, broker=broker, relay=RelaySettings(broker_timeout=1.0))
-    app = make_celery(outbox, broker_url=celery_broker,
-                      settings=CelerySettings(sweep_interval=0))
-    return dataclasses.replace(outbox, on_commit=celery_on_commit(app))
+    """The web side: an outbox whose on_commit enqueues rocketbox.relay (no sweeper)."""
+    return hooked_outbox(engine, broker, celery_broker,
+                         settings=CelerySettings(sweep_interval=0))
 
 
 @pytest.mark.timeout(90)
@@ -55,8 +55,7 @@ def test_worker_relays_committed_units_once_and_nothing_else(
         with Session(engine) as session, session.begin() as tx:
             never = publish(session, "Jobs", {"c": 1}, outbox=outbox)
             tx.rollback()
-        wait_until(lambda: relayed_ids(engine) == {a, b}, timeout=20,
-                   message=lambda: worker.log_text()[-3000:])
+        wait_relayed(engine, {a, b}, worker, timeout=20)
         latency = time.monotonic() - started
     counts = commit_counts(broker_records(broker.data_dir))
     assert counts == {a: 1, b: 1}, counts
@@ -75,15 +74,11 @@ def test_redis_down_at_commit_the_sweeper_relays_later(
     outbox = app_outbox(engine, broker.native, dead_redis)
     with celery_worker("sweeper", env, tmp_path, concurrency=1) as worker:
         started = time.monotonic()
-        ids = []
-        for i in range(3):
-            with Session(engine) as session, session.begin():
-                ids.append(publish(session, "Swept", {"i": i}, outbox=outbox))
+        ids = commit(engine, outbox, 3, "Swept")
         commit_time = time.monotonic() - started
         assert "the sweeper will relay them" in caplog.text
         assert relayed_ids(engine) == set()
-        wait_until(lambda: relayed_ids(engine) == set(ids), timeout=20,
-                   message=lambda: worker.log_text()[-3000:])
+        wait_relayed(engine, set(ids), worker, timeout=20)
     assert commit_time < 3, commit_time
     assert commit_counts(broker_records(broker.data_dir)) == {tx: 1 for tx in ids}
 
@@ -107,8 +102,7 @@ def test_two_workers_racing_never_commit_twice(
                                        message_group=g))
                 publish(session, "Race", {"i": i}, outbox=outbox)
         expected = _all_ids(engine)
-        wait_until(lambda: relayed_ids(engine) == expected, timeout=40,
-                   message=lambda: one.log_text()[-2000:] + two.log_text()[-2000:])
+        wait_relayed(engine, expected, one, two, timeout=40)
     # Which worker relayed how much is the scheduler's business (on a busy machine
     # one may take every row); the invariant is that racing never commits twice
     # and keeps each group's order.
@@ -142,7 +136,7 @@ def test_worker_killed_between_half_and_end_the_checker_commits_once(
             with Session(engine) as session, session.begin():
                 tx_id = publish(session, "Killed", {"k": 1}, outbox=outbox)
             wait_until(lambda: not doomed.alive(), timeout=20,
-                       message=lambda: doomed.log_text()[-3000:])
+                       message=doomed.log_tail)
         assert doomed.returncode == -9
         assert marker.read_text() == tx_id
         # the half is in the broker, no end was sent; the row is still unrelayed
@@ -150,13 +144,12 @@ def test_worker_killed_between_half_and_end_the_checker_commits_once(
 
         def committed() -> bool:
             return commit_counts(broker_records(broker.data_dir)).get(tx_id, 0) > 0
-        wait_until(committed, timeout=20, message=lambda: checker.log_text()[-3000:])
+        wait_until(committed, timeout=20, message=checker.log_tail)
         assert f"check-back {tx_id}" in checker.log_text()
         assert "COMMIT (status row)" in checker.log_text()
         # a fresh worker re-relays the row once its lease ran out: still one commit
         with celery_worker("after", {**env, "RB_TEST_SWEEP": "0.3"}, tmp_path) as after:
-            wait_until(lambda: relayed_ids(engine) == {tx_id}, timeout=20,
-                       message=lambda: after.log_text()[-3000:])
+            wait_relayed(engine, {tx_id}, after, timeout=20)
     records = broker_records(broker.data_dir)
     assert commit_counts(records) == {tx_id: 1}
     checks = [r for r in records if r["transaction_id"] == tx_id
@@ -174,27 +167,20 @@ def test_broker_lite_down_for_a_while_rows_wait_then_flow(
                   RB_TEST_SWEEP="0.3")
     outbox = app_outbox(engine, address, redis_url)
     ids: list[str] = []
-
-    def commit(n: int) -> None:
-        for _ in range(n):
-            with Session(engine) as session, session.begin():
-                ids.append(publish(session, "Outage", {"n": len(ids)}, outbox=outbox,
-                                   message_group="g"))
-
     with celery_worker("outage", env, tmp_path) as worker:
         with start_broker_lite(data_dir, args):
-            commit(5)
-            wait_until(lambda: relayed_ids(engine) == set(ids), timeout=20)
-        commit(10)  # the broker is down: tasks fail, retry, sweeps fail
+            ids += commit(engine, outbox, 5, "Outage", message_group="g")
+            wait_relayed(engine, set(ids), worker, timeout=20)
+        # the broker is down: tasks fail, retry, sweeps fail
+        ids += commit(engine, outbox, 10, "Outage", message_group="g")
         wait_until(lambda: worker.log_text().count("unreachable") >= 2, timeout=20,
-                   message=lambda: worker.log_text()[-3000:])
+                   message=worker.log_tail)
         with engine.connect() as conn:
             waiting = conn.execute(select(t.c.attempts, t.c.parked)
                                    .where(t.c.relayed_at.is_(None))).all()
         assert len(waiting) == 10 and not any(r.parked for r in waiting)
         with start_broker_lite(data_dir, args):
-            wait_until(lambda: relayed_ids(engine) == set(ids), timeout=30,
-                       message=lambda: worker.log_text()[-3000:])
+            wait_relayed(engine, set(ids), worker, timeout=30)
     records = broker_records(data_dir)
     assert commit_counts(records) == {tx: 1 for tx in ids}
     order = [r["transaction_id"] for r in records if r["sysflag"] == "commit"]
@@ -221,6 +207,6 @@ def test_checker_bootstep_answers_check_backs_inside_the_worker(
         publisher.close()
     with celery_worker("checking", env, tmp_path, beat=False) as worker:
         wait_until(lambda: commit_counts(broker_records(broker.data_dir)).get(tx_id),
-                   timeout=20, message=lambda: worker.log_text()[-3000:])
+                   timeout=20, message=worker.log_tail)
         assert f"check-back {tx_id}" in worker.log_text()
     assert commit_counts(broker_records(broker.data_dir)) == {tx_id: 1}

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -21,6 +23,27 @@ def run_rocketbox(args: Sequence[str], *, module: bool = False, timeout: float =
     environment.update(env or {})
     return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=timeout,
                           env=environment, stdin=subprocess.DEVNULL)
+
+
+@contextlib.contextmanager
+def rocketbox_process(args: Sequence[str], *, stdout: int = subprocess.PIPE
+                      ) -> Iterator[subprocess.Popen[str]]:
+    """``rocketbox ARGS`` started with its stderr (and ``stdout``) piped; killed on the way
+    out if it still runs."""
+    proc = subprocess.Popen([str(ROCKETBOX), *args], stdout=stdout, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def terminate(proc: subprocess.Popen[str], timeout: float = 30) -> int:
+    """SIGTERM, then the exit status (a clean stop is 0)."""
+    proc.send_signal(signal.SIGTERM)
+    return proc.wait(timeout)
 
 
 class LineCollector:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import types
@@ -11,7 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_process_support import ROCKETBOX, LineCollector, run_rocketbox
+from cli_process_support import (
+    ROCKETBOX,
+    LineCollector,
+    rocketbox_process,
+    run_rocketbox,
+    terminate,
+)
 from sqlalchemy import create_engine, inspect, text
 from support import BrokerLiteServer, PostgresServer, free_port, wait_until
 
@@ -229,11 +234,8 @@ def test_checker_serves_metrics_and_stops_on_sigterm(broker_lite_server: BrokerL
                                                      tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'checker.sqlite'}"
     migrate.upgrade(url)
-    proc = subprocess.Popen([str(ROCKETBOX), "checker", "--db", url, "--broker",
-                             broker_lite_server.native, "--metrics-port", "0",
-                             "--metrics-addr", "127.0.0.1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with rocketbox_process(["checker", "--db", url, "--broker", broker_lite_server.native,
+                            "--metrics-port", "0", "--metrics-addr", "127.0.0.1"]) as proc:
         out, err = LineCollector(proc.stdout), LineCollector(proc.stderr)  # type: ignore[arg-type]
         wait_until(lambda: out.find("rocketbox checker ready"), timeout=30,
                    message=lambda: out.text() + "\n" + err.text())
@@ -244,12 +246,7 @@ def test_checker_serves_metrics_and_stops_on_sigterm(broker_lite_server: BrokerL
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
             scraped = resp.read().decode()
         assert "rocketbox_outbox_up 1.0" in scraped
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+        assert terminate(proc) == 0
 
 
 @pytest.mark.timeout(30)
@@ -279,11 +276,10 @@ def test_relay_command_relays_a_committed_row(broker_lite_server: BrokerLiteServ
     try:
         with engine.begin() as conn:
             publish(conn, "orders", {"n": 1}, outbox=Outbox(engine=engine))
-        proc = subprocess.Popen([str(ROCKETBOX), "relay", "--db", url, "--broker",
-                                 broker_lite_server.native, "--concurrency", "1"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        err = LineCollector(proc.stderr)  # type: ignore[arg-type]
-        try:
+        with rocketbox_process(["relay", "--db", url, "--broker", broker_lite_server.native,
+                                "--concurrency", "1"], stdout=subprocess.DEVNULL) as proc:
+            err = LineCollector(proc.stderr)  # type: ignore[arg-type]
+
             def relayed() -> bool:
                 if proc.poll() is not None:
                     raise AssertionError("relay exited:\n" + err.text())
@@ -292,11 +288,6 @@ def test_relay_command_relays_a_committed_row(broker_lite_server: BrokerLiteServ
                     s.relayed_last_hour or 0 for s in status.topics) == 1
 
             wait_until(relayed, timeout=60, message=lambda: err.text()[-3000:])
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(30) == 0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
+            assert terminate(proc) == 0
     finally:
         engine.dispose()

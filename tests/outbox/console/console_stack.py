@@ -25,15 +25,15 @@ import os
 import sys
 import threading
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, select, text, update
+from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
 from support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_until
+from support.outbox_db import pg_outbox_database
 
 from broker_lite.client import (
     Admin,
@@ -49,7 +49,7 @@ from outbox.config import RelaySettings
 from outbox.console import ConsoleConfig, ConsoleThread
 from outbox.half_first import SqlStatusListener
 from outbox.inbox import InboxConsumer
-from outbox.models import inbox_table, metadata
+from outbox.models import inbox_table
 from outbox.models import transaction_table as t
 from outbox.publish import new_tx_id
 from procgroup import Process
@@ -157,14 +157,9 @@ def _write_audit(folder: Path, divergent_tx: str) -> tuple[Path, Path]:
 
 @contextlib.contextmanager
 def running_stack(postgres_server: PostgresServer, redis_url: str, tmp: Path) -> Iterator[Stack]:
-    db = postgres_server.create_database(f"rbc_{uuid.uuid4().hex[:12]}")
-    engine = create_engine(db.url)
-    metadata.create_all(engine)
-    with engine.begin() as conn:
-        conn.execute(text("CREATE SEQUENCE IF NOT EXISTS rocketbox_transaction_seq"))
     celery = redis_url.rsplit("/", 1)[0] + "/9"
     with contextlib.ExitStack() as stack:
-        stack.callback(engine.dispose)
+        engine, url = stack.enter_context(pg_outbox_database(postgres_server, "rbc"))
         broker = stack.enter_context(start_broker_lite(tmp / "broker", BROKER_ARGS))
         admin = Admin(broker.native)
         admin.start()
@@ -172,9 +167,9 @@ def running_stack(postgres_server: PostgresServer, redis_url: str, tmp: Path) ->
         admin.create_topic("Orders", 2)
         outbox = Outbox(engine=engine, broker=broker.native)
         relay_log = tmp / "relay.log"
-        stack.enter_context(_relay_process(db.url, broker.native, celery, relay_log))
+        stack.enter_context(_relay_process(url, broker.native, celery, relay_log))
 
-        state = Stack(engine, db.url, broker, admin, outbox, None, relay_log)  # type: ignore[arg-type]
+        state = Stack(engine, url, broker, admin, outbox, None, relay_log)  # type: ignore[arg-type]
         lock = threading.Lock()
 
         def billing(session: Session, message: ReceivedMessage) -> None:
@@ -258,7 +253,7 @@ def running_stack(postgres_server: PostgresServer, redis_url: str, tmp: Path) ->
 
         audit_json, audit_out = _write_audit(tmp, state.parked)
         state.console = ConsoleThread(ConsoleConfig(
-            broker=broker.native, db_url=db.url, port=0, sample_seconds=0.5,
+            broker=broker.native, db_url=url, port=0, sample_seconds=0.5,
             audit_json=audit_json, audit_out=audit_out)).start()
         stack.callback(state.console.stop)
         yield state

@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, func, select, text
 from sqlalchemy.orm import Session
 from support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_until
+from support.outbox_db import pg_outbox_database
 
 from broker_lite.client import ConsumeResult, ReceivedMessage
 from outbox import BrokerLitePublisher, ConfigurationError, Outbox, Relay, publish
@@ -25,14 +25,9 @@ FAST_BROKER = ("--tx-timeout", "1", "--tx-check-interval", "0.3", "--delay-time-
 
 @pytest.fixture
 def pg_db(postgres_server: PostgresServer) -> Iterator[tuple[Engine, str]]:
-    db = postgres_server.create_database(f"rbi_{uuid.uuid4().hex[:12]}")
-    engine = create_engine(db.url)
-    metadata.create_all(engine)
-    with engine.begin() as conn:
-        conn.execute(text("CREATE SEQUENCE IF NOT EXISTS rocketbox_transaction_seq"))
-        conn.execute(text("CREATE TABLE processed (tx_id text PRIMARY KEY, body text)"))
-    yield engine, db.url
-    engine.dispose()
+    with pg_outbox_database(postgres_server, "rbi", extra_sql=(
+            "CREATE TABLE processed (tx_id text PRIMARY KEY, body text)",)) as db:
+        yield db
 
 
 @pytest.fixture

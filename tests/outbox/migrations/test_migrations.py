@@ -8,8 +8,10 @@ downgrade, leave an application's own tables and Alembic history alone, and
 
 from __future__ import annotations
 
+import contextlib
 import io
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,14 +29,19 @@ from outbox.publish import publish
 TABLES = ["rocketbox_broker_state", "rocketbox_inbox", "rocketbox_transaction"]
 
 
-def _engine(url: str) -> Engine:
-    return create_engine(url)
+@contextlib.contextmanager
+def _engine(url: str) -> Iterator[Engine]:
+    """An engine on ``url``, disposed of on the way out."""
+    engine = create_engine(url)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
 
 
 @pytest.mark.timeout(60)
 def test_upgrade_downgrade_upgrade_round_trip(db_url: str) -> None:
-    engine = _engine(db_url)
-    try:
+    with _engine(db_url) as engine:
         assert migrate.current(db_url) is None
         migrate.upgrade(db_url)
         assert migrate.current(db_url) == "0004" == migrate.heads()[0]
@@ -59,8 +66,6 @@ def test_upgrade_downgrade_upgrade_round_trip(db_url: str) -> None:
         assert migrate.current(db_url) == "0004"
         assert schema_snapshot(engine) == first
         assert migrate.check(db_url) == []
-    finally:
-        engine.dispose()
 
 
 @pytest.mark.timeout(60)
@@ -72,8 +77,7 @@ def test_check_is_clean_after_upgrade(db_url: str) -> None:
 @pytest.mark.timeout(60)
 def test_check_reports_hand_made_changes(db_url: str) -> None:
     migrate.upgrade(db_url)
-    engine = _engine(db_url)
-    try:
+    with _engine(db_url) as engine:
         with engine.begin() as conn:
             conn.execute(text("ALTER TABLE rocketbox_inbox ADD COLUMN note VARCHAR(20)"))
         assert "remove_column: rocketbox_inbox.note" in migrate.render_diffs(
@@ -96,8 +100,6 @@ def test_check_reports_hand_made_changes(db_url: str) -> None:
         assert migrate.render_diffs(migrate.check(engine)) == [
             "remove_index: rocketbox_transaction.ix_rocketbox_transaction_pending",
             "add_index: rocketbox_transaction.ix_rocketbox_transaction_pending"]
-    finally:
-        engine.dispose()
 
 
 @pytest.mark.timeout(60)
@@ -105,21 +107,17 @@ def test_check_reports_a_changed_server_default(postgres_server: PostgresServer)
     # PostgreSQL only: SQLite cannot change a column's default in place
     db_url = postgres_server.create_database(f"mig_{uuid.uuid4().hex[:12]}").url
     migrate.upgrade(db_url)
-    engine = _engine(db_url)
-    try:
+    with _engine(db_url) as engine:
         with engine.begin() as conn:
             conn.execute(text("ALTER TABLE rocketbox_transaction "
                               "ALTER COLUMN attempts SET DEFAULT 1"))
         assert migrate.render_diffs(migrate.check(engine)) == [
             "modify_default: rocketbox_transaction.attempts (1 -> 0)"]
-    finally:
-        engine.dispose()
 
 
 @pytest.mark.timeout(60)
 def test_application_tables_and_alembic_history_are_left_alone(db_url: str) -> None:
-    engine = _engine(db_url)
-    try:
+    with _engine(db_url) as engine:
         with engine.begin() as conn:
             conn.execute(text("CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER)"))
             conn.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32) "
@@ -132,14 +130,11 @@ def test_application_tables_and_alembic_history_are_left_alone(db_url: str) -> N
             assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() \
                 == "app_rev_42"
         assert {"orders", "alembic_version"} <= set(inspect(engine).get_table_names())
-    finally:
-        engine.dispose()
 
 
 @pytest.mark.timeout(60)
 def test_migrated_schema_equals_create_all(db_url: str, other_db_url: str) -> None:
-    migrated, created = _engine(db_url), _engine(other_db_url)
-    try:
+    with _engine(db_url) as migrated, _engine(other_db_url) as created:
         migrate.upgrade(migrated)
         metadata.create_all(created)
         assert schema_snapshot(migrated) == schema_snapshot(created)
@@ -149,9 +144,6 @@ def test_migrated_schema_equals_create_all(db_url: str, other_db_url: str) -> No
         assert indexes["ix_rocketbox_transaction_pending"][3] == \
             "relayed_at is null and not parked"
         assert indexes["ix_rocketbox_transaction_group_seq"][3] == "relayed_at is null"
-    finally:
-        migrated.dispose()
-        created.dispose()
 
 
 @pytest.mark.timeout(60)
@@ -162,22 +154,18 @@ def test_check_refuses_a_database_not_at_head(db_url: str) -> None:
 
 @pytest.mark.timeout(60)
 def test_a_connection_target_runs_in_the_callers_transaction(db_url: str) -> None:
-    engine = _engine(db_url)
-    try:
+    with _engine(db_url) as engine:
         with engine.begin() as conn:
             migrate.upgrade(conn)
             assert migrate.current(conn) == "0004"
         assert migrate.current(engine) == "0004"
         assert rocketbox_tables(engine) == TABLES
-    finally:
-        engine.dispose()
 
 
 @pytest.mark.timeout(60)
 def test_postgresql_migrations_roll_back_with_the_callers_transaction(
         postgres_server: PostgresServer) -> None:
-    engine = _engine(postgres_server.create_database(f"mig_{uuid.uuid4().hex[:12]}").url)
-    try:
+    with _engine(postgres_server.create_database(f"mig_{uuid.uuid4().hex[:12]}").url) as engine:
         with engine.connect() as conn:
             conn.begin()
             migrate.upgrade(conn)
@@ -187,14 +175,11 @@ def test_postgresql_migrations_roll_back_with_the_callers_transaction(
         assert rocketbox_tables(engine) == []
         assert sequences(engine) == []
         assert functions(engine) == []
-    finally:
-        engine.dispose()
 
 
 @pytest.mark.timeout(60)
 def test_publish_works_on_a_migrated_database(db_url: str) -> None:
-    engine = _engine(db_url)
-    try:
+    with _engine(db_url) as engine:
         migrate.upgrade(engine)
         outbox = Outbox(engine=engine)
         with engine.begin() as conn:
@@ -203,8 +188,6 @@ def test_publish_works_on_a_migrated_database(db_url: str) -> None:
         with engine.connect() as conn:
             seqs = dict(conn.execute(select(t.c.tx_id, t.c.seq)).all())
         assert seqs[first] < seqs[second]
-    finally:
-        engine.dispose()
 
 
 @pytest.mark.parametrize("url, sequence", [

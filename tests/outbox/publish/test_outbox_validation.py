@@ -7,26 +7,24 @@ is still usable. A message right at the limits is taken by a real broker.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine, func, select, text
+from sqlalchemy import Engine, func, select, text
 from sqlalchemy.orm import Session
 from support import PostgresServer, start_broker_lite
+from support.outbox_db import pg_outbox_database
+from support.publishers import drain
 from support.sqlite import sqlite_outbox_engine
 
 from outbox import (
-    BrokerLitePublisher,
     ConfigurationError,
     InvalidMessageError,
     Outbox,
-    Relay,
     publish,
 )
-from outbox.models import metadata
 from outbox.models import transaction_table as t
 from outbox.validation import DEFAULT_MAX_BODY_SIZE, MAX_PROPERTIES_BYTES
 
@@ -113,27 +111,16 @@ def test_max_body_size_is_a_setting(engine: Engine) -> None:
 @pytest.mark.timeout(90)
 def test_a_message_at_every_limit_is_taken_by_the_broker(postgres_server: PostgresServer,
                                                          tmp_path: Path) -> None:
-    db = postgres_server.create_database(f"rbval_{uuid.uuid4().hex[:12]}")
-    engine = create_engine(db.url)
-    metadata.create_all(engine)
-    with engine.begin() as conn:
-        conn.execute(text("CREATE SEQUENCE IF NOT EXISTS rocketbox_transaction_seq"))
-    try:
-        with start_broker_lite(tmp_path / "broker") as broker:  # its default limits
-            outbox = Outbox(engine=engine, broker=broker.native)
-            headers = {"h": "x" * (MAX_PROPERTIES_BYTES - 200)}
-            with Session(engine) as session, session.begin():
-                ids = [publish(session, "T" * 127, b"x" * DEFAULT_MAX_BODY_SIZE, outbox=outbox),
-                       publish(session, "Orders", {"n": 1}, outbox=outbox, headers=headers,
-                               keys=["k1", "k2"], tag="created", message_group="g")]
-            publisher = BrokerLitePublisher(outbox)
-            try:
-                report = Relay(outbox, publisher).drain()
-            finally:
-                publisher.close()
-            assert report.relayed == 2, report.errors
-            with engine.connect() as conn:
-                assert conn.execute(select(func.count()).select_from(t).where(
-                    t.c.tx_id.in_(ids), t.c.relayed_at.is_not(None))).scalar() == 2
-    finally:
-        engine.dispose()
+    with pg_outbox_database(postgres_server, "rbval") as (engine, _url), \
+            start_broker_lite(tmp_path / "broker") as broker:  # its default limits
+        outbox = Outbox(engine=engine, broker=broker.native)
+        headers = {"h": "x" * (MAX_PROPERTIES_BYTES - 200)}
+        with Session(engine) as session, session.begin():
+            ids = [publish(session, "T" * 127, b"x" * DEFAULT_MAX_BODY_SIZE, outbox=outbox),
+                   publish(session, "Orders", {"n": 1}, outbox=outbox, headers=headers,
+                           keys=["k1", "k2"], tag="created", message_group="g")]
+        report = drain(outbox)
+        assert report.relayed == 2, report.errors
+        with engine.connect() as conn:
+            assert conn.execute(select(func.count()).select_from(t).where(
+                t.c.tx_id.in_(ids), t.c.relayed_at.is_not(None))).scalar() == 2

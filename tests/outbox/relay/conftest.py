@@ -6,17 +6,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from outbox_relay_support import FAST_BROKER, pg_outbox_engine
+from outbox_relay_support import FAST_BROKER
 from sqlalchemy import Engine
 from support import BrokerLiteServer, PostgresServer, start_broker_lite
+from support.outbox_db import pg_outbox_database
 from support.sqlite import sqlite_outbox_engine
 
 
 @pytest.fixture
 def pg_engine(postgres_server: PostgresServer) -> Iterator[Engine]:
-    engine = pg_outbox_engine(postgres_server)
-    yield engine
-    engine.dispose()
+    with pg_outbox_database(postgres_server, "rb", pool_size=10, max_overflow=20) as (engine, _):
+        yield engine
 
 
 @pytest.fixture

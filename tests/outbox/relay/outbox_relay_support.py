@@ -1,34 +1,52 @@
-"""Helpers for the relay tests: outbox databases, broker records, a collecting consumer."""
+"""Helpers for the relay tests: outbox databases, fast settings, racing relays, broker
+records, a collecting consumer."""
 
 from __future__ import annotations
 
 import threading
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, select, text
-from support import PostgresServer, wait_until
+from sqlalchemy import Engine, select
 from support.commitlog import broker_records as broker_records  # re-exported
 from support.commitlog import commit_counts as commit_counts  # re-exported
+from support.recorder import Collector as Collector  # re-exported
 
-from broker_lite.client import ConsumeResult, PushConsumer, ReceivedMessage
-from outbox.models import metadata
+from outbox import BrokerLitePublisher, Outbox, Relay, RelaySettings
 from outbox.models import transaction_table as t
 
 FAST_BROKER = ("--tx-timeout", "1", "--tx-check-interval", "0.3")
 
 
-def pg_outbox_engine(server: PostgresServer) -> Engine:
-    """A fresh database with the outbox tables and sequence."""
-    db = server.create_database(f"rb_{uuid.uuid4().hex[:12]}")
-    engine = create_engine(db.url, pool_size=10, max_overflow=20)
-    metadata.create_all(engine)
-    with engine.begin() as conn:
-        conn.execute(text("CREATE SEQUENCE IF NOT EXISTS rocketbox_transaction_seq"))
-    return engine
+def fast_relay(**changes: Any) -> RelaySettings:
+    """Relay settings that retry fast and give up after three attempts; ``changes`` win."""
+    return RelaySettings(**{"batch_size": 50, "lease_seconds": 5, "max_attempts": 3,
+                            "backoff_base": 0.01, "backoff_max": 0.05, "jitter": 0.0,
+                            "broker_timeout": 1.0, **changes})
 
 
+def race_relays(engine: Engine, outbox: Outbox, expected: set[str], threads: int, name: str,
+                step: Callable[[Relay], object], *, timeout: float) -> None:
+    """``threads`` relays (own publisher each) call ``step`` until every row is relayed."""
+    errors: list[BaseException] = []
+
+    def racer() -> None:
+        publisher = BrokerLitePublisher(outbox)
+        relay = Relay(outbox, publisher, name=f"{name}-{threading.get_ident()}")
+        try:
+            while relayed_ids(engine) != expected:
+                step(relay)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            publisher.close()
+
+    racers = [threading.Thread(target=racer) for _ in range(threads)]
+    for thread in racers:
+        thread.start()
+    for thread in racers:
+        thread.join(timeout)
+    assert not errors
 
 
 def records_of(records: list[dict[str, Any]], tx_id: str) -> list[dict[str, Any]]:
@@ -43,38 +61,6 @@ def relayed_ids(engine: Engine) -> set[str]:
 def all_ids(engine: Engine) -> set[str]:
     with engine.connect() as conn:
         return set(conn.execute(select(t.c.tx_id)).scalars())
-
-
-class Collector:
-    """A push consumer that records what it receives (dedupe key, body, topic)."""
-
-    def __init__(self, server: str, topic: str, group: str, **options: Any) -> None:
-        self.messages: list[ReceivedMessage] = []
-        self._lock = threading.Lock()
-        self.consumer = PushConsumer(group, server, listener=self._on_message,
-                                     rebalance_interval=0.5, **options)
-        self.consumer.subscribe(topic)
-
-    def _on_message(self, msg: ReceivedMessage) -> ConsumeResult:
-        with self._lock:
-            self.messages.append(msg)
-        return ConsumeResult.SUCCESS
-
-    @property
-    def keys(self) -> list[str]:
-        with self._lock:
-            return [m.dedupe_key for m in self.messages]
-
-    def wait_for(self, expected: set[str], timeout: float = 20.0) -> None:
-        wait_until(lambda: expected <= set(self.keys), timeout=timeout,
-                   message=lambda: f"received {sorted(self.keys)}, expected {sorted(expected)}")
-
-    def __enter__(self) -> Collector:
-        self.consumer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.consumer.shutdown()
 
 
 def iter_commit_order(records: list[dict[str, Any]], tx_ids: list[str]) -> Iterator[str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,13 +15,16 @@ from outbox_relay_support import (
     all_ids,
     broker_records,
     commit_counts,
+    fast_relay,
     iter_commit_order,
+    race_relays,
     records_of,
     relayed_ids,
 )
 from sqlalchemy import Engine, event, select, text, update
 from sqlalchemy.orm import Session
 from support import BrokerLiteServer, free_port, start_broker_lite, wait_until
+from support.publishers import PassThrough, drain
 
 from outbox import (
     BrokerLitePublisher,
@@ -33,22 +36,13 @@ from outbox import (
     publish,
 )
 from outbox.models import transaction_table as t
-from outbox.targets import EndOutcome, HalfOutcome, OutgoingMessage, Publisher, TxEnd
+from outbox.targets import HalfOutcome, OutgoingMessage, Publisher
 
-FAST = RelaySettings(batch_size=50, lease_seconds=5, max_attempts=3, backoff_base=0.01,
-                     backoff_max=0.05, jitter=0.0, broker_timeout=1.0)
+FAST = fast_relay()
 
 
 def make_outbox(engine: Engine, broker: str, relay: RelaySettings = FAST) -> Outbox:
     return Outbox(engine=engine, broker=broker, relay=relay)
-
-
-def drain(outbox: Outbox) -> None:
-    publisher = BrokerLitePublisher(outbox)
-    try:
-        Relay(outbox, publisher).drain()
-    finally:
-        publisher.close()
 
 
 @pytest.mark.timeout(60)
@@ -73,8 +67,8 @@ def test_commit_gives_one_message_per_unit_rollback_and_savepoint_give_none(
             Collector(broker.native, "Orders", "shipping") as shipping:
         billing.wait_for({first, second})
         shipping.wait_for({first, second})
-        assert sorted(billing.keys) == sorted([first, second])
-        assert sorted(shipping.keys) == sorted([first, second])
+        assert sorted(billing.keys()) == sorted([first, second])
+        assert sorted(shipping.keys()) == sorted([first, second])
         by_key = {m.dedupe_key: m for m in billing.messages}
         assert by_key[first].body == b'{"n":1}' and by_key[first].tags == "created"
         assert by_key[second].keys == ("k1", "k2")
@@ -89,33 +83,24 @@ def test_commit_gives_one_message_per_unit_rollback_and_savepoint_give_none(
             == {"trace": "t-1", "n": 7}
 
 
-def _race(pg_engine: Engine, outbox: Outbox, expected: set[str], threads: int, name: str,
-          step: Callable[[Relay], object], *, timeout: float) -> None:
-    """``threads`` relays (own publisher each) call ``step`` until every row is relayed."""
-    errors: list[BaseException] = []
-
-    def racer() -> None:
-        publisher = BrokerLitePublisher(outbox)
-        relay = Relay(outbox, publisher, name=f"{name}-{threading.get_ident()}")
-        try:
-            while relayed_ids(pg_engine) != expected:
-                step(relay)
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-        finally:
-            publisher.close()
-
-    racers = [threading.Thread(target=racer) for _ in range(threads)]
-    for thread in racers:
-        thread.start()
-    for thread in racers:
-        thread.join(timeout)
-    assert not errors
-
-
 def _publish_one(outbox: Outbox, body: object, group: str | None) -> str:
     with Session(outbox.engine) as session, session.begin():
         return publish(session, "Ordered", body, outbox=outbox, message_group=group)
+
+
+def _publish_grouped(outbox: Outbox, topic: str, *, units: int, groups: int,
+                     loose: int) -> dict[str, list[str]]:
+    """``units`` units of work, each with one message for every group ``g0``, ``g1``, ... and
+    ``loose`` without a group; each group's ids in commit order."""
+    ids: dict[str, list[str]] = {f"g{g}": [] for g in range(groups)}
+    for i in range(units):
+        with Session(outbox.engine) as session, session.begin():
+            for g, group_ids in ids.items():
+                group_ids.append(publish(session, topic, {"i": i, "g": g}, outbox=outbox,
+                                         message_group=g))
+            for _ in range(loose):
+                publish(session, topic, {"i": i}, outbox=outbox)
+    return ids
 
 
 @pytest.mark.timeout(60)
@@ -163,17 +148,11 @@ def test_group_order_holds_and_a_poisoned_group_parks_alone(
 def test_racing_relays_never_commit_twice_and_keep_group_order(
         pg_engine: Engine, broker: BrokerLiteServer) -> None:
     outbox = make_outbox(pg_engine, broker.native)
-    groups: dict[str, list[str]] = {f"g{g}": [] for g in range(4)}
-    for i in range(40):
-        with Session(pg_engine) as session, session.begin():
-            for g, ids in groups.items():
-                ids.append(publish(session, "Raced", {"i": i, "g": g}, outbox=outbox,
-                                   message_group=g))
-            publish(session, "Raced", {"i": i}, outbox=outbox)
+    groups = _publish_grouped(outbox, "Raced", units=40, groups=4, loose=1)
     expected = all_ids(pg_engine)
     small = make_outbox(pg_engine, broker.native, relay=RelaySettings(
         batch_size=7, lease_seconds=5, broker_timeout=2.0))
-    _race(pg_engine, small, expected, 4, "racer", Relay.run_once, timeout=60)
+    race_relays(pg_engine, small, expected, 4, "racer", Relay.run_once, timeout=60)
     records = broker_records(broker.data_dir)
     counts = commit_counts(records)
     assert set(counts) == expected and set(counts.values()) == {1}
@@ -181,11 +160,11 @@ def test_racing_relays_never_commit_twice_and_keep_group_order(
         assert list(iter_commit_order(records, ids)) == ids
 
 
-class StallingPublisher:
+class StallingPublisher(PassThrough):
     """Sends the halves, then blocks until released (a relay that lost its lease)."""
 
     def __init__(self, inner: Publisher) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.halves_sent = threading.Event()
         self.release = threading.Event()
 
@@ -194,12 +173,6 @@ class StallingPublisher:
         self.halves_sent.set()
         self.release.wait(30)
         return result
-
-    def end_transactions(self, ends: Sequence[TxEnd]) -> list[EndOutcome]:
-        return self.inner.end_transactions(ends)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 @pytest.mark.timeout(60)
@@ -231,23 +204,17 @@ def test_a_relay_whose_lease_expired_cannot_overwrite_the_new_owner(
     assert counts == {tx: 1 for tx in ids}
 
 
-class KillAfterHalves:
+class KillAfterHalves(PassThrough):
     """Sends the halves, then crashes the broker before the ends go out."""
 
     def __init__(self, inner: Publisher, broker: BrokerLiteServer) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.broker = broker
 
     def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfOutcome]:
         result = self.inner.send_halves(messages)
         self.broker.kill()
         return result
-
-    def end_transactions(self, ends: Sequence[TxEnd]) -> list[EndOutcome]:
-        return self.inner.end_transactions(ends)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 @pytest.mark.timeout(90)
@@ -290,7 +257,7 @@ def test_broker_down_rows_wait_then_flow_without_loss_or_duplicate(
                        ignore=(RelayError,))
             with Collector(address, "Down", "audit", orderly=True) as audit:
                 audit.wait_for(set(early + late))
-                assert audit.keys == early + late
+                assert audit.keys() == early + late
     finally:
         publisher.close()
     counts = commit_counts(broker_records(data_dir))
@@ -302,18 +269,11 @@ def test_drain_lanes_and_a_second_sweeper_never_commit_twice_and_keep_group_orde
         pg_engine: Engine, broker: BrokerLiteServer) -> None:
     outbox = make_outbox(pg_engine, broker.native, relay=RelaySettings(
         batch_size=9, drain_lanes=4, lease_seconds=10, broker_timeout=2.0))
-    groups: dict[str, list[str]] = {f"g{g}": [] for g in range(5)}
-    for i in range(30):
-        with Session(pg_engine) as session, session.begin():
-            for g, ids in groups.items():
-                ids.append(publish(session, "Laned", {"i": i, "g": g}, outbox=outbox,
-                                   message_group=g))
-            for _ in range(3):
-                publish(session, "Laned", {"i": i}, outbox=outbox)
+    groups = _publish_grouped(outbox, "Laned", units=30, groups=5, loose=3)
     expected = all_ids(pg_engine)
     reports: list[RelayReport] = []
     # two sweeps at once, four lanes each
-    _race(pg_engine, outbox, expected, 2, "sweeper",
+    race_relays(pg_engine, outbox, expected, 2, "sweeper",
           lambda relay: reports.append(relay.drain(max_passes=10_000)), timeout=90)
     assert sum(r.relayed for r in reports) == len(expected)
     assert not any(r.failed for r in reports)
@@ -372,11 +332,7 @@ def test_a_stuck_group_head_never_starves_the_rows_behind_its_group(
         conn.execute(update(t).where(t.c.tx_id == head).values(
             attempts=1, parked=stuck == "parked", last_error="test: poisoned",
             next_attempt_at=later if stuck == "backing_off" else datetime.now(UTC)))
-    publisher = BrokerLitePublisher(outbox)
-    try:
-        report = Relay(outbox, publisher).drain()
-    finally:
-        publisher.close()
+    report = drain(outbox)
     assert relayed_ids(pg_engine) == {*others, *loose}
     assert report.relayed == len(others) + len(loose)
     records = broker_records(broker.data_dir)

@@ -12,21 +12,23 @@ from outbox_relay_support import (
     all_ids,
     broker_records,
     commit_counts,
+    fast_relay,
     iter_commit_order,
+    race_relays,
     records_of,
     relayed_ids,
 )
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 from support import BrokerLiteServer
+from support.publishers import PassThrough, drain
 
 from outbox import BrokerLitePublisher, Outbox, Relay, RelaySettings, publish
 from outbox.errors import ConfigurationError
 from outbox.models import transaction_table as t
-from outbox.targets import EndOutcome, HalfOutcome, OutgoingMessage, Publisher, TxEnd
+from outbox.targets import HalfOutcome, OutgoingMessage, Publisher
 
-FAST = RelaySettings(batch_size=5, lease_seconds=5, max_attempts=3, backoff_base=0.01,
-                     backoff_max=0.05, jitter=0.0, broker_timeout=2.0)
+FAST = fast_relay(batch_size=5, broker_timeout=2.0)
 
 
 @pytest.mark.timeout(60)
@@ -44,14 +46,10 @@ def test_sqlite_commit_rollback_and_savepoint(sqlite_engine: Engine,
         tx.rollback()
     assert all_ids(sqlite_engine) == {kept, kept2}
 
-    publisher = BrokerLitePublisher(outbox)
-    try:
-        Relay(outbox, publisher).drain()
-    finally:
-        publisher.close()
+    drain(outbox)
     with Collector(broker.native, "Lite", "lite-group", orderly=True) as group:
         group.wait_for({kept, kept2})
-        assert group.keys == [kept, kept2]
+        assert group.keys() == [kept, kept2]
     records = broker_records(broker.data_dir)
     assert commit_counts(records) == {kept: 1, kept2: 1}
     assert records_of(records, dropped) == [] and records_of(records, rolled_back) == []
@@ -66,11 +64,7 @@ def test_broker_lite_halves_are_kept_by_offset_and_write_no_half_ids(
     outbox = Outbox(engine=sqlite_engine, broker=broker.native, relay=FAST)
     with Session(sqlite_engine) as session, session.begin():
         ids = [publish(session, "Lite", {"n": n}, outbox=outbox) for n in range(3)]
-    publisher = BrokerLitePublisher(outbox)
-    try:
-        Relay(outbox, publisher).drain()
-    finally:
-        publisher.close()
+    drain(outbox)
     with sqlite_engine.connect() as conn:
         rows = conn.execute(select(t.c.tx_id, t.c.relayed_at, t.c.half_offset,
                                    t.c.half_message_id, t.c.half_transaction_id)
@@ -92,47 +86,23 @@ def test_sqlite_racing_relays_never_commit_twice(sqlite_engine: Engine,
                                    message_group="g"))
             publish(session, "LiteRace", {"i": i}, outbox=outbox)
     expected = all_ids(sqlite_engine)
-    errors: list[BaseException] = []
-
-    def worker(name: str) -> None:
-        publisher = BrokerLitePublisher(outbox)
-        relay = Relay(outbox, publisher, name=name)
-        try:
-            while relayed_ids(sqlite_engine) != expected:
-                relay.run_once()
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-        finally:
-            publisher.close()
-
-    threads = [threading.Thread(target=worker, args=(f"lite-{i}",)) for i in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert not errors
+    race_relays(sqlite_engine, outbox, expected, 3, "lite", Relay.run_once, timeout=60)
     records = broker_records(broker.data_dir)
     counts = commit_counts(records)
     assert set(counts) == expected and set(counts.values()) == {1}
     assert list(iter_commit_order(records, ordered)) == ordered
 
 
-class ThreadNoting:
+class ThreadNoting(PassThrough):
     """A publisher that notes which thread sent each batch of halves."""
 
     def __init__(self, inner: Publisher) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.threads: set[str] = set()
 
     def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfOutcome]:
         self.threads.add(threading.current_thread().name)
         return self.inner.send_halves(messages)
-
-    def end_transactions(self, ends: Sequence[TxEnd]) -> list[EndOutcome]:
-        return self.inner.end_transactions(ends)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 @pytest.mark.timeout(60)
@@ -144,10 +114,7 @@ def test_sqlite_drain_runs_one_lane_whatever_drain_lanes_says(
         for i in range(23):
             publish(session, "OneLane", {"i": i}, outbox=outbox)
     publisher = ThreadNoting(BrokerLitePublisher(outbox))
-    try:
-        report = Relay(outbox, publisher).drain()
-    finally:
-        publisher.close()
+    report = drain(outbox, publisher)
     assert report.relayed == 23 and relayed_ids(sqlite_engine) == all_ids(sqlite_engine)
     assert publisher.threads == {threading.current_thread().name}
 
