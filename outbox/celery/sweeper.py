@@ -45,7 +45,7 @@ from collections.abc import Callable
 from typing import Any
 
 from celery import bootsteps
-from sqlalchemy import Engine, distinct, select, update
+from sqlalchemy import Engine, select, update
 
 from outbox.celery.app import RocketboxState, rocketbox_state
 from outbox.celery.tasks import TRANSIENT_ERRORS
@@ -152,7 +152,7 @@ def release_dead_claims(engine: Engine) -> int:
     """
     prefix = socket.gethostname() + ":"
     with engine.begin() as conn:
-        claimers = conn.execute(select(distinct(t.c.claimed_by)).where(
+        claimers = conn.execute(select(t.c.claimed_by).distinct().where(
             t.c.relayed_at.is_(None), t.c.claimed_by.startswith(prefix, autoescape=True))
         ).scalars().all()
         dead = [c for c in claimers
