@@ -136,7 +136,7 @@ class TransactionService:
             if commit is not None:  # crashed between the commit record and its op
                 entry.commit_offset = commit.physical_offset
                 entry.commit_queue_offset = commit.queue_offset
-                self._close_committed(entry)
+                self._close_committed(entry, commit.prepared_tx_offset)
         if self._table.entries:
             log.info("transactions rebuilt: %d halves, %d pending", len(self._table.entries),
                      len(self._table.pending))
@@ -335,10 +335,12 @@ class TransactionService:
                 log.exception("check-back of %s could not be sent", request.transaction_id)
         return len(sends)
 
-    def _close_committed(self, entry: HalfEntry) -> None:
-        """Write the op record a full disk refused after ``entry``'s commit record landed."""
+    def _close_committed(self, entry: HalfEntry, copy_offset: int | None = None) -> None:
+        """Write the op record a crash or a full disk kept out after ``entry``'s commit record
+        (removing the copy the commit names, when known, as the end would have)."""
+        copy = copy_offset if copy_offset in entry.copies else entry.latest_offset
         try:
-            self._resolve(entry, COMMITTED, entry.latest_offset)
+            self._resolve(entry, COMMITTED, copy)
         except UnavailableError as exc:
             log.warning("committed transaction %s still open in the half queue: %s",
                         entry.transaction_id, exc)
