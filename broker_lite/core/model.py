@@ -69,8 +69,14 @@ class TxState(IntEnum):
     ROLLBACK = 12
 
 
-class _Value(msgspec.Struct, frozen=True, kw_only=True):
-    """Base of the model's values."""
+class _Value(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Base of the model's values.
+
+    ``omit_defaults`` changes nothing for the core; it makes a value encode as a
+    native body with the same fields does, so the native door can write a pull's
+    answer as it is, without copying each message
+    (:func:`broker_lite.server.fit.pull_body`).
+    """
 
 
 # -- producing ---------------------------------------------------------------------

@@ -1,17 +1,31 @@
-"""How many messages fit in one response frame (pulls, key lookups, browsing)."""
+"""Answers that carry messages, cut to one response frame (pulls, key lookups, browsing).
+
+A PULL's (and a BROWSE's) answer is written from the core's
+:class:`~broker_lite.core.model.PullResult` as it is: the core's values have the
+native bodies' fields, in their order, with their encoding options, so they
+encode to the bytes of :class:`~broker_lite.protocol.messages.PullResponse`
+(``tests/broker_lite/server/test_translate.py`` pins it). The answer is encoded
+once; only an answer larger than a frame is measured message by message and
+cut, and the next pull fetches the rest.
+"""
 
 from __future__ import annotations
 
-from broker_lite.protocol import encode
-from broker_lite.protocol import messages as m
+from collections.abc import Sequence
 
-__all__ = ["RESPONSE_OVERHEAD", "fit"]
+import msgspec
+
+from broker_lite.core import model
+from broker_lite.errors import ProtocolError, ResponseCode
+from broker_lite.protocol import encode
+
+__all__ = ["RESPONSE_OVERHEAD", "fit", "pull_body"]
 
 #: room for the frame header and the fields around the messages of a response
 RESPONSE_OVERHEAD = 1024
 
 
-def fit(messages: list[m.DeliveredMessage], limit: int) -> int:
+def fit(messages: Sequence[msgspec.Struct], limit: int) -> int:
     """How many of ``messages``, from the first, fit in a frame of ``limit`` bytes."""
     used = RESPONSE_OVERHEAD
     for i, message in enumerate(messages):
@@ -19,3 +33,24 @@ def fit(messages: list[m.DeliveredMessage], limit: int) -> int:
         if used > limit:
             return i
     return len(messages)
+
+
+def pull_body(result: model.PullResult, limit: int, topic: str) -> msgspec.Raw:
+    """``result`` encoded as a PULL response body that fits a frame of ``limit`` bytes.
+
+    Raises :class:`~broker_lite.errors.ProtocolError` (``FRAME_TOO_LARGE``) when
+    even the first message of ``topic`` does not fit.
+    """
+    body = encode(result)
+    if len(body) + RESPONSE_OVERHEAD <= limit:
+        return msgspec.Raw(body)
+    keep = fit(result.messages, limit)
+    if keep == len(result.messages):
+        return msgspec.Raw(body)
+    if keep == 0:
+        raise ProtocolError(
+            f"message at queue offset {result.messages[0].queue_offset} of {topic!r} "
+            f"does not fit in a frame of {limit} bytes", code=ResponseCode.FRAME_TOO_LARGE)
+    cut = msgspec.structs.replace(result, messages=result.messages[:keep],
+                                  next_offset=result.messages[keep].queue_offset)
+    return msgspec.Raw(encode(cut))

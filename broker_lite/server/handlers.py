@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import msgspec
+
 from broker_lite.core import Ended, Sent
 from broker_lite.core.acl import Action
 from broker_lite.core.model import NO_NEW_MESSAGE
@@ -38,7 +40,7 @@ from broker_lite.errors import (
 )
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
-from broker_lite.server.fit import fit
+from broker_lite.server.fit import fit, pull_body
 from broker_lite.server.ops_handlers import OPS_HANDLERS
 from broker_lite.server.translate import (
     ack_in,
@@ -53,7 +55,6 @@ from broker_lite.server.translate import (
     offset_query_in,
     offset_update_in,
     pull_in,
-    pull_out,
     registration_in,
     send_back_in,
     send_result_out,
@@ -226,36 +227,22 @@ async def end_transaction_batch(ctx: ServerContext, session: Session,
 # -- consuming ----------------------------------------------------------------------
 
 
-def _fitted(ctx: ServerContext, req: m.PullRequest, response: m.PullResponse) -> m.PullResponse:
-    """``response`` cut to what fits in one frame; the next pull fetches the rest."""
-    keep = fit(response.messages, ctx.config.max_frame_size)
-    if keep == len(response.messages):
-        return response
-    if keep == 0:
-        raise ProtocolError(
-            f"message at queue offset {response.messages[0].queue_offset} of {req.topic!r} "
-            f"does not fit in a frame of {ctx.config.max_frame_size} bytes",
-            code=ResponseCode.FRAME_TOO_LARGE)
-    return m.PullResponse(status=response.status, messages=response.messages[:keep],
-                          next_offset=response.messages[keep].queue_offset,
-                          min_offset=response.min_offset, max_offset=response.max_offset)
-
-
 def pull_now(ctx: ServerContext, session: Session,
-             req: m.PullRequest) -> tuple[m.PullResponse, int] | None:
+             req: m.PullRequest) -> tuple[msgspec.Raw, int] | None:
     """The pull's answer if it has one now; ``None`` when it would long-poll."""
     _check_consume(session, req.topic, req.group)
     result = ctx.broker.pull(pull_in(req))
     if result.status == NO_NEW_MESSAGE and min(req.long_poll_ms, MAX_LONG_POLL_MS) > 0:
         return None
-    return _fitted(ctx, req, pull_out(result)), -1
+    return pull_body(result, ctx.config.max_frame_size, req.topic), -1
 
 
-async def pull(ctx: ServerContext, session: Session, req: m.PullRequest) -> m.PullResponse:
+async def pull(ctx: ServerContext, session: Session, req: m.PullRequest) -> msgspec.Raw:
+    """A :class:`~broker_lite.protocol.messages.PullResponse`, encoded (see :mod:`.fit`)."""
     _check_consume(session, req.topic, req.group)
     result = await long_poll_pull(ctx.broker, ctx.hub, pull_in(req),
                                   min(req.long_poll_ms, MAX_LONG_POLL_MS))
-    return _fitted(ctx, req, pull_out(result))
+    return pull_body(result, ctx.config.max_frame_size, req.topic)
 
 
 async def query_assignment(ctx: ServerContext, session: Session,

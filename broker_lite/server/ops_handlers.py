@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import msgspec
+
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
-from broker_lite.server.fit import fit
-from broker_lite.server.translate import pull_out
+from broker_lite.server.fit import pull_body
 from broker_lite.serving import operations
 from broker_lite.serving.context import ServerContext, Session
 from broker_lite.serving.durability import wait_flushed
@@ -43,15 +44,10 @@ async def transaction_list(ctx: ServerContext, session: Session,
 
 
 async def browse_queue(ctx: ServerContext, session: Session,
-                       req: m.BrowseRequest) -> m.PullResponse:
+                       req: m.BrowseRequest) -> msgspec.Raw:
+    """A :class:`~broker_lite.protocol.messages.PullResponse`, encoded (see :mod:`.fit`)."""
     _admin(session, f"browsing {req.topic!r}")
-    response = pull_out(operations.browse(ctx.broker, req))
-    keep = fit(response.messages, ctx.config.max_frame_size)
-    if keep == len(response.messages):
-        return response
-    return m.PullResponse(status=response.status, messages=response.messages[:keep],
-                          next_offset=response.messages[keep].queue_offset,
-                          min_offset=response.min_offset, max_offset=response.max_offset)
+    return pull_body(operations.browse(ctx.broker, req), ctx.config.max_frame_size, req.topic)
 
 
 async def resend_message(ctx: ServerContext, session: Session,

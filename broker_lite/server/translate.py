@@ -6,7 +6,8 @@ shapes), named ``*_in`` (a request body to the core's value) and ``*_out``
 request they hand the core and on each answer they write; the gRPC door has
 its own edge (:mod:`broker_lite.grpc_door.convert`), so neither door leans on
 the other's format. Where a body only wraps one value (an offset, a list of
-messages), the handler wraps the core's answer itself.
+messages), the handler wraps the core's answer itself; a pull's answer is not
+copied at all but written as the core gave it (:func:`broker_lite.server.fit.pull_body`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ __all__ = [
     "offset_query_in",
     "offset_update_in",
     "pull_in",
-    "pull_out",
     "registration_in",
     "send_back_in",
     "send_result_out",
@@ -97,13 +97,6 @@ def pull_in(request: m.PullRequest) -> model.PullQuery:
     return model.PullQuery(
         group=request.group, topic=request.topic, queue_id=request.queue_id,
         offset=request.offset, max_messages=request.max_messages, tag_expr=request.tag_expr)
-
-
-def pull_out(result: model.PullResult) -> m.PullResponse:
-    return m.PullResponse(
-        status=result.status, messages=[delivered_out(view) for view in result.messages],
-        next_offset=result.next_offset, min_offset=result.min_offset,
-        max_offset=result.max_offset)
 
 
 def ack_in(request: m.AckRequest) -> model.Ack:
