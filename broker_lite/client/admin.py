@@ -12,6 +12,7 @@ from broker_lite.client.session import Session, SessionClient
 from broker_lite.client.sync_client import SyncClient
 from broker_lite.protocol import RequestCode, names
 from broker_lite.protocol import messages as m
+from broker_lite.protocol import ops_messages as ops
 
 __all__ = [
     "Admin",
@@ -31,12 +32,12 @@ __all__ = [
 #: a topic's name, queue count, permission (4 read, 2 write) and each queue's max offset
 TopicInfo = m.TopicInfo
 #: what the operations requests answer (see :class:`AsyncAdmin`)
-ConsumerGroups = m.ConsumerGroupsResponse
-GroupOffset = m.GroupOffset
-ClientInfo = m.ClientInfo
-BrokerStats = m.BrokerStats
-PendingTransactions = m.TransactionListResponse
-HalfInfo = m.HalfInfo
+ConsumerGroups = ops.ConsumerGroupsResponse
+GroupOffset = ops.GroupOffset
+ClientInfo = ops.ClientInfo
+BrokerStats = ops.BrokerStats
+PendingTransactions = ops.TransactionListResponse
+HalfInfo = ops.HalfInfo
 BrowseResult = m.PullResponse
 #: a stored message as the broker returns it (browsing)
 StoredMessage = m.DeliveredMessage
@@ -85,21 +86,21 @@ class AsyncAdmin(SessionClient):
     async def consumer_groups(self) -> ConsumerGroups:
         """Each group's committed offset per queue (with the queue's bounds), and clients."""
         return await self.session.request(RequestCode.CONSUMER_GROUPS, m.Empty(),
-                                          m.ConsumerGroupsResponse)
+                                          ops.ConsumerGroupsResponse)
 
     async def broker_stats(self) -> BrokerStats:
-        return await self.session.request(RequestCode.BROKER_STATS, m.Empty(), m.BrokerStats)
+        return await self.session.request(RequestCode.BROKER_STATS, m.Empty(), ops.BrokerStats)
 
     async def pending_transactions(self, limit: int = 200) -> PendingTransactions:
         return await self.session.request(RequestCode.TRANSACTION_LIST,
-                                          m.TransactionListRequest(limit=limit),
-                                          m.TransactionListResponse)
+                                          ops.TransactionListRequest(limit=limit),
+                                          ops.TransactionListResponse)
 
     async def browse(self, topic: str, queue_id: int = 0, offset: int = -1,
                      max_messages: int = 32) -> BrowseResult:
         """Stored messages of a queue from ``offset`` (-1: the newest), acking nothing."""
         return await self.session.request(
-            RequestCode.BROWSE_QUEUE, m.BrowseRequest(topic=topic, queue_id=queue_id,
+            RequestCode.BROWSE_QUEUE, ops.BrowseRequest(topic=topic, queue_id=queue_id,
                                                       offset=offset, max_messages=max_messages),
             m.PullResponse)
 
@@ -107,7 +108,7 @@ class AsyncAdmin(SessionClient):
                      group: str) -> m.SendResult:
         """Put a stored message (a dead letter) on ``%RETRY%group``, due now."""
         return await self.session.request(
-            RequestCode.RESEND_MESSAGE, m.ResendRequest(topic=topic, queue_id=queue_id,
+            RequestCode.RESEND_MESSAGE, ops.ResendRequest(topic=topic, queue_id=queue_id,
                                                         queue_offset=queue_offset,
                                                         msg_id=msg_id, group=group),
             m.SendResult)

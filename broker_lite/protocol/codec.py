@@ -8,6 +8,7 @@ import msgspec
 
 from broker_lite.errors import ProtocolError, ResponseCode
 from broker_lite.protocol import messages as m
+from broker_lite.protocol import ops_messages as ops
 from broker_lite.protocol.codes import RequestCode
 
 __all__ = ["REQUEST_TYPES", "RESPONSE_TYPES", "BodyError", "decode", "encode"]
@@ -39,9 +40,9 @@ REQUEST_TYPES: dict[int, type[Any]] = {
     RequestCode.QUERY_MESSAGE_BY_KEY: m.QueryByKeyRequest,
     RequestCode.CONSUMER_GROUPS: m.Empty,
     RequestCode.BROKER_STATS: m.Empty,
-    RequestCode.TRANSACTION_LIST: m.TransactionListRequest,
-    RequestCode.BROWSE_QUEUE: m.BrowseRequest,
-    RequestCode.RESEND_MESSAGE: m.ResendRequest,
+    RequestCode.TRANSACTION_LIST: ops.TransactionListRequest,
+    RequestCode.BROWSE_QUEUE: ops.BrowseRequest,
+    RequestCode.RESEND_MESSAGE: ops.ResendRequest,
 }
 
 #: the body type of each request code's successful response
@@ -64,9 +65,9 @@ RESPONSE_TYPES: dict[int, type[Any]] = {
     RequestCode.TOPIC_LIST: m.TopicListResponse,
     RequestCode.TOPIC_ROUTE: m.TopicInfo,
     RequestCode.QUERY_MESSAGE_BY_KEY: m.QueryByKeyResponse,
-    RequestCode.CONSUMER_GROUPS: m.ConsumerGroupsResponse,
-    RequestCode.BROKER_STATS: m.BrokerStats,
-    RequestCode.TRANSACTION_LIST: m.TransactionListResponse,
+    RequestCode.CONSUMER_GROUPS: ops.ConsumerGroupsResponse,
+    RequestCode.BROKER_STATS: ops.BrokerStats,
+    RequestCode.TRANSACTION_LIST: ops.TransactionListResponse,
     RequestCode.BROWSE_QUEUE: m.PullResponse,
     RequestCode.RESEND_MESSAGE: m.SendResult,
 }

@@ -17,12 +17,9 @@ import msgspec
 __all__ = [
     "AckRequest",
     "Assignment",
-    "BrokerStats",
-    "BrowseRequest",
+    "Body",
     "CheckTransactionRequest",
     "CheckTransactionResponse",
-    "ClientInfo",
-    "ConsumerGroupsResponse",
     "ConsumerSubscription",
     "DeliveredMessage",
     "Empty",
@@ -31,8 +28,6 @@ __all__ = [
     "EndTransactionRequest",
     "EndTransactionResponse",
     "ErrorBody",
-    "GroupOffset",
-    "HalfInfo",
     "HeartbeatRequest",
     "HelloRequest",
     "HelloResponse",
@@ -43,7 +38,6 @@ __all__ = [
     "QueryAssignmentRequest",
     "QueryByKeyRequest",
     "QueryByKeyResponse",
-    "ResendRequest",
     "SendBackRequest",
     "SendBatchRequest",
     "SendBatchResponse",
@@ -54,8 +48,6 @@ __all__ = [
     "TopicInfo",
     "TopicListResponse",
     "TopicRouteRequest",
-    "TransactionListRequest",
-    "TransactionListResponse",
     "TxState",
     "UpdateOffsetRequest",
     "WireMessage",
@@ -70,15 +62,15 @@ class TxState(IntEnum):
     ROLLBACK = 12
 
 
-class _Body(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class Body(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Base of every body."""
 
 
-class Empty(_Body, frozen=True):
+class Empty(Body, frozen=True):
     pass
 
 
-class ErrorBody(_Body, frozen=True):
+class ErrorBody(Body, frozen=True):
     """Body of every response whose code is not SUCCESS."""
 
     message: str
@@ -89,7 +81,7 @@ class ErrorBody(_Body, frozen=True):
 # -- connection ----------------------------------------------------------------
 
 
-class HelloRequest(_Body, frozen=True):
+class HelloRequest(Body, frozen=True):
     """The first frame on a connection.
 
     With an ACL, ``signature`` is hex HMAC-SHA256, keyed by the secret of
@@ -104,21 +96,21 @@ class HelloRequest(_Body, frozen=True):
     signature: str = ""
 
 
-class HelloResponse(_Body, frozen=True):
+class HelloResponse(Body, frozen=True):
     broker_name: str
     protocol_version: int
     max_frame_size: int
     server_time_ms: int
 
 
-class ConsumerSubscription(_Body, frozen=True):
+class ConsumerSubscription(Body, frozen=True):
     group: str
     topic: str
     tag_expr: str = "*"
     broadcasting: bool = False
 
 
-class HeartbeatRequest(_Body, frozen=True):
+class HeartbeatRequest(Body, frozen=True):
     """Registers producer groups (for check-back) and consumer subscriptions."""
 
     client_id: str
@@ -129,7 +121,7 @@ class HeartbeatRequest(_Body, frozen=True):
 # -- producing -------------------------------------------------------------------
 
 
-class WireMessage(_Body, frozen=True):
+class WireMessage(Body, frozen=True):
     """A message as a producer sends it."""
 
     topic: str
@@ -153,12 +145,12 @@ class WireMessage(_Body, frozen=True):
     transactional: bool = False
 
 
-class SendRequest(_Body, frozen=True):
+class SendRequest(Body, frozen=True):
     producer_group: str
     message: WireMessage
 
 
-class SendResult(_Body, frozen=True):
+class SendResult(Body, frozen=True):
     msg_id: str
     topic: str
     queue_id: int
@@ -170,25 +162,25 @@ class SendResult(_Body, frozen=True):
     duplicate: bool = False
 
 
-class SendBatchRequest(_Body, frozen=True):
+class SendBatchRequest(Body, frozen=True):
     producer_group: str
     messages: list[WireMessage]
 
 
-class SendItemResult(_Body, frozen=True):
+class SendItemResult(Body, frozen=True):
     code: int
     result: SendResult | None = None
     error: ErrorBody | None = None
 
 
-class SendBatchResponse(_Body, frozen=True):
+class SendBatchResponse(Body, frozen=True):
     results: list[SendItemResult]
 
 
 # -- transactions ----------------------------------------------------------------
 
 
-class EndTransactionRequest(_Body, frozen=True):
+class EndTransactionRequest(Body, frozen=True):
     producer_group: str
     transaction_id: str
     state: int  # TxState
@@ -199,7 +191,7 @@ class EndTransactionRequest(_Body, frozen=True):
     from_check: bool = False
 
 
-class EndTransactionResponse(_Body, frozen=True):
+class EndTransactionResponse(Body, frozen=True):
     #: "committed", "rolled_back" or "unknown" (left for check-back)
     outcome: str
     #: True when this transaction had already been resolved the same way
@@ -209,18 +201,18 @@ class EndTransactionResponse(_Body, frozen=True):
     queue_offset: int = -1
 
 
-class EndTransactionBatchRequest(_Body, frozen=True):
+class EndTransactionBatchRequest(Body, frozen=True):
     items: list[EndTransactionRequest]
 
 
-class EndTransactionBatchResponse(_Body, frozen=True):
+class EndTransactionBatchResponse(Body, frozen=True):
     #: one per item: SUCCESS with ``result``, or an error code with ``error``
     codes: list[int]
     results: list[EndTransactionResponse | None]
     errors: list[ErrorBody | None]
 
 
-class CheckTransactionRequest(_Body, frozen=True):
+class CheckTransactionRequest(Body, frozen=True):
     """Broker -> producer: what happened to this local transaction?"""
 
     producer_group: str
@@ -236,14 +228,14 @@ class CheckTransactionRequest(_Body, frozen=True):
     renewed_queue_offset: int = -1
 
 
-class CheckTransactionResponse(_Body, frozen=True):
+class CheckTransactionResponse(Body, frozen=True):
     state: int  # TxState
 
 
 # -- consuming -------------------------------------------------------------------
 
 
-class DeliveredMessage(_Body, frozen=True):
+class DeliveredMessage(Body, frozen=True):
     """A message as a consumer receives it."""
 
     msg_id: str
@@ -260,7 +252,7 @@ class DeliveredMessage(_Body, frozen=True):
     reconsume_times: int = 0
 
 
-class PullRequest(_Body, frozen=True):
+class PullRequest(Body, frozen=True):
     group: str
     topic: str
     queue_id: int
@@ -271,7 +263,7 @@ class PullRequest(_Body, frozen=True):
     long_poll_ms: int = 0
 
 
-class PullResponse(_Body, frozen=True):
+class PullResponse(Body, frozen=True):
     #: "found", "no_new_message" or "offset_moved"
     status: str
     messages: list[DeliveredMessage]
@@ -280,13 +272,13 @@ class PullResponse(_Body, frozen=True):
     max_offset: int
 
 
-class QueryAssignmentRequest(_Body, frozen=True):
+class QueryAssignmentRequest(Body, frozen=True):
     client_id: str
     group: str
     topic: str
 
 
-class Assignment(_Body, frozen=True):
+class Assignment(Body, frozen=True):
     """The queues of ``topic`` this client should consume for ``group`` now."""
 
     topic: str
@@ -294,25 +286,25 @@ class Assignment(_Body, frozen=True):
     broadcasting: bool = False
 
 
-class OffsetRequest(_Body, frozen=True):
+class OffsetRequest(Body, frozen=True):
     group: str
     topic: str
     queue_id: int
 
 
-class OffsetResponse(_Body, frozen=True):
+class OffsetResponse(Body, frozen=True):
     #: -1 when the group has never committed on this queue
     offset: int
 
 
-class UpdateOffsetRequest(_Body, frozen=True):
+class UpdateOffsetRequest(Body, frozen=True):
     group: str
     topic: str
     queue_id: int
     offset: int
 
 
-class AckRequest(_Body, frozen=True):
+class AckRequest(Body, frozen=True):
     """Consumed successfully: the broker advances the group's offset past it."""
 
     group: str
@@ -322,7 +314,7 @@ class AckRequest(_Body, frozen=True):
     msg_id: str
 
 
-class SendBackRequest(_Body, frozen=True):
+class SendBackRequest(Body, frozen=True):
     """Consume failed: redeliver later through ``%RETRY%group``, or dead-letter it."""
 
     group: str
@@ -338,7 +330,7 @@ class SendBackRequest(_Body, frozen=True):
 # -- admin -------------------------------------------------------------------------
 
 
-class TopicCreateRequest(_Body, frozen=True):
+class TopicCreateRequest(Body, frozen=True):
     topic: str
     queues: int = 4
     #: RocketMQ permission bits: 4 read, 2 write (6 = both)
@@ -349,7 +341,7 @@ class TopicCreateRequest(_Body, frozen=True):
     removed_attributes: list[str] = []
 
 
-class TopicInfo(_Body, frozen=True):
+class TopicInfo(Body, frozen=True):
     topic: str
     queues: int
     perm: int
@@ -357,101 +349,18 @@ class TopicInfo(_Body, frozen=True):
     attributes: dict[str, str] = {}
 
 
-class TopicListResponse(_Body, frozen=True):
+class TopicListResponse(Body, frozen=True):
     topics: list[TopicInfo]
 
 
-class TopicRouteRequest(_Body, frozen=True):
+class TopicRouteRequest(Body, frozen=True):
     topic: str
 
 
-class QueryByKeyRequest(_Body, frozen=True):
+class QueryByKeyRequest(Body, frozen=True):
     key: str
     max_messages: int = 32
 
 
-class QueryByKeyResponse(_Body, frozen=True):
+class QueryByKeyResponse(Body, frozen=True):
     messages: list[DeliveredMessage]
-
-
-# -- operations (the console's requests; admin accounts only under an ACL) ------------
-
-
-class GroupOffset(_Body, frozen=True):
-    """A consumer group's committed offset on one queue, next to the queue's bounds."""
-
-    group: str
-    topic: str
-    queue_id: int
-    #: -1 when the group never committed here
-    committed: int
-    min_offset: int
-    max_offset: int
-
-
-class ClientInfo(_Body, frozen=True):
-    """A connected client: its producer groups and (group, topic) subscriptions."""
-
-    client_id: str
-    remote_address: str = ""
-    producer_groups: list[str] = []
-    subscriptions: list[ConsumerSubscription] = []
-
-
-class ConsumerGroupsResponse(_Body, frozen=True):
-    offsets: list[GroupOffset]
-    clients: list[ClientInfo]
-
-
-class BrokerStats(_Body, frozen=True):
-    broker_name: str
-    #: the commit log's first and next offsets (so max - min bytes of messages are kept)
-    min_offset: int
-    max_offset: int
-    #: bytes of every file under the data directory
-    disk_bytes: int
-    pending_transactions: int
-    server_time_ms: int = 0
-
-
-class TransactionListRequest(_Body, frozen=True):
-    limit: int = 200
-
-
-class HalfInfo(_Body, frozen=True):
-    """A half waiting for its resolution, as the check service sees it."""
-
-    transaction_id: str
-    producer_group: str
-    real_topic: str
-    half_offset: int
-    store_timestamp: int
-    check_times: int
-    last_check_ms: int
-    #: when the check service will ask next (ms since the epoch)
-    next_check_ms: int
-
-
-class TransactionListResponse(_Body, frozen=True):
-    halves: list[HalfInfo]
-    #: how many are pending in all (``halves`` stops at the request's limit)
-    pending: int
-
-
-class BrowseRequest(_Body, frozen=True):
-    """Read stored messages of a queue without a consumer group (nothing is acked)."""
-
-    topic: str
-    queue_id: int
-    offset: int
-    max_messages: int = 32
-
-
-class ResendRequest(_Body, frozen=True):
-    """Put the message at ``topic/queue_id/queue_offset`` on ``%RETRY%group`` again."""
-
-    topic: str
-    queue_id: int
-    queue_offset: int
-    msg_id: str
-    group: str

@@ -37,16 +37,14 @@ import contextlib
 import functools
 import itertools
 import logging
-import time
 from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from broker_lite.core.acl import Account
 from broker_lite.core.model import CheckRequest
-from broker_lite.errors import BrokerError, ProtocolError, ResponseCode
+from broker_lite.errors import BrokerError, ResponseCode
 from broker_lite.protocol import (
     HEADER_SIZE,
-    PROTOCOL_VERSION,
     REQUEST_TYPES,
     BodyError,
     Frame,
@@ -59,9 +57,9 @@ from broker_lite.protocol import (
     encode_frame,
 )
 from broker_lite.protocol import messages as m
-from broker_lite.protocol.signing import hello_signature_ok
 from broker_lite.server.checkback import answer_check
 from broker_lite.server.handlers import HANDLERS, INLINE, Handler, InlineHandler
+from broker_lite.server.hello import authenticate, welcome
 from broker_lite.server.translate import check_out
 from broker_lite.serving.context import ServerContext
 from broker_lite.serving.durability import flush_future, flush_outcome
@@ -74,11 +72,6 @@ log = logging.getLogger("broker_lite.server")
 _READ_SIZE = 256 * 1024
 #: while serving a burst of requests, hand the responses to the transport this often
 _FLUSH_EVERY = 16
-
-
-def _signed_hello(hello: m.HelloRequest, secret: str) -> bool:
-    return hello_signature_ok(secret, hello.client_id, hello.timestamp_ms, hello.nonce,
-                              hello.signature)
 
 
 class _Closing(Exception):
@@ -260,7 +253,7 @@ class Connection:
             raise _Closing
         try:
             hello = decode(body, m.HelloRequest)
-            self._authenticate(hello)
+            self.account = authenticate(self._ctx, hello)
         except BodyError as exc:
             await self._write_error(rid, ResponseCode.MALFORMED_REQUEST, str(exc))
             raise _Closing from None
@@ -270,24 +263,8 @@ class Connection:
             raise _Closing from None
         self.client_id = hello.client_id
         log.debug("HELLO from %s as %r", self.remote_address, self.client_id)
-        response = m.HelloResponse(
-            broker_name=self._ctx.broker.config.broker_name, protocol_version=PROTOCOL_VERSION,
-            max_frame_size=self._ctx.config.max_frame_size,
-            server_time_ms=int(time.time() * 1000))
-        await self._write(FrameKind.RESPONSE, ResponseCode.SUCCESS, rid, encode(response))
-
-    def _authenticate(self, hello: m.HelloRequest) -> None:
-        if hello.protocol_version != PROTOCOL_VERSION:
-            raise ProtocolError(
-                f"protocol version {hello.protocol_version} is not supported (want "
-                f"{PROTOCOL_VERSION})", code=ResponseCode.VERSION_NOT_SUPPORTED)
-        if not hello.client_id:
-            raise ProtocolError("HELLO.client_id must not be empty",
-                                code=ResponseCode.MALFORMED_REQUEST)
-        if self._ctx.acl is not None:
-            self.account = self._ctx.acl.authenticate(
-                hello.access_key, hello.timestamp_ms, hello.nonce, int(time.time() * 1000),
-                signed_by=functools.partial(_signed_hello, hello))
+        await self._write(FrameKind.RESPONSE, ResponseCode.SUCCESS, rid,
+                          encode(welcome(self._ctx)))
 
     # -- dispatching -------------------------------------------------------------------
 

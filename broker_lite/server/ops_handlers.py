@@ -13,6 +13,7 @@ import msgspec
 
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
+from broker_lite.protocol import ops_messages as ops
 from broker_lite.server.fit import pull_body
 from broker_lite.serving import operations
 from broker_lite.serving.context import ServerContext, Session
@@ -27,31 +28,31 @@ def _admin(session: Session, what: str) -> None:
 
 
 async def consumer_groups(ctx: ServerContext, session: Session,
-                          req: m.Empty) -> m.ConsumerGroupsResponse:
+                          req: m.Empty) -> ops.ConsumerGroupsResponse:
     _admin(session, "listing consumer groups")
     return operations.consumer_groups(ctx.broker)
 
 
-async def broker_stats(ctx: ServerContext, session: Session, req: m.Empty) -> m.BrokerStats:
+async def broker_stats(ctx: ServerContext, session: Session, req: m.Empty) -> ops.BrokerStats:
     _admin(session, "reading broker stats")
     return operations.broker_stats(ctx.broker)
 
 
 async def transaction_list(ctx: ServerContext, session: Session,
-                           req: m.TransactionListRequest) -> m.TransactionListResponse:
+                           req: ops.TransactionListRequest) -> ops.TransactionListResponse:
     _admin(session, "listing pending transactions")
     return operations.pending_transactions(ctx.broker, req.limit)
 
 
 async def browse_queue(ctx: ServerContext, session: Session,
-                       req: m.BrowseRequest) -> msgspec.Raw:
+                       req: ops.BrowseRequest) -> msgspec.Raw:
     """A :class:`~broker_lite.protocol.messages.PullResponse`, encoded (see :mod:`.fit`)."""
     _admin(session, f"browsing {req.topic!r}")
     return pull_body(operations.browse(ctx.broker, req), ctx.config.max_frame_size, req.topic)
 
 
 async def resend_message(ctx: ServerContext, session: Session,
-                         req: m.ResendRequest) -> m.SendResult:
+                         req: ops.ResendRequest) -> m.SendResult:
     _admin(session, f"resending {req.msg_id!r} to group {req.group!r}")
     result, end = operations.resend(ctx.broker, req)
     await wait_flushed(ctx, end)

@@ -25,6 +25,7 @@ from broker_lite.core.topics import RETRY_PREFIX
 from broker_lite.core.transactions import delivered_view
 from broker_lite.errors import MessageNotFoundError, RequestError
 from broker_lite.protocol import messages as m
+from broker_lite.protocol import ops_messages as ops
 from broker_lite.storage import MessageToStore
 from broker_lite.storage.properties import UNIQ_KEY
 
@@ -36,14 +37,14 @@ log = logging.getLogger("broker_lite.core.operations")
 MAX_BROWSE = 256
 
 
-def consumer_groups(broker: Broker) -> m.ConsumerGroupsResponse:
+def consumer_groups(broker: Broker) -> ops.ConsumerGroupsResponse:
     """Every group's committed offset per queue, and the connected clients.
 
     A group that subscribed but never committed shows ``committed=-1`` on each
     queue of its topics, so its lag is the whole queue.
     """
     committed = broker.offsets.all()
-    clients = [m.ClientInfo(client_id=cid, remote_address=address, producer_groups=groups,
+    clients = [ops.ClientInfo(client_id=cid, remote_address=address, producer_groups=groups,
                             subscriptions=[_subscription(sub) for sub in subs])
                for cid, address, groups, subs in broker.clients.snapshot()]
     for client in clients:
@@ -51,12 +52,12 @@ def consumer_groups(broker: Broker) -> m.ConsumerGroupsResponse:
             config = broker.topics.get(sub.topic)
             for queue_id in range(config.queues if config is not None else 0):
                 committed.setdefault((sub.group, sub.topic, queue_id), -1)
-    offsets: list[m.GroupOffset] = []
+    offsets: list[ops.GroupOffset] = []
     for (group, topic, queue_id), offset in sorted(committed.items()):
         low, high = broker.store.queue_offsets(topic, queue_id)
-        offsets.append(m.GroupOffset(group=group, topic=topic, queue_id=queue_id,
+        offsets.append(ops.GroupOffset(group=group, topic=topic, queue_id=queue_id,
                                      committed=offset, min_offset=low, max_offset=high))
-    return m.ConsumerGroupsResponse(offsets=offsets, clients=clients)
+    return ops.ConsumerGroupsResponse(offsets=offsets, clients=clients)
 
 
 def _subscription(sub: Subscription) -> m.ConsumerSubscription:
@@ -75,9 +76,9 @@ def _disk_bytes(root: Path) -> int:
     return total
 
 
-def broker_stats(broker: Broker) -> m.BrokerStats:
+def broker_stats(broker: Broker) -> ops.BrokerStats:
     """The commit log's bounds, the data directory's size on disk, pending halves."""
-    return m.BrokerStats(
+    return ops.BrokerStats(
         broker_name=broker.config.broker_name, min_offset=broker.store.min_offset,
         max_offset=broker.store.max_offset,
         disk_bytes=_disk_bytes(Path(broker.config.store.data_dir)),
@@ -85,18 +86,18 @@ def broker_stats(broker: Broker) -> m.BrokerStats:
         server_time_ms=int(time.time() * 1000))
 
 
-def pending_transactions(broker: Broker, limit: int) -> m.TransactionListResponse:
+def pending_transactions(broker: Broker, limit: int) -> ops.TransactionListResponse:
     """Up to ``limit`` halves awaiting resolution, oldest first, with their check schedule."""
     service = broker.transactions
-    halves = [m.HalfInfo(transaction_id=e.transaction_id, producer_group=e.producer_group,
+    halves = [ops.HalfInfo(transaction_id=e.transaction_id, producer_group=e.producer_group,
                          real_topic=e.real_topic, half_offset=e.half_offset,
                          store_timestamp=e.store_ts, check_times=e.check_times,
                          last_check_ms=e.last_check_ms, next_check_ms=service.next_check_ms(e))
               for e in service.pending(max(0, min(limit, 10_000)))]
-    return m.TransactionListResponse(halves=halves, pending=service.pending_count)
+    return ops.TransactionListResponse(halves=halves, pending=service.pending_count)
 
 
-def browse(broker: Broker, request: m.BrowseRequest) -> PullResult:
+def browse(broker: Broker, request: ops.BrowseRequest) -> PullResult:
     """Messages of one queue from ``offset`` on; no group, nothing acked.
 
     An offset below the queue's first one starts at the first one; ``-1`` reads
@@ -119,7 +120,7 @@ def browse(broker: Broker, request: m.BrowseRequest) -> PullResult:
                       next_offset=next_offset, min_offset=low, max_offset=high)
 
 
-def resend(broker: Broker, request: m.ResendRequest) -> tuple[m.SendResult, int]:
+def resend(broker: Broker, request: ops.ResendRequest) -> tuple[m.SendResult, int]:
     """Store the message at ``topic/queue/offset`` again on ``%RETRY%group``, due now.
 
     This is how a dead letter goes back to its group: the group's consumers
