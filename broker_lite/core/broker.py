@@ -15,7 +15,6 @@ each door translates its wire format to them at its edge.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -24,6 +23,7 @@ from pathlib import Path
 from broker_lite.core.clients import Channel, ClientRegistry, allocate_averagely
 from broker_lite.core.config import BrokerConfig
 from broker_lite.core.filtering import parse_tag_expr
+from broker_lite.core.ids import new_msg_id
 from broker_lite.core.model import (
     FOUND,
     NO_NEW_MESSAGE,
@@ -77,42 +77,13 @@ from broker_lite.storage.properties import (
 )
 from broker_lite.storage.record import pack_host
 
-__all__ = ["Broker", "new_msg_id"]
+__all__ = ["Broker"]
 
 log = logging.getLogger("broker_lite.core")
 
 _NO_HOST = b"\x00" * 8
 #: distinct born hosts kept packed; the cache starts over past this many
 _BORN_HOST_CACHE = 4096
-
-
-class _RandomIds:
-    """Random 32-hex-digit ids, cut from a pool of ``os.urandom`` bytes made 256 ids at a
-    time: one system call per 256 ids, not one per id, and the same randomness."""
-
-    _IDS_PER_POOL = 256
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pool = ""
-        self._pos = 0
-
-    def next(self) -> str:
-        with self._lock:
-            pos = self._pos
-            if pos >= len(self._pool):
-                self._pool = os.urandom(16 * self._IDS_PER_POOL).hex().upper()
-                pos = 0
-            self._pos = pos + 32
-            return self._pool[pos : pos + 32]
-
-
-_ids = _RandomIds()
-
-
-def new_msg_id() -> str:
-    """A 32-hex-digit unique (random) id, the shape of RocketMQ's message ids."""
-    return _ids.next()
 
 
 class Broker:
