@@ -75,7 +75,7 @@ def combined_schedule(seed: int, seconds: float, warmup: float, *, kinds: list[s
     rng.shuffle(order)
     span = seconds - warmup - tail
     slot = span / max(1, len(order))
-    faults = []
+    faults: list[Fault] = []
     for i, kind in enumerate(order):
         length = round(rng.uniform(*_LENGTH), 1)
         start = warmup + i * slot + rng.uniform(0, max(0.0, slot - length))

@@ -98,6 +98,7 @@ def make_app(engine: Any) -> Any:
         with sessions() as session:
             answer = write_order(session)
             raw = session.connection().connection.dbapi_connection
+            assert raw is not None  # a checked-out connection holds its driver connection
             raw.execute(ride_statement(answer), prepare=False)
             session.commit()  # psycopg finds the server idle: nothing more is sent
         return answer, 201

@@ -46,9 +46,9 @@ def celery_settings() -> Any:
     from outbox.celery import CelerySettings
 
     # no beat schedule: the benchmark enqueues the sweep itself; one sweep drains any backlog
+    settings = CelerySettings(sweep_interval=0, sweep_passes=1_000_000)
     window = os.environ.get(ENQUEUE_WINDOW_ENV)
-    extra = {"enqueue_window": float(window)} if window else {}
-    return CelerySettings(sweep_interval=0, sweep_passes=1_000_000, **extra)
+    return dataclasses.replace(settings, enqueue_window=float(window)) if window else settings
 
 
 def ours_celery_app(env: Env, side: str = "ours") -> Any:

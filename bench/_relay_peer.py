@@ -19,7 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from _relay_common import (
     BACKLOG_TX,
@@ -54,7 +54,8 @@ MISSING_EXTRA = ("bench/relay.py runs faststream-outbox as its peer, which is no
 
 def require_peer() -> None:
     try:
-        import asyncpg  # noqa: F401
+        # asyncpg ships neither type hints nor a py.typed marker
+        import asyncpg  # type: ignore[import-untyped]  # noqa: F401
         import faststream.redis  # noqa: F401
         import faststream_outbox  # noqa: F401
     except ImportError as exc:
@@ -98,8 +99,11 @@ async def peer_relay_main(args: argparse.Namespace) -> int:
     engine = create_async_engine(args.db, pool_size=cfg.max_workers + 2, max_overflow=4)
     table = make_outbox_table(MetaData(), table_name=PEER_TABLE)
     outbox = OutboxBroker(engine, outbox_table=table, logger=None)
-    redis_broker = RedisBroker(args.redis, logger=None)
-    stream = redis_broker.publisher(stream=args.stream)
+    # faststream documents logger=None as "no logging", but its RedisBrokerParams types
+    # the logger as LoggerProto only
+    redis_broker = RedisBroker(args.redis, logger=None)  # type: ignore[arg-type]
+    stream_name: str = args.stream  # typed, so that publisher() picks its stream overload
+    stream = redis_broker.publisher(stream=stream_name)
 
     @stream
     @outbox.subscriber(PEER_QUEUE, max_workers=cfg.max_workers,
@@ -164,7 +168,10 @@ async def consume_peer(redis_url: str, stream: str, seen: Seen, stop: asyncio.Ev
     try:
         ready.set()
         while not stop.is_set():
-            answer = await client.xread({stream: last}, count=1000, block=500)
+            # the RESP2 reply this client gets, [[stream, [(id, {field: value})]]]; redis-py
+            # types it as the union of its RESP2 and RESP3 shapes
+            answer = cast("list[list[Any]] | None",
+                          await client.xread({stream: last}, count=1000, block=500))
             for _name, entries in answer or []:
                 seen.add([b"".join(v for v in fields.values()) for _id, fields in entries])
                 last = entries[-1][0]

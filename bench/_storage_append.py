@@ -16,15 +16,18 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from _common import settle
 from _storage_cases import SEGMENT_SIZE, Comparison, FlushMode, Measurement, Side, timed
 
-try:
+if TYPE_CHECKING:  # mypy checks against this tree, where the gate is in serving/
     from broker_lite.serving.flushgate import FlushGate
-except ImportError:  # --versus REV from before serving/ existed (49302c8): the server's own gate
-    from broker_lite.server.flushgate import FlushGate  # type: ignore[no-redef]
+else:
+    try:
+        from broker_lite.serving.flushgate import FlushGate
+    except ImportError:  # --versus REV from before serving/ existed (49302c8): the server's gate
+        from broker_lite.server.flushgate import FlushGate
 from broker_lite.storage import MessageStore, MessageToStore, StoreConfig
 
 __all__ = [

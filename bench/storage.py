@@ -41,6 +41,7 @@ working tree.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -188,7 +189,7 @@ def start_versus(args: argparse.Namespace, cases: Sequence[Comparison]) -> Versu
 
     for case in cases:
         case.versus = Side(f"broker_lite at {worker.commit[:12]}: {case.ours.what}",
-                           lambda name=case.name: run_in_child(name))
+                           functools.partial(run_in_child, case.name))
     return worker
 
 
