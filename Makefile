@@ -55,7 +55,7 @@ system-deps:
 test: venv system-deps lint
 	$(VENV_PY) -m pytest $(PYTEST_ARGS)
 
-## lint: ruff over code and tests, mypy --strict over the packages, the layer contracts
+## lint: ruff over code and tests, mypy --strict over the packages and bench/, the layer contracts
 lint: venv
 	$(VENV)/bin/ruff check broker_lite outbox integrations spark migrations procgroup examples bench tests docs
 	$(VENV)/bin/mypy --strict broker_lite outbox spark integrations procgroup
