@@ -118,14 +118,9 @@ class CeleryStack:
     redis: RedisServer
     tmp: Path
 
-    @property
-    def redis_url(self) -> str:
-        """The Celery broker URL: this test's database on the session's Redis."""
-        return self.redis.url
-
     def env(self, broker: str, **extra: str) -> dict[str, str]:
         """:func:`app_env` for this database and Redis, with broker_lite at ``broker``."""
-        return app_env(db=self.db_url, broker=broker, celery_broker=self.redis_url,
+        return app_env(db=self.db_url, broker=broker, celery_broker=self.redis.url,
                        tmp=self.tmp, **extra)
 
 

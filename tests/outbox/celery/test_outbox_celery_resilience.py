@@ -139,7 +139,7 @@ def test_the_sweeper_lane_dying_stops_the_relay_with_status_1(
         stack: CeleryStack, broker: BrokerLiteServer,
         relay_process: list[RelayProcess]) -> None:
     relay = RelayProcess(["--db", stack.db_url, "--broker", broker.native,
-                          "--celery-broker", stack.redis_url], stack.tmp / "relay.log")
+                          "--celery-broker", stack.redis.url], stack.tmp / "relay.log")
     relay_process.append(relay)
     wait_until(lambda: "ready." in relay.log_text(), timeout=60, message=relay.log_text)
     with stack.engine.begin() as conn:  # not an outage: the sweeper cannot work at all any more
@@ -192,7 +192,7 @@ def test_with_redis_down_committed_rows_are_relayed_by_the_sweeper_lane(
 def test_tasks_lost_with_redis_are_made_up_for_by_the_sweeper_lane(
         stack: CeleryStack, broker: BrokerLiteServer) -> None:
     engine, own = stack.engine, stack.redis
-    outbox = hooked_outbox(engine, broker.native, stack.redis_url, window=0)
+    outbox = hooked_outbox(engine, broker.native, stack.redis.url, window=0)
     ids = set(commit(engine, outbox, 20))  # each enqueued its task; no worker runs yet
     with redis.Redis(host=own.host, port=own.port, db=own.db) as client:
         assert client.llen("rocketbox") > 0
@@ -215,7 +215,7 @@ def test_relaying_resumes_as_soon_as_the_broker_is_back(stack: CeleryStack) -> N
     # sweeps every 60 s and task retries 30 s apart: only the reconnect can explain a
     # prompt recovery
     env = stack.env(address, RB_TEST_SWEEP="60", RB_TEST_RETRY="30")
-    outbox = hooked_outbox(engine, address, stack.redis_url)
+    outbox = hooked_outbox(engine, address, stack.redis.url)
     with celery_worker("recovery", env, stack.tmp) as worker:
         with start_broker_lite(data_dir, args):
             first = set(commit(engine, outbox, 3))

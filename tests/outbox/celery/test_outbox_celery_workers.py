@@ -37,7 +37,7 @@ def app_outbox(engine: Engine, broker: str, celery_broker: str) -> Outbox:
 def test_worker_relays_committed_units_once_and_nothing_else(
         stack: CeleryStack, broker: BrokerLiteServer) -> None:
     engine = stack.engine
-    outbox = app_outbox(engine, broker.native, stack.redis_url)
+    outbox = app_outbox(engine, broker.native, stack.redis.url)
     with celery_worker("relay", stack.env(broker.native, RB_TEST_SWEEP="0"), stack.tmp,
                        beat=False) as worker:
         started = time.monotonic()
@@ -81,7 +81,7 @@ def test_two_workers_racing_never_commit_twice(
         stack: CeleryStack, broker: BrokerLiteServer) -> None:
     engine = stack.engine
     env = stack.env(broker.native, RB_TEST_SWEEP="0.2")
-    outbox = app_outbox(engine, broker.native, stack.redis_url)
+    outbox = app_outbox(engine, broker.native, stack.redis.url)
     groups: dict[str, list[str]] = {"g1": [], "g2": []}
     with celery_worker("racer1", env, stack.tmp) as one, \
             celery_worker("racer2", env, stack.tmp) as two:
@@ -116,7 +116,7 @@ def test_worker_killed_between_half_and_end_the_checker_commits_once(
     engine = stack.engine
     marker = stack.tmp / "killed"
     env = stack.env(broker.native, RB_TEST_SWEEP="0", RB_TEST_LEASE="2")
-    outbox = app_outbox(engine, broker.native, stack.redis_url)
+    outbox = app_outbox(engine, broker.native, stack.redis.url)
     with module_entry("checker", "checker", env, stack.tmp) as checker:
         with celery_worker("doomed", {**env, "RB_TEST_KILL_AFTER_HALVES": str(marker)},
                            stack.tmp, beat=False) as doomed:
@@ -148,7 +148,7 @@ def test_worker_killed_between_half_and_end_the_checker_commits_once(
 def test_broker_lite_down_for_a_while_rows_wait_then_flow(stack: CeleryStack) -> None:
     engine = stack.engine
     data_dir, args, address = fixed_port_broker(stack.tmp)
-    outbox = app_outbox(engine, address, stack.redis_url)
+    outbox = app_outbox(engine, address, stack.redis.url)
     ids: list[str] = []
     with celery_worker("outage", stack.env(address, RB_TEST_SWEEP="0.3"), stack.tmp) as worker:
         with start_broker_lite(data_dir, args):
