@@ -2,18 +2,19 @@
 
 :class:`PassThrough` hands every call to the publisher it wraps; a test double
 subclasses it and overrides only the step it watches or breaks (the halves
-sent, the ends). :func:`drain` relays every due row now through a fresh
+sent, the ends). :class:`AfterHalves` runs a step of the test's own between
+the halves and the ends (a crash there, say). :func:`drain` relays every due row now through a fresh
 :class:`~outbox.BrokerLitePublisher` (or the one given) and closes it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from outbox import BrokerLitePublisher, Outbox, Relay, RelayReport
 from outbox.targets import EndOutcome, HalfOutcome, OutgoingMessage, Publisher, TxEnd
 
-__all__ = ["PassThrough", "drain"]
+__all__ = ["AfterHalves", "PassThrough", "drain"]
 
 
 class PassThrough:
@@ -30,6 +31,21 @@ class PassThrough:
 
     def close(self) -> None:
         self.inner.close()
+
+
+class AfterHalves(PassThrough):
+    """Sends the halves through ``inner``, then calls ``then(messages)`` before the
+    outcomes go back to the relay: the moment between a half and its end."""
+
+    def __init__(self, inner: Publisher,
+                 then: Callable[[Sequence[OutgoingMessage]], None]) -> None:
+        super().__init__(inner)
+        self.then = then
+
+    def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfOutcome]:
+        result = self.inner.send_halves(messages)
+        self.then(messages)
+        return result
 
 
 def drain(outbox: Outbox, publisher: Publisher | None = None) -> RelayReport:

@@ -28,42 +28,38 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from celery import bootsteps
 from celery.signals import celeryd_init, worker_ready
 from sqlalchemy import create_engine
-from support.publishers import PassThrough
+from support.publishers import AfterHalves
 
 from outbox import BrokerLitePublisher, Outbox, RelaySettings
 from outbox.celery import CelerySettings, make_celery, run_worker
 from outbox.checker import run_checker
-from outbox.targets import HalfOutcome, OutgoingMessage, Publisher
+from outbox.targets import OutgoingMessage, Publisher
 
 env = os.environ
 
 
-class KillAfterHalves(PassThrough):
-    """Sends the halves, then dies with SIGKILL before ending them (once per marker)."""
+def _die_once(marker: Path) -> Callable[[Sequence[OutgoingMessage]], None]:
+    """After the halves: SIGKILL this process before ending them (once per marker)."""
 
-    def __init__(self, inner: Publisher, marker: Path) -> None:
-        super().__init__(inner)
-        self.marker = marker
-
-    def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfOutcome]:
-        result = self.inner.send_halves(messages)
-        if not self.marker.exists():
-            self.marker.write_text(",".join(m.tx_id for m in messages))
+    def die(messages: Sequence[OutgoingMessage]) -> None:
+        if not marker.exists():
+            marker.write_text(",".join(m.tx_id for m in messages))
             os.kill(os.getpid(), signal.SIGKILL)
-        return result
+
+    return die
 
 
 def _publisher(outbox: Outbox) -> Publisher:
     inner = BrokerLitePublisher(outbox)
     marker = env.get("RB_TEST_KILL_AFTER_HALVES")
-    return KillAfterHalves(inner, Path(marker)) if marker else inner
+    return AfterHalves(inner, _die_once(Path(marker))) if marker else inner
 
 
 db_url = env["RB_TEST_DB"]

@@ -107,6 +107,24 @@ def module_entry(name: str, command: str, env: Mapping[str, str],
 # -- databases and the broker ----------------------------------------------------------
 
 
+@dataclasses.dataclass(frozen=True)
+class CeleryStack:
+    """What a worker test starts from (the ``stack`` fixture): a fresh outbox database,
+    a Redis database of its own on the session's server for Celery, and the test's folder
+    for the workers' logs and ready files."""
+
+    engine: Engine
+    db_url: str
+    redis: RedisServer
+    tmp: Path
+
+    def env(self, broker: str, **extra: str) -> dict[str, str]:
+        """:func:`app_env` for this database and Redis, with broker_lite at ``broker``."""
+        return app_env(db=self.db_url, broker=broker, celery_broker=self.redis.url,
+                       tmp=self.tmp, **extra)
+
+
+
 def hooked_outbox(engine: Engine, broker: str, celery_broker: str, *,
                   settings: CelerySettings | None = None,
                   window: float | None = None) -> Outbox:
@@ -139,9 +157,6 @@ def fixed_port_broker(tmp: Path) -> tuple[Path, list[str], str]:
     return tmp / "broker", [*FAST_BROKER, "--port", str(port)], f"127.0.0.1:{port}"
 
 
-def redis_url_of(server: RedisServer, db: int) -> str:
-    """The URL of database ``db`` on the session's Redis (each test takes its own)."""
-    return f"redis://{server.host}:{server.port}/{db}"
 
 
 def relayed_ids(engine: Engine) -> set[str]:

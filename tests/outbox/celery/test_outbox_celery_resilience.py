@@ -20,6 +20,7 @@ import redis
 from rocketbox_celery_support import (
     HERE,
     REPO,
+    CeleryStack,
     Proc,
     RestartableRedis,
     app_env,
@@ -30,7 +31,6 @@ from rocketbox_celery_support import (
     fixed_port_broker,
     hooked_outbox,
     module_entry,
-    redis_url_of,
     relayed_ids,
     wait_relayed,
 )
@@ -136,15 +136,13 @@ def _received_since_connect(log: str) -> bool:
 
 @pytest.mark.timeout(120)
 def test_the_sweeper_lane_dying_stops_the_relay_with_status_1(
-        pg_db: tuple[Engine, str], broker: BrokerLiteServer, redis_server: RedisServer,
-        tmp_path: Path, relay_process: list[RelayProcess]) -> None:
-    engine, url = pg_db
-    redis_url = redis_url_of(redis_server, 7)
-    relay = RelayProcess(["--db", url, "--broker", broker.native, "--celery-broker", redis_url],
-                         tmp_path / "relay.log")
+        stack: CeleryStack, broker: BrokerLiteServer,
+        relay_process: list[RelayProcess]) -> None:
+    relay = RelayProcess(["--db", stack.db_url, "--broker", broker.native,
+                          "--celery-broker", stack.redis.url], stack.tmp / "relay.log")
     relay_process.append(relay)
     wait_until(lambda: "ready." in relay.log_text(), timeout=60, message=relay.log_text)
-    with engine.begin() as conn:  # not an outage: the sweeper cannot work at all any more
+    with stack.engine.begin() as conn:  # not an outage: the sweeper cannot work at all any more
         conn.exec_driver_sql("ALTER TABLE rocketbox_transaction RENAME TO moved_away")
     assert relay.wait(60) == 1, relay.log_tail()
     assert "the sweeper lane died" in relay.log_text()
@@ -152,12 +150,8 @@ def test_the_sweeper_lane_dying_stops_the_relay_with_status_1(
 
 @pytest.mark.timeout(120)
 def test_an_unrecoverable_worker_error_is_exit_status_1(
-        pg_db: tuple[Engine, str], broker: BrokerLiteServer, redis_server: RedisServer,
-        tmp_path: Path) -> None:
-    _engine, url = pg_db
-    env = app_env(db=url, broker=broker.native,
-                  celery_broker=redis_url_of(redis_server, 8),
-                  tmp=tmp_path, RB_TEST_BROKEN_CONSUMER="1")
+        stack: CeleryStack, broker: BrokerLiteServer) -> None:
+    env = stack.env(broker.native, RB_TEST_BROKEN_CONSUMER="1")
     # run_worker, as `rocketbox relay` runs it: Celery's worker_main used to return
     # nothing, so the worker's status 1 became 0
     done = subprocess.run([sys.executable, str(HERE / "rocketbox_celery_app.py"), "worker"],
@@ -196,18 +190,16 @@ def test_with_redis_down_committed_rows_are_relayed_by_the_sweeper_lane(
 
 @pytest.mark.timeout(120)
 def test_tasks_lost_with_redis_are_made_up_for_by_the_sweeper_lane(
-        pg_db: tuple[Engine, str], broker: BrokerLiteServer, redis_server: RedisServer,
-        tmp_path: Path) -> None:
-    engine, url = pg_db
-    redis_url = redis_url_of(redis_server, 9)
-    outbox = hooked_outbox(engine, broker.native, redis_url, window=0)
+        stack: CeleryStack, broker: BrokerLiteServer) -> None:
+    engine, own = stack.engine, stack.redis
+    outbox = hooked_outbox(engine, broker.native, stack.redis.url, window=0)
     ids = set(commit(engine, outbox, 20))  # each enqueued its task; no worker runs yet
-    with redis.Redis(host=redis_server.host, port=redis_server.port, db=9) as client:
+    with redis.Redis(host=own.host, port=own.port, db=own.db) as client:
         assert client.llen("rocketbox") > 0
         client.flushdb()  # the tasks are lost, as with a Redis restarted without persistence
-    env = app_env(db=url, broker=broker.native, celery_broker=redis_url, tmp=tmp_path,
-                  RB_TEST_SWEEP="30")  # only the first sweep, at start, can relay them
-    with celery_worker("lost", env, tmp_path) as worker:
+    env = stack.env(broker.native,
+                    RB_TEST_SWEEP="30")  # only the first sweep, at start, can relay them
+    with celery_worker("lost", env, stack.tmp) as worker:
         wait_relayed(engine, ids, worker, timeout=20)
     assert "Task rocketbox.relay[" not in worker.log_text()  # no task did it
     assert commit_counts(broker_records(broker.data_dir)) == dict.fromkeys(ids, 1)
@@ -217,17 +209,14 @@ def test_tasks_lost_with_redis_are_made_up_for_by_the_sweeper_lane(
 
 
 @pytest.mark.timeout(150)
-def test_relaying_resumes_as_soon_as_the_broker_is_back(
-        pg_db: tuple[Engine, str], redis_server: RedisServer, tmp_path: Path) -> None:
-    engine, url = pg_db
-    redis_url = redis_url_of(redis_server, 10)
-    data_dir, args, address = fixed_port_broker(tmp_path)
+def test_relaying_resumes_as_soon_as_the_broker_is_back(stack: CeleryStack) -> None:
+    engine = stack.engine
+    data_dir, args, address = fixed_port_broker(stack.tmp)
     # sweeps every 60 s and task retries 30 s apart: only the reconnect can explain a
     # prompt recovery
-    env = app_env(db=url, broker=address, celery_broker=redis_url, tmp=tmp_path,
-                  RB_TEST_SWEEP="60", RB_TEST_RETRY="30")
-    outbox = hooked_outbox(engine, address, redis_url)
-    with celery_worker("recovery", env, tmp_path) as worker:
+    env = stack.env(address, RB_TEST_SWEEP="60", RB_TEST_RETRY="30")
+    outbox = hooked_outbox(engine, address, stack.redis.url)
+    with celery_worker("recovery", env, stack.tmp) as worker:
         with start_broker_lite(data_dir, args):
             first = set(commit(engine, outbox, 3))
             wait_relayed(engine, first, worker, timeout=20)
@@ -247,13 +236,10 @@ def test_relaying_resumes_as_soon_as_the_broker_is_back(
 
 @pytest.mark.timeout(90)
 def test_module_entry_run_worker_relays_with_its_sweeper(
-        pg_db: tuple[Engine, str], broker: BrokerLiteServer, redis_server: RedisServer,
-        tmp_path: Path) -> None:
-    engine, url = pg_db
-    redis_url = redis_url_of(redis_server, 11)
-    env = app_env(db=url, broker=broker.native, celery_broker=redis_url, tmp=tmp_path)
+        stack: CeleryStack, broker: BrokerLiteServer) -> None:
+    engine = stack.engine
     plain = Outbox(engine=engine, broker=broker.native)  # no hook: only the sweeper relays
-    with module_entry("entry", "worker", env, tmp_path) as worker:
+    with module_entry("entry", "worker", stack.env(broker.native), stack.tmp) as worker:
         ids = set(commit(engine, plain, 5))
         wait_relayed(engine, ids, worker, timeout=20)
         worker.kill(signal.SIGTERM)

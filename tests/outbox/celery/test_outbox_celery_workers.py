@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from rocketbox_celery_support import (
-    app_env,
+    CeleryStack,
     broker_records,
     celery_worker,
     commit,
@@ -15,13 +14,12 @@ from rocketbox_celery_support import (
     fixed_port_broker,
     hooked_outbox,
     module_entry,
-    redis_url_of,
     relayed_ids,
     wait_relayed,
 )
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
-from support import BrokerLiteServer, RedisServer, free_port, start_broker_lite, wait_until
+from support import BrokerLiteServer, free_port, start_broker_lite, wait_until
 
 from outbox import BrokerLitePublisher, Outbox, publish
 from outbox.celery import CelerySettings
@@ -37,14 +35,11 @@ def app_outbox(engine: Engine, broker: str, celery_broker: str) -> Outbox:
 
 @pytest.mark.timeout(90)
 def test_worker_relays_committed_units_once_and_nothing_else(
-        pg_db: tuple[Engine, str], broker: BrokerLiteServer, redis_server: RedisServer,
-        tmp_path: Path) -> None:
-    engine, url = pg_db
-    redis_url = redis_url_of(redis_server, 1)
-    env = app_env(db=url, broker=broker.native, celery_broker=redis_url, tmp=tmp_path,
-                  RB_TEST_SWEEP="0")
-    outbox = app_outbox(engine, broker.native, redis_url)
-    with celery_worker("relay", env, tmp_path, beat=False) as worker:
+        stack: CeleryStack, broker: BrokerLiteServer) -> None:
+    engine = stack.engine
+    outbox = app_outbox(engine, broker.native, stack.redis.url)
+    with celery_worker("relay", stack.env(broker.native, RB_TEST_SWEEP="0"), stack.tmp,
+                       beat=False) as worker:
         started = time.monotonic()
         with Session(engine) as session, session.begin():
             a = publish(session, "Jobs", {"a": 1}, outbox=outbox)
@@ -65,14 +60,12 @@ def test_worker_relays_committed_units_once_and_nothing_else(
 
 @pytest.mark.timeout(90)
 def test_redis_down_at_commit_the_sweeper_relays_later(
-        pg_db: tuple[Engine, str], broker: BrokerLiteServer, redis_server: RedisServer,
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    engine, url = pg_db
-    env = app_env(db=url, broker=broker.native, celery_broker=redis_url_of(redis_server, 2),
-                  tmp=tmp_path, RB_TEST_SWEEP="0.5")
+        stack: CeleryStack, broker: BrokerLiteServer, caplog: pytest.LogCaptureFixture) -> None:
+    engine = stack.engine
     dead_redis = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     outbox = app_outbox(engine, broker.native, dead_redis)
-    with celery_worker("sweeper", env, tmp_path, concurrency=1) as worker:
+    with celery_worker("sweeper", stack.env(broker.native, RB_TEST_SWEEP="0.5"), stack.tmp,
+                       concurrency=1) as worker:
         started = time.monotonic()
         ids = commit(engine, outbox, 3, "Swept")
         commit_time = time.monotonic() - started
@@ -85,16 +78,13 @@ def test_redis_down_at_commit_the_sweeper_relays_later(
 
 @pytest.mark.timeout(120)
 def test_two_workers_racing_never_commit_twice(
-        pg_db: tuple[Engine, str], broker: BrokerLiteServer, redis_server: RedisServer,
-        tmp_path: Path) -> None:
-    engine, url = pg_db
-    redis_url = redis_url_of(redis_server, 3)
-    env = app_env(db=url, broker=broker.native, celery_broker=redis_url, tmp=tmp_path,
-                  RB_TEST_SWEEP="0.2")
-    outbox = app_outbox(engine, broker.native, redis_url)
+        stack: CeleryStack, broker: BrokerLiteServer) -> None:
+    engine = stack.engine
+    env = stack.env(broker.native, RB_TEST_SWEEP="0.2")
+    outbox = app_outbox(engine, broker.native, stack.redis.url)
     groups: dict[str, list[str]] = {"g1": [], "g2": []}
-    with celery_worker("racer1", env, tmp_path) as one, \
-            celery_worker("racer2", env, tmp_path) as two:
+    with celery_worker("racer1", env, stack.tmp) as one, \
+            celery_worker("racer2", env, stack.tmp) as two:
         for i in range(40):
             with Session(engine) as session, session.begin():
                 for g, ids in groups.items():
@@ -122,17 +112,14 @@ def _all_ids(engine: Engine) -> set[str]:
 
 @pytest.mark.timeout(120)
 def test_worker_killed_between_half_and_end_the_checker_commits_once(
-        pg_db: tuple[Engine, str], broker: BrokerLiteServer, redis_server: RedisServer,
-        tmp_path: Path) -> None:
-    engine, url = pg_db
-    redis_url = redis_url_of(redis_server, 4)
-    marker = tmp_path / "killed"
-    env = app_env(db=url, broker=broker.native, celery_broker=redis_url, tmp=tmp_path,
-                  RB_TEST_SWEEP="0", RB_TEST_LEASE="2")
-    outbox = app_outbox(engine, broker.native, redis_url)
-    with module_entry("checker", "checker", env, tmp_path) as checker:
+        stack: CeleryStack, broker: BrokerLiteServer) -> None:
+    engine = stack.engine
+    marker = stack.tmp / "killed"
+    env = stack.env(broker.native, RB_TEST_SWEEP="0", RB_TEST_LEASE="2")
+    outbox = app_outbox(engine, broker.native, stack.redis.url)
+    with module_entry("checker", "checker", env, stack.tmp) as checker:
         with celery_worker("doomed", {**env, "RB_TEST_KILL_AFTER_HALVES": str(marker)},
-                           tmp_path, beat=False) as doomed:
+                           stack.tmp, beat=False) as doomed:
             with Session(engine) as session, session.begin():
                 tx_id = publish(session, "Killed", {"k": 1}, outbox=outbox)
             wait_until(lambda: not doomed.alive(), timeout=20,
@@ -148,7 +135,7 @@ def test_worker_killed_between_half_and_end_the_checker_commits_once(
         assert f"check-back {tx_id}" in checker.log_text()
         assert "COMMIT (status row)" in checker.log_text()
         # a fresh worker re-relays the row once its lease ran out: still one commit
-        with celery_worker("after", {**env, "RB_TEST_SWEEP": "0.3"}, tmp_path) as after:
+        with celery_worker("after", {**env, "RB_TEST_SWEEP": "0.3"}, stack.tmp) as after:
             wait_relayed(engine, {tx_id}, after, timeout=20)
     records = broker_records(broker.data_dir)
     assert commit_counts(records) == {tx_id: 1}
@@ -158,16 +145,12 @@ def test_worker_killed_between_half_and_end_the_checker_commits_once(
 
 
 @pytest.mark.timeout(120)
-def test_broker_lite_down_for_a_while_rows_wait_then_flow(
-        pg_db: tuple[Engine, str], redis_server: RedisServer, tmp_path: Path) -> None:
-    engine, url = pg_db
-    redis_url = redis_url_of(redis_server, 5)
-    data_dir, args, address = fixed_port_broker(tmp_path)
-    env = app_env(db=url, broker=address, celery_broker=redis_url, tmp=tmp_path,
-                  RB_TEST_SWEEP="0.3")
-    outbox = app_outbox(engine, address, redis_url)
+def test_broker_lite_down_for_a_while_rows_wait_then_flow(stack: CeleryStack) -> None:
+    engine = stack.engine
+    data_dir, args, address = fixed_port_broker(stack.tmp)
+    outbox = app_outbox(engine, address, stack.redis.url)
     ids: list[str] = []
-    with celery_worker("outage", env, tmp_path) as worker:
+    with celery_worker("outage", stack.env(address, RB_TEST_SWEEP="0.3"), stack.tmp) as worker:
         with start_broker_lite(data_dir, args):
             ids += commit(engine, outbox, 5, "Outage", message_group="g")
             wait_relayed(engine, set(ids), worker, timeout=20)
@@ -189,12 +172,9 @@ def test_broker_lite_down_for_a_while_rows_wait_then_flow(
 
 @pytest.mark.timeout(90)
 def test_checker_bootstep_answers_check_backs_inside_the_worker(
-        pg_db: tuple[Engine, str], broker: BrokerLiteServer, redis_server: RedisServer,
-        tmp_path: Path) -> None:
-    engine, url = pg_db
-    redis_url = redis_url_of(redis_server, 6)
-    env = app_env(db=url, broker=broker.native, celery_broker=redis_url, tmp=tmp_path,
-                  RB_TEST_SWEEP="0", RB_TEST_CHECKER="1")
+        stack: CeleryStack, broker: BrokerLiteServer) -> None:
+    engine = stack.engine
+    env = stack.env(broker.native, RB_TEST_SWEEP="0", RB_TEST_CHECKER="1")
     plain = Outbox(engine=engine, broker=broker.native)  # no hook: no relay task
     with Session(engine) as session, session.begin():
         tx_id = publish(session, "Orphan", {"o": 1}, outbox=plain)
@@ -205,7 +185,7 @@ def test_checker_bootstep_answers_check_backs_inside_the_worker(
         assert not isinstance(half, Exception)
     finally:
         publisher.close()
-    with celery_worker("checking", env, tmp_path, beat=False) as worker:
+    with celery_worker("checking", env, stack.tmp, beat=False) as worker:
         wait_until(lambda: commit_counts(broker_records(broker.data_dir)).get(tx_id),
                    timeout=20, message=worker.log_tail)
         assert f"check-back {tx_id}" in worker.log_text()

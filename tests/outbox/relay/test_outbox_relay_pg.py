@@ -24,7 +24,7 @@ from outbox_relay_support import (
 from sqlalchemy import Engine, event, select, text, update
 from sqlalchemy.orm import Session
 from support import BrokerLiteServer, free_port, start_broker_lite, wait_until
-from support.publishers import PassThrough, drain
+from support.publishers import AfterHalves, PassThrough, drain
 
 from outbox import (
     BrokerLitePublisher,
@@ -204,19 +204,6 @@ def test_a_relay_whose_lease_expired_cannot_overwrite_the_new_owner(
     assert counts == {tx: 1 for tx in ids}
 
 
-class KillAfterHalves(PassThrough):
-    """Sends the halves, then crashes the broker before the ends go out."""
-
-    def __init__(self, inner: Publisher, broker: BrokerLiteServer) -> None:
-        super().__init__(inner)
-        self.broker = broker
-
-    def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfOutcome]:
-        result = self.inner.send_halves(messages)
-        self.broker.kill()
-        return result
-
-
 @pytest.mark.timeout(90)
 def test_broker_down_rows_wait_then_flow_without_loss_or_duplicate(
         pg_engine: Engine, tmp_path: Path) -> None:
@@ -228,7 +215,8 @@ def test_broker_down_rows_wait_then_flow_without_loss_or_duplicate(
         early = [publish(session, "Down", {"i": i}, outbox=outbox, message_group="g")
                  for i in range(5)]
     with start_broker_lite(data_dir, args) as broker:
-        crashing = KillAfterHalves(BrokerLitePublisher(outbox), broker)
+        # the halves are stored, then the broker crashes before the ends go out
+        crashing = AfterHalves(BrokerLitePublisher(outbox), lambda _sent: broker.kill())
         try:
             with pytest.raises(RelayError):
                 Relay(outbox, crashing).run_once()
