@@ -124,7 +124,6 @@ class CeleryStack:
                        tmp=self.tmp, **extra)
 
 
-
 def hooked_outbox(engine: Engine, broker: str, celery_broker: str, *,
                   settings: CelerySettings | None = None,
                   window: float | None = None) -> Outbox:
@@ -155,8 +154,6 @@ def fixed_port_broker(tmp: Path) -> tuple[Path, list[str], str]:
     """``(data_dir, serve args, address)`` of a broker to stop and start again on one port."""
     port = free_port()
     return tmp / "broker", [*FAST_BROKER, "--port", str(port)], f"127.0.0.1:{port}"
-
-
 
 
 def relayed_ids(engine: Engine) -> set[str]:
