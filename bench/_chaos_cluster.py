@@ -31,13 +31,12 @@ import psycopg
 import redis
 from _common import REPO_ROOT
 from _latency_proxy import LatencyProxy
+from support.broker_server import BrokerLiteServer, start_broker_lite
 from support.servers import (
     LOOPBACK,
-    BrokerLiteServer,
     PostgresServer,
     _postgres_account,
     free_port,
-    start_broker_lite,
     start_postgres,
 )
 from support.waiting import wait_until

@@ -83,7 +83,7 @@ def versions() -> dict[str, str]:
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    from support.servers import start_broker_lite
+    from support.broker_server import start_broker_lite
 
     say = print
     load_before = load_average()

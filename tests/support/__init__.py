@@ -2,24 +2,21 @@
 
 ``tests/`` has no ``__init__.py``, so pytest puts ``tests/`` itself on
 ``sys.path`` when it loads ``tests/conftest.py``; import these helpers as
-``from support import ...`` (or ``from support.servers import ...``).
+``from support import ...`` (or from one of its modules).
 """
 
 from __future__ import annotations
 
+from .broker_server import BrokerLiteServer, StartBroker, broker_starter, start_broker_lite
 from .commitlog import broker_records, commit_counts
 from .servers import (
     LOOPBACK,
-    BrokerLiteServer,
     PostgresServer,
     RedisServer,
     ServerStartError,
     ServerUnavailable,
-    StartBroker,
-    broker_starter,
     find_postgres_bindir,
     free_port,
-    start_broker_lite,
     start_postgres,
     start_redis,
 )
