@@ -1,6 +1,6 @@
 """The outbox admin with Django's test client on a real SQLite database (no mocks).
 
-Settings come from ``test_django_integration`` (Django is configured once per
+Settings come from ``django_site`` (Django is configured once per
 process); the admin's URLs, middleware and templates are switched on here
 with ``override_settings``.
 """
@@ -12,8 +12,8 @@ import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+import django_site  # noqa: F401  (configures Django before the imports below)
 import pytest
-import test_django_integration  # noqa: F401  (configures Django before the imports below)
 from django.contrib import admin
 from django.contrib.auth.models import User
 from django.core.checks import run_checks
