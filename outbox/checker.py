@@ -25,7 +25,6 @@ worker can run one too (:mod:`outbox.celery.bootstep`).
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 import signal
 import threading
@@ -44,6 +43,7 @@ from broker_lite.client import (
 from broker_lite.errors import BrokerError
 from outbox.checkback import PG_XID_PROPERTY, CheckAnswer, check_state
 from outbox.config import Outbox
+from outbox.metrics import observe_checkback
 from outbox.targets.broker_lite import broker_client_config
 
 __all__ = ["CheckbackResponder", "StatusTableListener", "answer_check", "run_checker"]
@@ -54,20 +54,6 @@ _STATES = {
     "COMMIT": LocalTransactionState.COMMIT_MESSAGE,
     "ROLLBACK": LocalTransactionState.ROLLBACK_MESSAGE,
 }
-
-
-def _observe_checkback(state: str) -> None:
-    """``outbox.metrics.observe_checkback(state)``, when the metrics module is installed."""
-    try:
-        metrics = importlib.import_module("outbox.metrics")
-    except ImportError:
-        return
-    observe = getattr(metrics, "observe_checkback", None)
-    if callable(observe):
-        try:
-            observe(state)
-        except Exception:  # metrics never break a check-back
-            log.debug("observe_checkback failed", exc_info=True)
 
 
 def half_pg_xid(msg: ReceivedMessage | Message) -> int | None:
@@ -91,7 +77,7 @@ def answer_check(outbox: Outbox, msg: ReceivedMessage, *,
     answer = check_state(outbox.engine, tx_id, pg_xid=half_pg_xid(msg), half_age_seconds=age,
                          local_tx_timeout=outbox.local_tx_timeout)
     state = _STATES.get(answer.state, LocalTransactionState.UNKNOW)
-    _observe_checkback(answer.state)
+    observe_checkback(answer.state)  # it never raises
     log.info("check-back %s (check %d, %.1fs old): %s (%s)", tx_id, msg.check_times, age,
              answer.state, answer.reason,
              extra={"tx_id": tx_id, "state": answer.state, "check_times": msg.check_times})

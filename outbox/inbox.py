@@ -29,7 +29,6 @@ Use the :func:`consumer` decorator or the :class:`InboxConsumer` class::
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 from collections.abc import Callable
@@ -43,6 +42,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from broker_lite.client import ConsumeResult, PushConsumer, ReceivedMessage
 from outbox.config import Outbox
 from outbox.errors import ConfigurationError
+from outbox.metrics import observe_inbox_duplicate
 from outbox.models import inbox_table
 from outbox.targets.base import TX_ID_PROPERTY
 from outbox.tracing import consumer_span
@@ -53,20 +53,6 @@ log = logging.getLogger("rocketbox.inbox")
 
 #: ``handler(session, message)``: the session's transaction commits with the inbox row
 Handler = Callable[[Session, ReceivedMessage], Any]
-
-
-def _observe_duplicate(group: str) -> None:
-    """``outbox.metrics.observe_inbox_duplicate(group)``, when that module is installed."""
-    try:
-        metrics = importlib.import_module("outbox.metrics")
-    except ImportError:
-        return
-    observe = getattr(metrics, "observe_inbox_duplicate", None)
-    if callable(observe):
-        try:
-            observe(group)
-        except Exception:
-            log.debug("observe_inbox_duplicate failed", exc_info=True)
 
 
 def inbox_key(message: Any) -> str:
@@ -99,7 +85,7 @@ def process_once(sessions: sessionmaker[Session], group: str, key: str,
                 raise _AlreadyProcessed from None
             run(session)
     except _AlreadyProcessed:
-        _observe_duplicate(group)
+        observe_inbox_duplicate(group)  # it never raises
         log.info("%s: %s already processed; skipped", group, key,
                  extra={"tx_id": key, "group": group})
         return "duplicates"

@@ -10,14 +10,13 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import logging
 import sys
 from collections.abc import Sequence
 
 from examples.fastapi_shop.settings import inventory_db, shop_settings
 from examples.flask_shop import inventory
+from examples.flask_shop.commands import serve_checker, shop_parser
 from outbox import migrate
 
 
@@ -68,11 +67,8 @@ def _relay() -> int:
 
 def _checker() -> int:
     from examples.fastapi_shop.shop import rocketbox
-    from outbox.checker import run_checker
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    return run_checker(rocketbox.base_outbox,
-                       on_ready=lambda: print("checker ready", flush=True))
+    return serve_checker(rocketbox.base_outbox)
 
 
 def _inventory() -> int:
@@ -80,15 +76,7 @@ def _inventory() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m examples.fastapi_shop.run")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("migrate")
-    web = sub.add_parser("web")
-    web.add_argument("--host", default="127.0.0.1")
-    web.add_argument("--port", type=int, default=8000)
-    sub.add_parser("relay")
-    sub.add_parser("checker")
-    sub.add_parser("inventory")
+    parser, _ = shop_parser("python -m examples.fastapi_shop.run")
     args = parser.parse_args(argv)
     if args.command == "migrate":
         return _migrate()

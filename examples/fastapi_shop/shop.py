@@ -16,30 +16,21 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
-from sqlalchemy import DateTime, Integer, String, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase
 
 from examples.fastapi_shop.settings import shop_settings
+from examples.flask_shop.orders import CATALOGUE, MAX_QTY, TOPIC, OrderColumns
 from integrations.fastapi import Rocketbox
-
-TOPIC = "Orders"
-CATALOGUE = {"tea": 2.5, "coffee": 3.0, "cake": 4.0, "scone": 2.0}
-MAX_QTY = 10
 
 
 class Base(DeclarativeBase):
     pass
 
 
-class Order(Base):
-    __tablename__ = "shop_order"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    ref: Mapped[str] = mapped_column(String(64), unique=True)
-    item: Mapped[str] = mapped_column(String(64))
-    qty: Mapped[int] = mapped_column(Integer)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+class Order(OrderColumns, Base):
+    """An order (``examples/flask_shop/orders.py`` has its columns)."""
 
 
 class OrderIn(BaseModel):

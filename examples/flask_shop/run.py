@@ -14,9 +14,7 @@ broker's check-back has to resolve it.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import logging
 import os
 import signal
 import sys
@@ -27,6 +25,7 @@ from pathlib import Path
 from werkzeug.serving import make_server
 
 from examples.flask_shop import inventory
+from examples.flask_shop.commands import serve_checker, shop_parser
 from examples.flask_shop.settings import inventory_db, inventory_keys, shop_config
 from examples.flask_shop.shop import create_app, db
 from integrations.flask import state_for
@@ -106,11 +105,7 @@ def _relay(crash_dir: str | None) -> int:
 
 
 def _checker() -> int:
-    from outbox.checker import run_checker
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    outbox = state_for(create_app(shop_config())).base_outbox
-    return run_checker(outbox, on_ready=lambda: print("checker ready", flush=True))
+    return serve_checker(state_for(create_app(shop_config())).base_outbox)
 
 
 def _inventory(access_key: str | None, secret_key: str | None) -> int:
@@ -119,16 +114,9 @@ def _inventory(access_key: str | None, secret_key: str | None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m examples.flask_shop.run")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("migrate")
-    web = sub.add_parser("web")
-    web.add_argument("--host", default="127.0.0.1")
-    web.add_argument("--port", type=int, default=8000)
-    relay = sub.add_parser("relay")
-    relay.add_argument("--demo-crash-dir")
-    sub.add_parser("checker")
-    consumer = sub.add_parser("inventory")
+    parser, commands = shop_parser("python -m examples.flask_shop.run")
+    commands["relay"].add_argument("--demo-crash-dir")
+    consumer = commands["inventory"]
     access_key, secret_key = inventory_keys()
     consumer.add_argument("--access-key", default=access_key, metavar="KEY",
                           help="broker ACL account of the consumer (env "

@@ -14,14 +14,10 @@ from typing import Any
 
 from flask import Flask, jsonify, request
 from flask_sqlalchemy import SQLAlchemy
-from sqlalchemy import DateTime, Integer, String
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase
 
+from examples.flask_shop.orders import CATALOGUE, MAX_QTY, TOPIC, OrderColumns
 from integrations.flask import Rocketbox, transactional_message
-
-TOPIC = "Orders"
-CATALOGUE = {"tea": 2.5, "coffee": 3.0, "cake": 4.0, "scone": 2.0}
-MAX_QTY = 10
 
 
 class Base(DeclarativeBase):
@@ -32,14 +28,8 @@ db = SQLAlchemy(model_class=Base)
 rocketbox = Rocketbox()
 
 
-class Order(db.Model):  # type: ignore[name-defined,misc]
-    __tablename__ = "shop_order"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    ref: Mapped[str] = mapped_column(String(64), unique=True)
-    item: Mapped[str] = mapped_column(String(64))
-    qty: Mapped[int] = mapped_column(Integer)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+class Order(OrderColumns, db.Model):  # type: ignore[name-defined,misc]
+    """An order (``orders.py`` has its columns)."""
 
 
 class OutOfStock(Exception):
