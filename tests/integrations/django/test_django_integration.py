@@ -39,7 +39,6 @@ from outbox import migrate
 from outbox import publish as outbox_publish
 from outbox.at_commit import queued
 
-
 # -- fixtures ---------------------------------------------------------------------------
 
 
