@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 from typing import Any
 
 from broker_lite.grpc_door.auth import Authenticator, Caller, metadata_dict
@@ -29,6 +28,7 @@ from broker_lite.grpc_door.pop_state import FILE_NAME, PopRecord, load_records, 
 from broker_lite.grpc_door.proxy_mode import ProxyMode
 from broker_lite.grpc_door.settings import ClientInfo, ClientRegistry
 from broker_lite.serving.context import ServerContext
+from broker_lite.serving.waiters import KeyedWaiters
 
 __all__ = ["GrpcDoor", "Waker"]
 
@@ -37,44 +37,12 @@ log = logging.getLogger("broker_lite.grpc")
 _HOUSEKEEPING_SECONDS = 5.0
 
 
-class Waker:
+class Waker(KeyedWaiters[str]):
     """Futures of the receives waiting on a topic, woken when the topic may have news."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._loop_thread = threading.get_ident()
-        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
-
-    def register(self, topic: str) -> asyncio.Future[None]:
-        future: asyncio.Future[None] = self._loop.create_future()
-        self._waiters.setdefault(topic, set()).add(future)
-        return future
-
-    def unregister(self, topic: str, future: asyncio.Future[None]) -> None:
-        waiters = self._waiters.get(topic)
-        if waiters is not None:
-            waiters.discard(future)
-            if not waiters:
-                del self._waiters[topic]
-
-    def notify(self, topic: str) -> None:
-        """Wake the receives of ``topic``; from the loop's thread."""
-        for future in self._waiters.pop(topic, ()):
-            if not future.done():
-                future.set_result(None)
 
     def arrived(self, topic: str, queue_id: int) -> None:
         """The broker's arrival listener: any thread, costs nothing when nobody waits."""
-        if topic not in self._waiters:
-            return
-        if threading.get_ident() == self._loop_thread:
-            self.notify(topic)
-            return
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-            self._loop.call_soon_threadsafe(self.notify, topic)
-
-    def waiting(self, topic: str) -> int:
-        return len(self._waiters.get(topic, ()))
+        self.wake(topic)
 
 
 class GrpcDoor:
@@ -143,7 +111,7 @@ class GrpcDoor:
                 if moved:
                     log.info("%d message(s) used their last delivery: moved to the DLQ", moved)
                 for topic in woken:
-                    self.waker.notify(topic)
+                    self.waker.wake_now(topic)
                 await self._save()
             except Exception:  # one bad round must not end the revive for good
                 log.exception("revive round failed")
@@ -177,7 +145,7 @@ class GrpcDoor:
         """What the client held by auto-renewal becomes visible again shortly."""
         if self.pop.client_gone(client_id) and info is not None:
             for topic in info.subscriptions:
-                self.waker.notify(topic)
+                self.waker.wake_now(topic)
 
     async def _expire_clients(self) -> None:
         while True:

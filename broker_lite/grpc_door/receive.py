@@ -183,7 +183,7 @@ def ack_message(door: GrpcDoor, caller: Caller, request: Any) -> Any:
             result = status_for(exc, what="AckMessage")
         entries.append(spb.AckMessageResultEntry(
             message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=result))
-    door.waker.notify(topic)  # a FIFO message group may be free again
+    door.waker.wake_now(topic)  # a FIFO message group may be free again
     codes = {e.status.code for e in entries}
     overall = status(codes.pop()) if len(codes) == 1 else status(Code.MULTIPLE_RESULTS)
     return spb.AckMessageResponse(status=overall, entries=entries)
@@ -194,14 +194,14 @@ def change_invisible_duration(door: GrpcDoor, caller: Caller, request: Any) -> A
     millis = _checked_invisible(door, duration_ms(request.invisible_duration), minimum=0)
     handle = door.pop.change_invisible(group, topic, request.receipt_handle,
                                        request.message_id, millis)
-    door.waker.notify(topic)
+    door.waker.wake_now(topic)
     return spb.ChangeInvisibleDurationResponse(status=ok(), receipt_handle=handle)
 
 
 async def forward_to_dlq(door: GrpcDoor, caller: Caller, request: Any) -> Any:
     group, topic = _consumer(caller, request)
     end = door.pop.forward_to_dlq(group, topic, request.receipt_handle, request.message_id)
-    door.waker.notify(topic)
+    door.waker.wake_now(topic)
     if end:
         await wait_flushed(door.ctx, end)
     return spb.ForwardMessageToDeadLetterQueueResponse(status=ok())

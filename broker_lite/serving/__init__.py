@@ -9,8 +9,9 @@ they both need lives here:
   (:class:`ServerContext`), and the :class:`Session` a request arrived on;
 - :mod:`~broker_lite.serving.durability` and
   :mod:`~broker_lite.serving.flushgate`: sync-flush acknowledgements;
-- :mod:`~broker_lite.serving.longpoll`: waiting for new messages
-  (:class:`ArrivalHub`);
+- :mod:`~broker_lite.serving.longpoll` and :mod:`~broker_lite.serving.waiters`:
+  waiting for new messages (:class:`ArrivalHub` for the native door's pulls;
+  the gRPC door's receives wait on the same ``KeyedWaiters``, per topic);
 - :mod:`~broker_lite.serving.operations`: the operators' requests (consumer
   groups, stats, pending halves, browse, resend); their summaries as the
   native protocol's structs, a browse as the core's
