@@ -278,6 +278,7 @@ def test_claims_of_dead_relays_of_this_host_are_released_others_are_left_to_thei
                 claimed_by=owner, claimed_until=until if owner else None))
     assert release_dead_claims(sqlite_engine) == 1
     with sqlite_engine.connect() as conn:
-        left = dict(conn.execute(select(tx_table.c.tx_id, tx_table.c.claimed_by)).tuples().all())
+        rows = conn.execute(select(tx_table.c.tx_id, tx_table.c.claimed_by))
+        left = {tx_id: by for tx_id, by in rows}
     assert [left[tx] for tx in ids] == [None, owners[1], owners[2], None]
 
