@@ -18,14 +18,16 @@ the session stops every job it started, whatever the page left running.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from procgroup import Process
 from support import wait_until
+
+from procgroup import Process
 
 __all__ = ["Finished", "ShellSession"]
 
@@ -61,10 +63,8 @@ class ShellSession:
         """Stop the shell and every job it started (SIGTERM, then SIGKILL)."""
         popen = self.shell.popen
         if popen is not None and popen.stdin is not None and not popen.stdin.closed:
-            try:
+            with contextlib.suppress(BrokenPipeError):
                 popen.stdin.close()
-            except BrokenPipeError:
-                pass
         self.shell.stop(timeout=20)
 
     def _send(self, script: str) -> None:

@@ -103,7 +103,7 @@ _REDIRECT = re.compile(r"^\d*>>?|^&>|^<")
 
 
 def words(text: str) -> tuple[list[str], bool]:
-    """The command's words (assignments, redirections, ``&`` dropped), and whether it ends in ``&``."""
+    """The words (assignments, redirections, ``&`` dropped); whether it ends in ``&``."""
     try:
         tokens = shlex.split(text.replace("\\\n", " "), comments=True)
     except ValueError:
