@@ -18,7 +18,9 @@ A command matching neither table fails the test as unclassified: add it to a
 table, or mark its block ``<!-- not run: needs WHAT -->``. A mark without
 ``needs`` and a reason fails too.
 
-Substitutions: none to the commands. The environment stands in for
+Substitutions: none to the commands, and no server of the suite is used
+(the examples' PostgreSQL + Redis blocks are marked; ``tests/examples/`` runs
+those setups). The environment stands in for
 ``make venv``: the venv's ``bin`` first on PATH and ``PYTHONPATH`` set to the
 copy (the editable install's path), ``TMPDIR`` inside the test's folder (the
 README's ``mktemp -d``); ``SHOP_*``, ``ROCKETBOX_*``, ``FLASK_*`` and
