@@ -37,14 +37,13 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from doc_blocks import Block, Command, doc_files, mark_problem, parse
-from doc_session import ShellSession, alive
+from doc_session import Finished, ShellSession, alive
 from support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -232,17 +231,25 @@ class PageRun:
         background = kind is not None and not paged_background
         settles = kind is None and any(p.search(" ".join(words(command.text)[0]))
                                        for p in SETTLES)
-        deadline = time.monotonic() + SETTLE_TIMEOUT
-        while True:
+        last: list[tuple[Finished, list[str]]] = []
+
+        def attempt() -> bool:
             done = self.session.run(command.text, timeout=COMMAND_TIMEOUT, background=background)
             assert done.status == 0, (f"{where}: {command.text!r} exited {done.status}; "
                                       f"its output:\n{done.output[-4000:]}")
-            missing = shown_matches(command.shown, done.output) if kind is None else []
-            if not missing or not settles or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)  # between two reads of a settling command, as a reader would
-        assert not missing, (f"{where}: {command.text!r} did not show {missing}; it "
-                             f"printed:\n{done.output[-4000:]}")
+            last.append((done, shown_matches(command.shown, done.output) if kind is None else []))
+            return not last[-1][1]
+
+        def unseen() -> str:
+            done, missing = last[-1]
+            return (f"{where}: {command.text!r} did not show {missing}; it printed:\n"
+                    f"{done.output[-4000:]}")
+
+        if settles:  # a reader looks again until the page's output is there
+            wait_until(attempt, timeout=SETTLE_TIMEOUT, interval=0.5, message=unseen)
+        else:
+            assert attempt(), unseen()
+        done = last[-1][0]
         if kind is None:
             return
         pid = done.job_pid
