@@ -245,9 +245,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="smoke run (< 60 s): 2000 rows, 1 repetition, 5 s latency "
                              "runs, one peer setting; prints only")
-    parser.add_argument("--cases", default="throughput,latency",
+    parser.add_argument("--cases", default=None,
                         help="what to measure, comma-separated: throughput, latency "
-                             "(default both; a subset only prints)")
+                             "(default both, or throughput alone with --sides rocketmq; "
+                             "a subset only prints)")
     parser.add_argument("--sides", default="ours,peer",
                         help="whom to measure, comma-separated: ours (our relay to "
                              "broker_lite's native door), rocketmq (our relay with the "
@@ -276,8 +277,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--min-interval", type=float, default=1.0, help=argparse.SUPPRESS)
     parser.add_argument("--max-interval", type=float, default=10.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    args.cases = [c for c in str(args.cases).split(",") if c]
     args.sides = [c for c in str(args.sides).split(",") if c]
+    if args.cases is None:
+        args.cases = "throughput" if args.sides == ["rocketmq"] else "throughput,latency"
+    args.cases = [c for c in str(args.cases).split(",") if c]
     if set(args.cases) - {"throughput", "latency"} or set(args.sides) - set(SIDES):
         parser.error("--cases takes throughput,latency and --sides takes "
                      f"{','.join(SIDES)}")
