@@ -198,3 +198,12 @@ def test_a_relay_killed_between_half_and_end_is_committed_once_by_the_checker(
             stop.set()
             checker.join(30)
     assert got == Counter(rows), {k: n for k, n in got.items() if n != 1}
+
+
+def test_a_negative_handoff_window_is_one_error_naming_the_setting() -> None:
+    from outbox.errors import ConfigurationError
+
+    engine = create_engine("sqlite://")
+    with pytest.raises(ConfigurationError, match="handoff_window must be >= 0 seconds, got -1"):
+        Outbox(engine=engine, broker="rocketmq://127.0.0.1:8081", handoff_window=-1)
+    assert Outbox(engine=engine, broker="rocketmq://127.0.0.1:8081").handoff_window == 10.0
