@@ -8,7 +8,8 @@ used as everywhere else in rocketbox.
 
 Write actions go through :func:`confirm_or_run`: the first POST shows what
 will happen and asks to confirm; the confirming POST (with the CSRF token)
-does it and logs one line naming who did it.
+does it and logs one line naming who did it. :mod:`outbox.console.guard` wraps
+everything (framing, Host, Origin and the session behind the CSRF token).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from starlette.templating import Jinja2Templates
 from broker_lite.client import Admin
 from outbox.console.auth import CredentialGate, csrf_token, csrf_valid, who
 from outbox.console.config import ConsoleConfig
+from outbox.console.guard import BrowserGuard
 from outbox.console.sampler import Sampler
 from outbox.status import format_age
 
@@ -90,9 +92,14 @@ def parse_input(name: str, text: str, cast: Callable[[str], _T], what: str) -> _
         raise ValueError(f"{name} must be {what}, got {text!r}") from None
 
 
+def _session(request: Request) -> str:
+    return str(request.scope.get("state", {}).get("console_session") or "")
+
+
 def render(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
     console = console_of(request)
-    context.update(request=request, csrf=csrf_token(), has_db=console.engine is not None,
+    context.update(request=request, csrf=csrf_token(_session(request)),
+                   has_db=console.engine is not None,
                    flash=request.query_params.get("done"),
                    problem=request.query_params.get("problem"))
     return templates.TemplateResponse(request, name, context, status_code=status_code)
@@ -110,7 +117,7 @@ async def confirm_or_run(request: Request, *, what: str, run: Callable[[FormData
         fields = [(k, v) for k, v in form.multi_items() if k not in ("csrf", "confirm")]
         return render(request, "confirm.html", what=what, action=str(request.url.path),
                       fields=fields, back=back)
-    if not csrf_valid(str(form.get("csrf") or "")):
+    if not csrf_valid(str(form.get("csrf") or ""), _session(request)):
         return Response("403: the form's CSRF token is missing or stale; reload the page",
                         status_code=403, media_type="text/plain")
     actor = who(request.scope)
@@ -169,4 +176,5 @@ def create_app(config: ConsoleConfig, *, engine: Engine | None = None,
               Mount("/static", app=static, name="static")]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.add_middleware(CredentialGate, config=config)
+    app.add_middleware(BrowserGuard, config=config)  # outermost: it runs first
     return app

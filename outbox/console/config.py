@@ -55,6 +55,8 @@ class ConsoleConfig:
     audit_out: Path | None = None
     #: the producer group the outbox publishes as (its halves are the outbox's)
     producer_group: str = "rocketbox"
+    #: host names the ``Host`` header may carry besides the bound address and localhost
+    allowed_hosts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -66,6 +68,10 @@ class ConsoleConfig:
         if self.history < 2:
             raise ConsoleConfigError(f"history must be at least 2 samples, got {self.history}",
                                      setting="history")
+        for name in self.allowed_hosts:
+            if not name or any(c in name for c in "/ @?#"):
+                raise ConsoleConfigError(f"allowed host {name!r} is not a host name",
+                                         setting="allowed_hosts")
         if bool(self.access_key) != bool(self.secret_key):
             raise ConsoleConfigError("access_key and secret_key go together: give both or "
                                      "neither", setting="access_key, secret_key")

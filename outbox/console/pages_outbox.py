@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -45,7 +46,12 @@ def series(request: Request) -> Response:
 
 def _number(request: Request, name: str, cast: type[float] | type[int]) -> Any:
     text = request.query_params.get(name, "").strip()
-    return parse_input(name, text, cast, "a number") if text else None
+    if not text:
+        return None
+    value = parse_input(name, text, cast, "a number")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {text!r}")
+    return value
 
 
 def rows(request: Request) -> Response:
