@@ -102,7 +102,7 @@ async def replay_rows(request: Request) -> Response:
 def trace(request: Request) -> Response:
     console = console_of(request)
     tx_id = request.path_params["tx_id"]
-    found = build_trace(console.engine, console.admin, tx_id)
+    found = build_trace(console.engine, console.admin, tx_id, inbox_dbs=console.inbox_engines)
     view = request.query_params.get("body") or ("json" if "json" in found.body else "text")
     return render(request, "trace.html", trace=found, view=view,
                   status_code=200 if found.found else 404)
@@ -120,7 +120,7 @@ def lookup(request: Request) -> Response:
     if console.engine is not None and one_row(console.engine, query) is not None:
         return RedirectResponse(f"/trace/{query}", status_code=303)
     try:
-        found = console.admin.query_by_key(query, 64)
+        found = console.admin().query_by_key(query, 64)
     except Exception as exc:
         return render(request, "lookup.html", query=query, messages=[],
                       error=f"broker: {exc}", status_code=502)
