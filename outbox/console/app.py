@@ -33,10 +33,11 @@ from starlette.templating import Jinja2Templates
 from broker_lite.client import Admin
 from broker_lite.errors import BrokerError
 from outbox.console.auth import CredentialGate, csrf_token, csrf_valid, who
-from outbox.console.broker_link import BrokerDown, BrokerLink
+from outbox.console.broker_link import BrokerLink
 from outbox.console.config import ConsoleConfig
 from outbox.console.guard import BrowserGuard
 from outbox.console.sampler import Sampler
+from outbox.errors import BrokerUnreachableError
 from outbox.status import format_age
 
 __all__ = ["Console", "confirm_or_run", "console_of", "create_app", "parse_input", "render"]
@@ -95,7 +96,7 @@ class Console:
     inbox_engines: list[tuple[str, Engine]] = field(default_factory=list)
 
     def admin(self) -> Admin:
-        """The broker's admin client; :class:`BrokerDown` (shown as an outage) if unreachable."""
+        """The broker's admin client; BrokerUnreachableError (an outage page) if unreachable."""
         return self.link.admin()
 
 
@@ -171,8 +172,8 @@ def _broker_outage(request: Request, exc: Exception) -> Response:
     log.warning("console: %s: broker unavailable: %s", request.url.path, exc)
     since = console.sampler.state.broker_down_since
     return render(request, "broker_down.html", status_code=503, address=console.config.broker,
-                  reason=f"{type(exc).__name__}: {exc}" if not isinstance(exc, BrokerDown)
-                  else exc.reason, since=since)
+                  reason=str(exc) if isinstance(exc, BrokerUnreachableError)
+                  else f"{type(exc).__name__}: {exc}", since=since)
 
 
 def create_app(config: ConsoleConfig, *, engine: Engine | None = None,
@@ -208,7 +209,8 @@ def create_app(config: ConsoleConfig, *, engine: Engine | None = None,
     routes = [*pages_outbox.ROUTES, *pages_broker.ROUTES,
               Mount("/static", app=static, name="static")]
     app = Starlette(routes=routes, lifespan=lifespan,
-                    exception_handlers={BrokerError: _broker_outage, OSError: _broker_outage})
+                    exception_handlers={BrokerError: _broker_outage, OSError: _broker_outage,
+                                        BrokerUnreachableError: _broker_outage})
     app.add_middleware(CredentialGate, config=config)
     app.add_middleware(BrowserGuard, config=config)  # outermost: it runs first
     return app

@@ -4,8 +4,9 @@ An operator opens the console exactly when something is wrong, so a broker
 that is down must not stop it: :class:`BrokerLink` connects on first use, not at
 start-up, and tries again (at most every ``retry_seconds``) when the last try
 failed. Until it connects, :meth:`BrokerLink.admin` raises
-:class:`BrokerDown` at once with the last error, which the pages show as an
-outage (503) while the outbox pages keep working from the database.
+:class:`~outbox.errors.BrokerUnreachableError` at once with the last error,
+which the pages show as an outage (503) while the outbox pages keep working
+from the database.
 """
 
 from __future__ import annotations
@@ -15,22 +16,19 @@ import time
 from collections.abc import Callable
 
 from broker_lite.client import Admin
-from broker_lite.errors import BrokerError, UnavailableError
+from broker_lite.errors import BrokerError
+from outbox.errors import BrokerUnreachableError
 
-__all__ = ["BrokerDown", "BrokerLink"]
+__all__ = ["BrokerLink", "broker_down"]
 
 
-class BrokerDown(UnavailableError):
-    """The broker could not be reached; ``address`` and the last error are in the message."""
-
-    def __init__(self, address: str, reason: str) -> None:
-        super().__init__(f"broker {address} is unreachable: {reason}")
-        self.address = address
-        self.reason = reason
+def broker_down(address: str, reason: str) -> BrokerUnreachableError:
+    """The error a page gets while the broker at ``address`` cannot be reached."""
+    return BrokerUnreachableError(f"broker {address} is unreachable: {reason}", server=address)
 
 
 class BrokerLink:
-    """A started :class:`Admin` when the broker can be reached; :class:`BrokerDown` if not."""
+    """A started :class:`Admin` when the broker can be reached; BrokerUnreachableError if not."""
 
     def __init__(self, address: str, make: Callable[[], Admin], *,
                  given: Admin | None = None, retry_seconds: float = 2.0) -> None:
@@ -44,19 +42,19 @@ class BrokerLink:
         self._reason = ""
 
     def admin(self) -> Admin:
-        """The connected admin client; raises :class:`BrokerDown` when there is none."""
+        """The connected admin client; raises BrokerUnreachableError when there is none."""
         with self._lock:
             if self._admin is not None:
                 return self._admin
             now = time.monotonic()
             if self._failed_at is not None and now - self._failed_at < self._retry:
-                raise BrokerDown(self.address, self._reason)
+                raise broker_down(self.address, self._reason)
             client = self._make()
             try:
                 client.start()
             except (BrokerError, OSError) as exc:
                 self._failed_at, self._reason = now, f"{type(exc).__name__}: {exc}"
-                raise BrokerDown(self.address, self._reason) from None
+                raise broker_down(self.address, self._reason) from None
             self._admin, self._failed_at = client, None
             return client
 

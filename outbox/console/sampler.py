@@ -34,6 +34,7 @@ from sqlalchemy import Connection, Engine, and_, func, select
 from broker_lite.errors import BrokerError
 from outbox.console.broker_link import BrokerLink
 from outbox.console.broker_view import is_internal
+from outbox.errors import BrokerUnreachableError
 from outbox.models import aware
 from outbox.models import transaction_table as t
 from outbox.status import OutboxStatus, read_status
@@ -173,7 +174,7 @@ class Sampler:
             admin = self.link.admin()
             stats = admin.broker_stats()
             topics = admin.list_topics()
-        except (BrokerError, OSError) as exc:
+        except (BrokerError, BrokerUnreachableError, OSError) as exc:
             state.broker_error = f"{type(exc).__name__}: {exc}"
             if state.broker_down_since is None:
                 state.broker_down_since = now
