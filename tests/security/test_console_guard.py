@@ -186,7 +186,7 @@ def test_the_brokers_console_with_admin_keys_asks_for_them_on_loopback(tmp_path:
     acl = tmp_path / "acl.json"
     acl.write_text(json.dumps(ACCOUNTS))
     args = ("--acl", str(acl), "--console-port", "0", "--console-access-key", "root",
-            "--console-secret-key", SECRETS["root"])
+            "--console-secret-key", SECRETS["root"], "--console-allowed-host", "ops.internal")
     with start_broker_lite(tmp_path / "broker", args) as broker:
         url = _console_url(broker)
         anyone = WebSession(url)
@@ -209,6 +209,10 @@ def test_the_brokers_console_with_admin_keys_asks_for_them_on_loopback(tmp_path:
         assert status == 303
         assert "Owned" in root.request("/topics")[1]
         assert "Stolen" not in root.request("/topics")[1]
+        assert WebSession(url, {"Host": "attacker.example", **basic_auth(
+            "root", SECRETS["root"])}).request("/topics")[0] == 421
+        assert WebSession(url, {"Host": "ops.internal", **basic_auth(
+            "root", SECRETS["root"])}).request("/topics")[0] == 200
 
 
 def _console_url(broker: BrokerLiteServer) -> str:
