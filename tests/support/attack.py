@@ -46,14 +46,22 @@ def acl_broker(root: Path, extra_args: Sequence[str] = ()) -> Iterator[BrokerLit
         yield broker
 
 
-def grpc_metadata(account: str, client_id: str = "attack-client") -> list[tuple[str, str]]:
-    """The signed metadata the official client sends for ``account``."""
+def grpc_metadata(account: str, client_id: str = "attack-client", *,
+                  date_time: str | None = None) -> list[tuple[str, str]]:
+    """The signed metadata the official client sends for ``account``; ``date_time``
+    (``20240501T101500Z``) signs that ``x-mq-date-time`` instead of the client's now."""
 
     class _Config:
         credentials = Credentials(account, SECRETS[account])
         namespace = ""
 
-    return list(Signature.metadata(_Config(), client_id))
+    metadata = list(Signature.metadata(_Config(), client_id))
+    if date_time is None:
+        return metadata
+    header = (f"MQv2-HMAC-SHA1 Credential={account}, SignedHeaders=x-mq-date-time, "
+              f"Signature={Signature.sign(SECRETS[account], date_time)}")
+    replaced = {"x-mq-date-time": date_time, "authorization": header}
+    return [(k, replaced.get(k, v)) for k, v in metadata]
 
 
 @contextlib.contextmanager
