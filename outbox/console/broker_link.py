@@ -42,8 +42,17 @@ class BrokerLink:
         self._reason = ""
 
     def admin(self) -> Admin:
-        """The connected admin client; raises BrokerUnreachableError when there is none."""
-        with self._lock:
+        """The connected admin client; raises BrokerUnreachableError when there is none.
+
+        One caller at a time tries to connect (that can take the client's request
+        timeout); the others are answered at once with the last error meanwhile.
+        """
+        admin = self._admin
+        if admin is not None:
+            return admin
+        if not self._lock.acquire(blocking=False):
+            raise broker_down(self.address, self._reason or "connecting")
+        try:
             if self._admin is not None:
                 return self._admin
             now = time.monotonic()
@@ -53,17 +62,20 @@ class BrokerLink:
             try:
                 client.start()
             except (BrokerError, OSError) as exc:
-                self._failed_at, self._reason = now, f"{type(exc).__name__}: {exc}"
+                self._failed_at = time.monotonic()
+                self._reason = f"{type(exc).__name__}: {exc}"
                 raise broker_down(self.address, self._reason) from None
             self._admin, self._failed_at = client, None
             return client
+        finally:
+            self._lock.release()
 
     @property
     def connected(self) -> bool:
         return self._admin is not None
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock:  # waits for a connection attempt in flight
             admin, self._admin = self._admin, None
         if admin is not None and self._owned:
             admin.shutdown()
