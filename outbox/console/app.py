@@ -209,7 +209,8 @@ def create_app(config: ConsoleConfig, *, engine: Engine | None = None,
     routes = [*pages_outbox.ROUTES, *pages_broker.ROUTES,
               Mount("/static", app=static, name="static")]
     app = Starlette(routes=routes, lifespan=lifespan,
-                    exception_handlers={BrokerError: _broker_outage, OSError: _broker_outage,
+                    exception_handlers={BrokerError: _broker_outage,
+                                        ConnectionError: _broker_outage,
                                         BrokerUnreachableError: _broker_outage})
     app.add_middleware(CredentialGate, config=config)
     app.add_middleware(BrowserGuard, config=config)  # outermost: it runs first
