@@ -100,8 +100,9 @@ def _broker_options(parser: argparse.ArgumentParser) -> None:
                             "the command line)")
     group.add_argument("--metrics-port", type=_port, metavar="PORT",
                        help="serve Prometheus metrics on this port (0 picks one; default: off)")
-    group.add_argument("--metrics-addr", metavar="ADDR", default="0.0.0.0",
-                       help="address the metrics server listens on")
+    group.add_argument("--metrics-addr", metavar="ADDR", default="127.0.0.1",
+                       help="address the metrics server listens on (it has no authentication: "
+                            "0.0.0.0 exposes it to the network)")
 
 
 def _port(text: str) -> int:
