@@ -118,3 +118,43 @@ def test_pages_found_include_every_docs_page(tmp_path: Path) -> None:
         (tmp_path / name).write_text("x\n")
     assert [p.relative_to(tmp_path).as_posix() for p in doc_files(tmp_path)] == [
         "README.md", "docs/a.md", "docs/new.md", "examples/shop/README.md"]
+
+
+def _run_page(tmp_path: Path, text: str) -> None:
+    from doc_session import ShellSession
+    from test_doc_commands import PageRun, session_env
+
+    page = tmp_path / "page.md"
+    page.write_text(text)
+    (tmp_path / "tmp").mkdir()
+    env = session_env(tmp_path, tmp_path / "tmp")
+    with ShellSession(tmp_path / "session", tmp_path, env) as session:
+        run = PageRun(session)
+        for block in parse(page):
+            for command in block.commands:
+                run.command(block, command)
+
+
+@pytest.mark.timeout(120)
+def test_the_runner_keeps_shell_state_and_checks_shown_output(tmp_path: Path) -> None:
+    _run_page(tmp_path, "```console\n$ export WHO=docs\n$ mkdir -p sub && cd sub\n"
+                        "$ echo \"$WHO in $(basename $PWD)\"\ndocs in sub\n```\n")
+
+
+@pytest.mark.timeout(120)
+def test_the_runner_fails_a_command_that_fails(tmp_path: Path) -> None:
+    with pytest.raises(AssertionError, match="exited 3"):
+        _run_page(tmp_path, "```console\n$ python -c 'import sys; sys.exit(3)'\n```\n")
+
+
+@pytest.mark.timeout(120)
+def test_the_runner_fails_output_the_page_does_not_show(tmp_path: Path) -> None:
+    with pytest.raises(AssertionError, match="did not show"):
+        _run_page(tmp_path, "```console\n$ echo '{\"id\":2}'\n{\"id\":1}\n```\n")
+
+
+@pytest.mark.timeout(120)
+def test_the_runner_fails_a_server_that_dies_before_it_is_ready(tmp_path: Path) -> None:
+    with pytest.raises(AssertionError, match="ended before it was ready"):
+        _run_page(tmp_path, "```console\n$ broker-lite serve --data-dir d --port 0 --bogus\n"
+                            "```\n")
