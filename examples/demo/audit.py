@@ -34,6 +34,9 @@ __all__ = ["BASE_SLO", "Audit", "Outcome", "audit", "print_summary", "query",
 #: kill period (its kills and restarts, see ``RelaySupervisor.kill_period``)
 BASE_SLO = 5.0
 
+#: the Debian package of the SQLite JDBC driver the Spark audit reads the demo's database with
+SQLITE_JDBC_PACKAGE = "libxerial-sqlite-jdbc-java"
+
 #: where the broker keeps halves (RocketMQ's name; broker_lite's store uses it too)
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 
@@ -138,6 +141,12 @@ def spark_available() -> str | None:
         return "the spark package is missing"
     if shutil.which("java") is None:
         return "java is not on PATH"
+    from spark.session import DEFAULT_JARS
+
+    sqlite_jar = next(j for j in DEFAULT_JARS if "sqlite" in j)
+    if not Path(sqlite_jar).is_file():
+        return (f"the SQLite JDBC driver {sqlite_jar} is missing: install it with "
+                f"`apt-get install -y {SQLITE_JDBC_PACKAGE}` (as root; or `make system-deps`)")
     return None
 
 
