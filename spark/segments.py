@@ -64,6 +64,7 @@ __all__ = [
     "Fetch",
     "decode_segment",
     "decode_split",
+    "pyarrow_uri",
     "segment_start",
 ]
 
@@ -256,11 +257,22 @@ def decode_segment(name: str, data: bytes) -> Iterator[Row]:
     return decode_split(name, fetch, len(data), 0, len(data))
 
 
+#: Hadoop's URI schemes pyarrow knows under another name (Hadoop's S3A connector lists
+#: ``s3a://bucket/key``; pyarrow's S3 file system reads ``s3://bucket/key``)
+_PYARROW_SCHEMES = {"s3a": "s3", "s3n": "s3"}
+
+
+def pyarrow_uri(uri: str) -> str:
+    """``uri`` as pyarrow's ``FileSystem.from_uri`` names it (``s3a://b/k`` -> ``s3://b/k``)."""
+    scheme, sep, rest = uri.partition("://")
+    return f"{_PYARROW_SCHEMES.get(scheme.lower(), scheme)}{sep}{rest}" if sep else uri
+
+
 def open_fetch(uri: str) -> tuple[Fetch, int]:
     """``(fetch, size)`` for a file at a Hadoop-style URI, read through pyarrow's file systems."""
     from pyarrow import fs as pafs
 
-    filesystem, path = pafs.FileSystem.from_uri(uri)
+    filesystem, path = pafs.FileSystem.from_uri(pyarrow_uri(uri))
     handle = filesystem.open_input_file(path)
 
     def fetch(position: int, length: int) -> bytes:

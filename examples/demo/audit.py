@@ -27,7 +27,7 @@ from rich.table import Table
 
 from outbox.targets.base import TX_ID_PROPERTY
 
-__all__ = ["BASE_SLO", "Audit", "Outcome", "audit", "print_summary", "query",
+__all__ = ["BASE_SLO", "Audit", "Outcome", "audit", "print_spark", "print_summary", "query",
            "spark_available"]
 
 #: the commit-to-broker latency the Spark audit allows a transaction, on top of the demo's
@@ -198,3 +198,15 @@ def print_summary(console: Console, orders: int, answers: collections.Counter[st
     for name, seconds in timings.items():
         table.add_row(f"time: {name}", f"{seconds:.1f}s")
     console.print(table)
+
+
+def print_spark(console: Console, result: str, again: str) -> None:
+    """What the Spark audit said, and the command that judges the same again (when it ran).
+
+    Each is one line whatever the terminal's width (a path or a command to copy is
+    never wrapped or cut), and printed as is (no markup read in paths).
+    """
+    console.print(f"Spark audit: {result}", soft_wrap=True, markup=False, highlight=False)
+    if again:
+        console.print(f"audit it again: {again}", soft_wrap=True, markup=False,
+                      highlight=False)

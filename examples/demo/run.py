@@ -30,6 +30,7 @@ from examples.demo.audit import (
     BASE_SLO,
     Outcome,
     audit,
+    print_spark,
     print_summary,
     query,
     spark_available,
@@ -318,11 +319,7 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
         downtime=downtime, longest=max(supervisor.outages, default=downtime),
         kill_period=kill_period, slo=slo),
         timings)
-    console.print(f"Spark audit: {spark_result}", soft_wrap=True, markup=False,
-                  highlight=False)
-    if spark_again:  # the same judgement again, from a shell (soft_wrap: one line to copy)
-        console.print(f"audit it again: {spark_again}", soft_wrap=True, markup=False,
-                      highlight=False)
+    print_spark(console, spark_result, spark_again)
     for line in result.lines[:20]:
         console.print(f"[red]divergence[/red] {line}")
     rolled_back = len(failed_refs)
