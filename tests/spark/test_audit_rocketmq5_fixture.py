@@ -16,6 +16,8 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +93,18 @@ def test_audit_of_a_tampered_rocketmq5_outbox(spark_session: Any, tmp_path: Path
     by_id = {d["tx_id"]: d["category"] for d in summary["divergent_ids"]}
     assert by_id == {deleted: "phantom", changed: "payload_mismatch",
                      "NEVER-SEEN-BY-THE-BROKER": "lost"}
+
+
+@pytest.mark.timeout(300)
+def test_quiet_prints_no_java_or_spark_warning(tmp_path: Path) -> None:
+    """``--quiet`` in its own process (its own JVM): nothing on stdout, no WARN on stderr."""
+    db = _copy(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "spark.audit_job", "--jdbc-url", f"jdbc:sqlite:{db}",
+         "--commitlog", str(_fixture() / "store"), "--grace", "0", "--slo", "30",
+         "--json", str(tmp_path / "s.json"), "--quiet"],
+        cwd=REPO, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert [line for line in done.stderr.splitlines() if "WARN" in line] == []
+    assert json.loads((tmp_path / "s.json").read_text())["counts"]["ok"] == 360

@@ -84,9 +84,9 @@ def test_audit_runs_on_a_standalone_cluster(cluster: str, tmp_path: Path) -> Non
     shutil.copyfile(FIXTURE / "outbox.sqlite", db)
     summary = tmp_path / "summary.json"
     env = _env(tmp_path)
-    # the executor may have 512 MiB and the worker's one core; ``pyspark-shell`` is how
-    # PySpark reads spark-submit arguments when it starts the driver itself
-    env["PYSPARK_SUBMIT_ARGS"] = ("--conf spark.executor.memory=384m "
+    # the executor gets the worker's 512 MiB (Spark's floor is 450 MiB) and its one core;
+    # ``pyspark-shell``: how PySpark reads spark-submit arguments when it starts the driver
+    env["PYSPARK_SUBMIT_ARGS"] = ("--conf spark.executor.memory=512m "
                                   "--conf spark.cores.max=1 pyspark-shell")
     audit = Process(
         [sys.executable, "-m", "spark.audit_job", "--master", cluster,
