@@ -72,7 +72,7 @@ def open_engine(args: argparse.Namespace) -> Engine:
     """An engine for ``--db`` that has connected once (so failures show up here)."""
     if not args.db:
         raise CommandError("--db URL is required (or set ROCKETBOX_DB_URL)")
-    engine = migrations.engine_for(args.db)
+    engine = migrations.engine_for(migrations.sync_url(args.db, setting="--db"))
     try:
         with engine.connect():
             pass
@@ -117,6 +117,7 @@ def migrate(args: argparse.Namespace) -> int:
     if not args.db:
         raise CommandError("--db URL is required (or set ROCKETBOX_DB_URL)")
     if args.sql:
+        migrations.sync_url(args.db, setting="--db")  # a database rocketbox supports
         revision = args.revision or ("-1" if args.downgrade else "head")
         if args.downgrade and ":" not in revision:
             revision = f"head:{revision}"  # offline, Alembic needs where to start
@@ -289,7 +290,8 @@ def relay(args: argparse.Namespace) -> int:
         if not args.checker and _accepts(run_worker, "checker"):
             extra["checker"] = False
         code: int = run_worker(
-            outbox, celery_broker=args.celery_broker or f"sqla+{args.db}",
+            outbox, celery_broker=args.celery_broker or "sqla+" + outbox.engine.url
+            .render_as_string(hide_password=False),
             celery_backend=args.celery_backend, concurrency=args.concurrency,
             beat=args.beat, loglevel=args.log_level.upper(), **extra)
         return code
