@@ -16,7 +16,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         from outbox.checker import run_checker
-        from outbox.cli_commands import preflight
+        from integrations.django.db import startup_checks
 
         try:
             outbox = state().base_outbox
@@ -31,7 +31,7 @@ class Command(BaseCommand):
             self.stdout.flush()
 
         try:
-            preflight("checker", outbox)
+            startup_checks("checker", outbox)
         except ConfigurationError as exc:
             raise CommandError(str(exc), returncode=2) from None
         run_checker(outbox, on_ready=ready)
