@@ -73,3 +73,14 @@ def test_no_sweeper_and_its_old_name() -> None:
     assert parser.parse_args(["--no-sweeper"]).beat is False
     assert parser.parse_args(["--no-beat"]).beat is False
     assert "--no-sweeper" in parser.format_help() and "--no-beat" not in parser.format_help()
+
+
+@pytest.mark.parametrize("command", ["rocketbox_relay", "rocketbox_checker"])
+@pytest.mark.timeout(60)
+def test_a_malformed_broker_is_one_line_naming_it(command: str) -> None:
+    with override_settings(ROCKETBOX={"BROKER": "nowhere", "CELERY_BROKER": ""}):
+        with pytest.raises(CommandError) as caught:
+            call_command(command)
+    assert caught.value.returncode == 2
+    assert str(caught.value).startswith("ROCKETBOX['BROKER'] = 'nowhere': endpoint 'nowhere' "
+                                        "has no HOST:PORT")

@@ -21,7 +21,7 @@ class Command(BaseCommand):
         try:
             outbox = state().base_outbox
         except ConfigurationError as exc:
-            raise CommandError(str(exc)) from exc
+            raise CommandError(str(exc), returncode=2) from exc
         if int(options.get("verbosity", 1)) > 1:
             logging.basicConfig(level=logging.INFO)
 

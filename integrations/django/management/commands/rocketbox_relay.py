@@ -33,7 +33,7 @@ class Command(BaseCommand):
         try:
             current = state()
         except ConfigurationError as exc:
-            raise CommandError(str(exc)) from exc
+            raise CommandError(str(exc), returncode=2) from exc
         if not current.celery_broker:
             raise CommandError("ROCKETBOX['CELERY_BROKER'] is '': the relay worker needs a "
                                "Celery broker")
