@@ -38,8 +38,8 @@ from outbox.targets.address import parse_broker_address
 
 __all__ = [
     "CommandError",
-    "NotConnected",
     "DatabaseNotReady",
+    "NotConnected",
     "build_outbox",
     "check_database",
     "checker",

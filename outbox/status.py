@@ -298,8 +298,9 @@ def _render_unreachable(status: OutboxStatus, u: BrokerState, console: Console) 
         console.print(Text.assemble(
             ("broker possibly unreachable (stale): ", "bold yellow"),
             f"{u.broker} was reported unreachable since "
-            f"{u.unreachable_since:%Y-%m-%d %H:%M:%S %Z} ({since} ago), but no relay has confirmed it for {evidence} (a "
-            f"relay that cannot reach it says so every 30 s, and clears it once it does): "
+            f"{u.unreachable_since:%Y-%m-%d %H:%M:%S %Z} ({since} ago), but no relay has "
+            f"confirmed it for {evidence} (a relay that cannot reach it says so every 30 s, "
+            f"and clears it once it does): "
             f"the relay that reported it has stopped or uses another broker now. Last "
             f"error: {u.last_error or '-'}"))
         return

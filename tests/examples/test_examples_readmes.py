@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from examples_support import REPO, READY_TIMEOUT, example_env, running
+from examples_support import READY_TIMEOUT, REPO, example_env, running
 from sqlalchemy import create_engine, text
 from support import free_port, wait_until
 

@@ -29,9 +29,9 @@ def _fresh_state() -> Iterator[None]:
 def test_an_unmigrated_database_fails_at_start(command: str, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'empty.sqlite'}"
     with override_settings(ROCKETBOX={"DATABASE_URL": url, "BROKER": f"127.0.0.1:{free_port()}",
-                                      "CELERY_BROKER": f"sqla+sqlite:///{tmp_path / 'c.db'}"}):
-        with pytest.raises(CommandError) as caught:
-            call_command(command)
+                                      "CELERY_BROKER": f"sqla+sqlite:///{tmp_path / 'c.db'}"}), \
+            pytest.raises(CommandError) as caught:
+        call_command(command)
     assert caught.value.returncode == 2
     assert str(caught.value) == (
         f"ROCKETBOX['DATABASE_URL']: {url} has no rocketbox tables (rocketbox_broker_state, "
@@ -46,9 +46,9 @@ def test_an_unreachable_database_fails_at_start_and_is_not_blamed_on_the_broker(
     port = free_port()
     url = f"postgresql+psycopg://app:pw@127.0.0.1:{port}/shop"
     with override_settings(ROCKETBOX={"DATABASE_URL": url,
-                                      "CELERY_BROKER": f"sqla+sqlite:///{tmp_path / 'c.db'}"}):
-        with pytest.raises(CommandError) as caught:
-            call_command(command)
+                                      "CELERY_BROKER": f"sqla+sqlite:///{tmp_path / 'c.db'}"}), \
+            pytest.raises(CommandError) as caught:
+        call_command(command)
     assert caught.value.returncode == 2
     assert str(caught.value) == (
         f"ROCKETBOX['DATABASE_URL']: the database does not answer: cannot connect to "
@@ -59,11 +59,11 @@ def test_an_unreachable_database_fails_at_start_and_is_not_blamed_on_the_broker(
 def test_a_database_behind_the_head_names_the_alias(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'old.sqlite'}"
     migrate.upgrade(url, "0003")
-    with override_settings(ROCKETBOX={"DATABASE_URL": url, "CELERY_BROKER": ""}):
-        with pytest.raises(CommandError, match=r"is at rocketbox migration 0003, this "
-                                               r"rocketbox needs 0004; run `manage.py "
-                                               r"migrate rocketbox`"):
-            call_command("rocketbox_checker")
+    with override_settings(ROCKETBOX={"DATABASE_URL": url, "CELERY_BROKER": ""}), \
+            pytest.raises(CommandError, match=r"is at rocketbox migration 0003, this "
+                                              r"rocketbox needs 0004; run `manage.py "
+                                              r"migrate rocketbox`"):
+        call_command("rocketbox_checker")
 
 
 @pytest.mark.timeout(30)
@@ -78,9 +78,9 @@ def test_no_sweeper_and_its_old_name() -> None:
 @pytest.mark.parametrize("command", ["rocketbox_relay", "rocketbox_checker"])
 @pytest.mark.timeout(60)
 def test_a_malformed_broker_is_one_line_naming_it(command: str) -> None:
-    with override_settings(ROCKETBOX={"BROKER": "nowhere", "CELERY_BROKER": ""}):
-        with pytest.raises(CommandError) as caught:
-            call_command(command)
+    with override_settings(ROCKETBOX={"BROKER": "nowhere", "CELERY_BROKER": ""}), \
+            pytest.raises(CommandError) as caught:
+        call_command(command)
     assert caught.value.returncode == 2
     assert str(caught.value).startswith("ROCKETBOX['BROKER'] = 'nowhere': endpoint 'nowhere' "
                                         "has no HOST:PORT")

@@ -15,8 +15,8 @@ class Command(BaseCommand):
     help = "Answer the broker's check-backs for orphaned halves, until SIGTERM."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from outbox.checker import run_checker
         from integrations.django.db import startup_checks
+        from outbox.checker import run_checker
 
         try:
             outbox = state().base_outbox

@@ -25,8 +25,8 @@ class Command(BaseCommand):
         parser.add_argument("--loglevel", default="INFO")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from outbox.celery import run_worker
         from integrations.django.db import startup_checks
+        from outbox.celery import run_worker
 
         if options["concurrency"] < 1:
             raise CommandError(f"--concurrency must be >= 1, got {options['concurrency']}")
