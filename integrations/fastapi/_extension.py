@@ -86,8 +86,12 @@ class Rocketbox:
         if isinstance(database, AsyncEngine):
             self.engine = database
         else:
+            sync_url(database)  # a database rocketbox supports, before any driver is loaded
             try:
                 self.engine = _create_async_engine(database, **dict(engine_options or {}))
+            except ModuleNotFoundError as exc:
+                raise ConfigurationError(f"database: the async driver is not installed (no "
+                                         f"module {exc.name!r})", setting="database") from exc
             except InvalidRequestError as exc:  # a sync driver in the URL
                 raise ConfigurationError(
                     f"the FastAPI integration needs an async driver (postgresql+asyncpg, "
