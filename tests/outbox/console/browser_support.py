@@ -1,5 +1,7 @@
 """The console tests' browser (:func:`support.browser.chromium`), its console errors, and
-screenshots for docs/console/.
+screenshots: into docs/console/ when ``ROCKETBOX_UPDATE_SCREENSHOTS=1`` (how the README's
+pictures are refreshed), otherwise into a temporary folder, so a test run never changes
+tracked files.
 
 :func:`console_errors` returns the browser console's SEVERE entries since the
 last call.
@@ -7,6 +9,8 @@ last call.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +19,8 @@ from support.browser import chromium
 __all__ = ["chromium", "console_errors", "screenshot"]
 
 REPO = Path(__file__).resolve().parents[3]
-SHOTS = REPO / "docs" / "console"
+SHOTS = (REPO / "docs" / "console" if os.environ.get("ROCKETBOX_UPDATE_SCREENSHOTS") == "1"
+         else Path(tempfile.gettempdir()) / "rocketbox-console-shots")
 
 
 def console_errors(driver: Any) -> list[str]:
@@ -25,7 +30,7 @@ def console_errors(driver: Any) -> list[str]:
 
 
 def screenshot(driver: Any, name: str) -> Path:
-    """The whole page (up to 2400 px tall) as docs/console/NAME.png."""
+    """The whole page (up to 2400 px tall) as NAME.png in :data:`SHOTS`."""
     height = int(driver.execute_script(
         "return Math.max(document.body.scrollHeight, document.documentElement.scrollHeight)"))
     metrics = {"width": 1280, "height": min(max(height, 600), 2400), "deviceScaleFactor": 1,
