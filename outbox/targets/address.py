@@ -13,6 +13,12 @@ all go through it. A bad address raises :class:`BrokerAddressError`, a
 :class:`~outbox.errors.ConfigurationError` and a :class:`ValueError`, naming
 the setting it came from. The access key / secret key are separate settings,
 passed through to either target unchanged (MQv2-HMAC-SHA1 on RocketMQ).
+
+Each kind has :class:`KindTraits`: the facts the outbox may need before any
+broker client is loaded (the modes it supports, whether it has broker_lite's
+native door, which module holds its :class:`~outbox.targets.choose.TargetSupport`).
+A new kind of broker is a new entry here and its modules under
+``outbox/targets/``; nothing outside this package asks which kind it is.
 """
 
 from __future__ import annotations
@@ -22,8 +28,8 @@ from typing import Literal
 
 from outbox.errors import ConfigurationError
 
-__all__ = ["BROKER_LITE", "ROCKETMQ", "BrokerAddress", "BrokerAddressError",
-           "parse_broker_address"]
+__all__ = ["BROKER_LITE", "KINDS", "ROCKETMQ", "BrokerAddress", "BrokerAddressError",
+           "KindTraits", "parse_broker_address"]
 
 Kind = Literal["broker-lite", "rocketmq"]
 
@@ -34,6 +40,35 @@ _SCHEMES: dict[str, tuple[Kind, bool]] = {
     "broker-lite": (BROKER_LITE, False),
     "rocketmq": (ROCKETMQ, False),
     "rocketmqs": (ROCKETMQ, True),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class KindTraits:
+    """What the outbox knows of a kind of broker without loading its client."""
+
+    #: names the kind in errors (``RocketMQ``)
+    title: str
+    #: the module whose ``SUPPORT`` is the kind's :class:`~outbox.targets.choose.TargetSupport`
+    #: (imported on first use: its client may be heavy, as SQLAlchemy loads a dialect)
+    support_module: str
+    #: the ``Outbox.mode`` values it supports
+    modes: frozenset[str]
+    #: the doc page an error points to
+    doc: str
+    #: what a broker_lite-native consumer (``InboxConsumer``) should use instead, or None
+    #: when the kind is served by broker_lite's native door
+    consumer_hint: str | None = None
+
+
+#: the kinds of broker, keyed by kind; a new target adds its entry here
+KINDS: dict[Kind, KindTraits] = {
+    BROKER_LITE: KindTraits("broker_lite", "outbox.targets.broker_lite_support",
+                            frozenset({"outbox", "half_first"}), "docs/targets.md"),
+    ROCKETMQ: KindTraits("RocketMQ", "outbox.targets.rocketmq_support", frozenset({"outbox"}),
+                         "docs/rocketmq.md",
+                         consumer_hint="use outbox.inbox_rocketmq.RocketMQInbox with the "
+                                       "official client's SimpleConsumer"),
 }
 
 
@@ -58,7 +93,32 @@ class BrokerAddress:
 
     @property
     def is_rocketmq(self) -> bool:
+        """Kept for callers outside the library; the library asks :attr:`traits`."""
         return self.kind == ROCKETMQ
+
+    @property
+    def traits(self) -> KindTraits:
+        return KINDS[self.kind]
+
+    def check_mode(self, mode: str) -> None:
+        """Raise :class:`~outbox.errors.ConfigurationError` (``mode``) for a known mode
+        this kind of broker does not support (an unknown mode is the caller's to refuse)."""
+        traits = self.traits
+        if mode in ("outbox", "half_first") and mode not in traits.modes:
+            supported = ", ".join(repr(m) for m in sorted(traits.modes))
+            raise ConfigurationError(
+                f"mode {mode!r} is not supported on {traits.title} ({self}): use mode "
+                f"{supported} ({traits.doc})", setting="mode")
+
+    def native_door(self, user: str) -> str:
+        """broker_lite's ``HOST:PORT`` for ``user`` (a class that speaks only the native door);
+        :class:`~outbox.errors.ConfigurationError` naming the broker for another kind."""
+        hint = self.traits.consumer_hint
+        if hint is not None:
+            raise ConfigurationError(
+                f"{user} consumes from broker_lite's native door; outbox.broker is {self}: "
+                f"{hint}, or pass server=HOST:PORT", setting="broker")
+        return self.native
 
     @property
     def native(self) -> str:
