@@ -4,7 +4,9 @@
 
 1. open the DB transaction and read its PostgreSQL xid
    (``pg_current_xact_id()``);
-2. send the half, carrying the xid in :data:`~outbox.checkback.PG_XID_PROPERTY`
+2. send the half through the target's seam
+   (:class:`~outbox.targets.broker_lite.ProducerSeam` over ``producer``),
+   carrying the xid in :data:`~outbox.checkback.PG_XID_PROPERTY`
    (a failed send rolls back and raises: the work never runs);
 3. run ``fn(session)`` and write the status row (``state=COMMIT``, the
    half's ``tx_id``) in that same transaction, and commit;
