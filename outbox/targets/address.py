@@ -14,9 +14,10 @@ all go through it. A bad address raises :class:`BrokerAddressError`, a
 the setting it came from. The access key / secret key are separate settings,
 passed through to either target unchanged (MQv2-HMAC-SHA1 on RocketMQ).
 
-Each kind has :class:`KindTraits`: the facts the outbox may need before any
-broker client is loaded (the modes it supports, whether it has broker_lite's
-native door, which module holds its :class:`~outbox.targets.choose.TargetSupport`).
+Each kind has :class:`KindTraits` in :data:`KINDS`: its schemes, and the facts
+the outbox may need before any broker client is loaded (the modes it
+supports, whether it has broker_lite's native door, which module holds its
+:class:`~outbox.targets.choose.TargetSupport`).
 A new kind of broker is a new entry here and its modules under
 ``outbox/targets/``; nothing outside this package asks which kind it is.
 """
@@ -28,20 +29,13 @@ from typing import Literal
 
 from outbox.errors import ConfigurationError
 
-__all__ = ["BROKER_LITE", "KINDS", "ROCKETMQ", "BrokerAddress", "BrokerAddressError",
-           "KindTraits", "parse_broker_address"]
+__all__ = ["BROKER_LITE", "DEFAULT_KIND", "KINDS", "ROCKETMQ", "BrokerAddress",
+           "BrokerAddressError", "KindTraits", "parse_broker_address"]
 
 Kind = Literal["broker-lite", "rocketmq"]
 
 BROKER_LITE: Kind = "broker-lite"
 ROCKETMQ: Kind = "rocketmq"
-
-_SCHEMES: dict[str, tuple[Kind, bool]] = {
-    "broker-lite": (BROKER_LITE, False),
-    "rocketmq": (ROCKETMQ, False),
-    "rocketmqs": (ROCKETMQ, True),
-}
-
 
 @dataclass(frozen=True, slots=True)
 class KindTraits:
@@ -49,6 +43,11 @@ class KindTraits:
 
     #: names the kind in errors (``RocketMQ``)
     title: str
+    #: the address's scheme, and the one for TLS (None: the kind has no TLS scheme)
+    scheme: str
+    tls_scheme: str | None
+    #: how the address is written, for the error of a bad one
+    form: str
     #: the module whose ``SUPPORT`` is the kind's :class:`~outbox.targets.choose.TargetSupport`
     #: (imported on first use: its client may be heavy, as SQLAlchemy loads a dialect)
     support_module: str
@@ -56,19 +55,36 @@ class KindTraits:
     modes: frozenset[str]
     #: the doc page an error points to
     doc: str
+    #: the kind takes exactly one endpoint
+    one_endpoint: bool = False
     #: what a broker_lite-native consumer (``InboxConsumer``) should use instead, or None
-    #: when the kind is served by broker_lite's native door
+    #: when the kind is served by broker_lite's native door (then the address is written
+    #: as a bare ``HOST:PORT``, the default kind's)
     consumer_hint: str | None = None
 
 
-#: the kinds of broker, keyed by kind; a new target adds its entry here
+#: the kinds of broker, keyed by kind, the default first; a new target adds its entry
+#: here (and its name to :data:`Kind`)
 KINDS: dict[Kind, KindTraits] = {
-    BROKER_LITE: KindTraits("broker_lite", "outbox.targets.broker_lite_support",
-                            frozenset({"outbox", "half_first"}), "docs/targets.md"),
-    ROCKETMQ: KindTraits("RocketMQ", "outbox.targets.rocketmq_support", frozenset({"outbox"}),
-                         "docs/rocketmq.md",
-                         consumer_hint="use outbox.inbox_rocketmq.RocketMQInbox with the "
-                                       "official client's SimpleConsumer"),
+    BROKER_LITE: KindTraits(
+        "broker_lite", "broker-lite", None,
+        "HOST:PORT (broker_lite), broker-lite://HOST:PORT",
+        "outbox.targets.broker_lite_support", frozenset({"outbox", "half_first"}),
+        "docs/targets.md", one_endpoint=True),
+    ROCKETMQ: KindTraits(
+        "RocketMQ", "rocketmq", "rocketmqs",
+        "rocketmq://HOST:PORT[,HOST:PORT...] (RocketMQ 5 proxies; rocketmqs:// for TLS)",
+        "outbox.targets.rocketmq_support", frozenset({"outbox"}), "docs/rocketmq.md",
+        consumer_hint="use outbox.inbox_rocketmq.RocketMQInbox with the official client's "
+                      "SimpleConsumer"),
+}
+#: the default kind: a bare ``HOST:PORT``
+DEFAULT_KIND: Kind = BROKER_LITE
+
+_SCHEMES: dict[str, tuple[Kind, bool]] = {
+    scheme: (kind, tls)
+    for kind, traits in KINDS.items()
+    for scheme, tls in ((traits.scheme, False), (traits.tls_scheme, True)) if scheme
 }
 
 
@@ -76,10 +92,9 @@ class BrokerAddressError(ConfigurationError, ValueError):
     """A broker address that cannot be parsed; ``setting`` names where it came from."""
 
     def __init__(self, setting: str, value: str, problem: str) -> None:
-        super().__init__(
-            f"{setting} = {value!r}: {problem}; expected HOST:PORT (broker_lite), "
-            "broker-lite://HOST:PORT or rocketmq://HOST:PORT[,HOST:PORT...] "
-            "(RocketMQ 5 proxies; rocketmqs:// for TLS)", setting=setting)
+        forms = " or ".join(traits.form for traits in KINDS.values())
+        super().__init__(f"{setting} = {value!r}: {problem}; expected {forms}",
+                         setting=setting)
         self.value = value
 
 
@@ -131,9 +146,10 @@ class BrokerAddress:
         return [f"{host}:{port}" for host, port in self.endpoints]
 
     def __str__(self) -> str:
-        if self.kind == BROKER_LITE:
+        if self.kind == DEFAULT_KIND:
             return self.native
-        scheme = "rocketmqs" if self.tls else "rocketmq"
+        traits = self.traits
+        scheme = traits.tls_scheme if self.tls and traits.tls_scheme else traits.scheme
         return f"{scheme}://" + ",".join(self.endpoint_strings())
 
 
@@ -155,7 +171,7 @@ def parse_broker_address(value: object, *, setting: str = "broker") -> BrokerAdd
     text = value.strip()
     scheme, sep, rest = text.partition("://")
     if not sep:
-        scheme, rest = BROKER_LITE, text
+        scheme, rest = KINDS[DEFAULT_KIND].scheme, text
     if scheme not in _SCHEMES:
         raise BrokerAddressError(setting, value, f"unknown scheme {scheme!r}")
     kind, tls = _SCHEMES[scheme]
@@ -163,8 +179,9 @@ def parse_broker_address(value: object, *, setting: str = "broker") -> BrokerAdd
     if any(not p.strip() for p in parts):
         raise BrokerAddressError(setting, value, "an endpoint is empty")
     endpoints = tuple(_endpoint(setting, value, p) for p in parts)
-    if kind == BROKER_LITE and len(endpoints) > 1:
-        raise BrokerAddressError(setting, value, "broker_lite takes exactly one HOST:PORT")
+    if KINDS[kind].one_endpoint and len(endpoints) > 1:
+        raise BrokerAddressError(setting, value,
+                                 f"{KINDS[kind].title} takes exactly one HOST:PORT")
     if len(set(endpoints)) != len(endpoints):
         raise BrokerAddressError(setting, value, "an endpoint is listed twice")
     return BrokerAddress(kind, endpoints, tls)
