@@ -64,6 +64,7 @@ lint: venv
 	$(VENV)/bin/mypy --strict -p examples.demo
 	MYPYPATH=tests $(VENV)/bin/mypy --strict bench
 	$(VENV)/bin/lint-imports --no-cache
+	$(VENV_PY) -m pytest -q -p no:cacheprovider tests/test_target_seam.py  # no broker branch outside outbox/targets
 
 ## demo: the end-to-end demo on embedded defaults (with Java: the JDBC jars its Spark audit reads)
 demo: venv

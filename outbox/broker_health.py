@@ -2,8 +2,10 @@
 
 A wrong host name, wrong credentials or an account without permissions are
 not outages: retrying never helps, and a relay that printed "ready" and then
-retried forever hid them. :func:`probe` connects once, as the relay and the
-checker will, and tells them apart:
+retried forever hid them. :func:`probe` asks the outbox's target to connect
+once, as the relay and the checker will, and tell them apart
+(broker_lite: :func:`outbox.targets.broker_lite_support.probe`; RocketMQ 5:
+:func:`outbox.targets.rocketmq.probe`):
 
 - **configuration** (raise :class:`~outbox.errors.ConfigurationError`, one
   line naming the setting; the commands exit 2): the host name does not
@@ -24,7 +26,6 @@ alone.
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -33,70 +34,26 @@ from datetime import UTC, datetime
 from sqlalchemy import Connection, Engine, inspect, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from broker_lite.client import Producer
-from broker_lite.errors import BrokerError, NoPermissionError, UnauthorizedError
 from outbox.config import Outbox
-from outbox.errors import ConfigurationError
 from outbox.models import aware
 from outbox.models import broker_state_table as b
+from outbox.targets.choose import support_for
 
 __all__ = ["BrokerState", "note_reachable", "note_unreachable", "pass_failed",
            "pass_went_through", "probe", "read_broker_states"]
 
 log = logging.getLogger("rocketbox.relay")
 
-#: getaddrinfo answers that say the name does not exist (not "try again")
-_NO_SUCH_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
-
 
 def probe(outbox: Outbox, *, group: str | None = None) -> Exception | None:
     """Connect to the broker once; raise for a configuration error, return a transient one.
 
-    ``group`` is the producer group to connect as (default: the relay's,
-    ``<producer_group>-relay``). Returns None when the broker answered.
+    ``group`` is the producer group to connect as, where the broker has one
+    (default: the relay's, ``<producer_group>-relay``). Returns None when the
+    broker answered. The target does it
+    (:meth:`~outbox.targets.choose.TargetSupport.probe`).
     """
-    if outbox.target_address.is_rocketmq:
-        # loaded for a rocketmq:// address only (outbox.targets.choose says why)
-        from outbox.targets import rocketmq
-        return rocketmq.probe(outbox)
-    producer = Producer(group or outbox.producer_group + "-relay", outbox.broker,
-                        access_key=outbox.access_key, secret_key=outbox.secret_key,
-                        timeout=outbox.relay.broker_timeout)
-    try:
-        producer.start()
-        producer.shutdown()
-    except UnauthorizedError as exc:
-        keys = ("--access-key/--secret-key" if outbox.access_key or outbox.secret_key
-                else "no --access-key/--secret-key given")
-        raise ConfigurationError(
-            f"broker {outbox.broker} refused the credentials ({keys}): {exc}",
-            setting="access_key, secret_key") from None
-    except NoPermissionError as exc:
-        raise ConfigurationError(
-            f"broker {outbox.broker} refused the account for producer group "
-            f"{outbox.producer_group!r} (--access-key, --group; the broker's ACL): {exc}",
-            setting="producer_group",
-        ) from None
-    except BrokerError as exc:
-        resolve = _resolve_error(exc)
-        if resolve is not None and resolve.errno in _NO_SUCH_HOST:
-            host = outbox.broker.rpartition(":")[0]
-            raise ConfigurationError(
-                f"--broker {outbox.broker}: host {host!r} does not resolve "
-                f"({resolve.strerror})", setting="broker") from None
-        return exc
-    return None
-
-
-def _resolve_error(exc: BaseException) -> socket.gaierror | None:
-    seen: BaseException | None = exc
-    for _ in range(10):  # the cause chain, bounded
-        if seen is None:
-            return None
-        if isinstance(seen, socket.gaierror):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
+    return support_for(outbox).probe(outbox, group=group)
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,10 +94,7 @@ class Outbox:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "broker", str(parse_broker_address(self.broker)))
-        if self.mode == "half_first" and self.target_address.is_rocketmq:
-            raise ConfigurationError(
-                f"mode 'half_first' is not supported on RocketMQ ({self.broker}): use mode "
-                "'outbox' (docs/rocketmq.md)", setting="mode")
+        self.target_address.check_mode(self.mode)  # the target says which modes it takes
         if not self.producer_group:
             raise ConfigurationError("producer_group must not be empty", setting="producer_group")
         if self.max_body_size < 1:

@@ -4,7 +4,9 @@
 
 1. open the DB transaction and read its PostgreSQL xid
    (``pg_current_xact_id()``);
-2. send the half, carrying the xid in :data:`~outbox.checkback.PG_XID_PROPERTY`
+2. send the half through the target's seam
+   (:class:`~outbox.targets.broker_lite.ProducerSeam` over ``producer``),
+   carrying the xid in :data:`~outbox.checkback.PG_XID_PROPERTY`
    (a failed send rolls back and raises: the work never runs);
 3. run ``fn(session)`` and write the status row (``state=COMMIT``, the
    half's ``tx_id``) in that same transaction, and commit;
@@ -49,13 +51,13 @@ from broker_lite.client import (
     TransactionProducer,
 )
 from outbox.checkback import PG_XID_PROPERTY
-from outbox.checker import answer_check
 from outbox.config import Outbox
 from outbox.ending import end_then_mark
 from outbox.models import transaction_table as t
 from outbox.publish import new_tx_id, publish
 from outbox.targets.base import HalfStored, LeftToCheckBack, TxEnd, TxEnded, TxState
-from outbox.targets.broker_lite import producer_ender
+from outbox.targets.broker_lite import ProducerSeam
+from outbox.targets.broker_lite_checkback import answer_check
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -141,14 +143,13 @@ def _commit(outbox: Outbox, session: Session, tx_id: str,
     return COMMIT
 
 
-def _end(outbox: Outbox, producer: TransactionProducer, tx_id: str,
-         state: LocalTransactionState, half: SendResult, celery_app: Celery | None) -> str | None:
+def _end(outbox: Outbox, seam: ProducerSeam, state: LocalTransactionState, half: HalfStored,
+         celery_app: Celery | None) -> str | None:
     """End the transaction (or enqueue that); returns the outcome, None if nothing was done."""
     if state is UNKNOWN:
         return None
-    end = TxEnd(HalfStored(tx_id, half.topic, half.commit_log_offset, half.queue_offset,
-                           half.msg_id, half.transaction_id or ""), _STATE_NAMES[state])
-    outcomes = end_then_mark(outbox, [end], producer_ender(producer), celery_app=celery_app)
+    end = TxEnd(half, _STATE_NAMES[state])
+    outcomes = end_then_mark(outbox, [end], seam.end_transactions, celery_app=celery_app)
     if outcomes is None or isinstance(outcomes, str):
         return outcomes
     [outcome] = outcomes
@@ -171,6 +172,7 @@ def send_in_transaction(outbox: Outbox, producer: TransactionProducer, message: 
         log.warning("producer group %r is not the outbox's %r: check-backs go elsewhere",
                     producer.group, outbox.producer_group)
     tx_id = message.msg_id or new_tx_id()
+    seam = ProducerSeam(producer)  # sends and ends go through the target's seam
     with outbox.sessionmaker()() as session:
         session.begin()
         xid = _current_xid(session)
@@ -178,21 +180,21 @@ def send_in_transaction(outbox: Outbox, producer: TransactionProducer, message: 
         if xid is not None:
             properties[PG_XID_PROPERTY] = str(xid)
         try:
-            half = producer.send_half(message.replace(msg_id=tx_id, properties=properties))
+            half, sent = seam.send_half(message.replace(properties=properties), tx_id=tx_id)
         except BaseException:
             session.rollback()
             raise
         try:
             value = fn(session)
-            _write_status(outbox, session, message, tx_id, half.commit_log_offset)
+            _write_status(outbox, session, message, tx_id, half.half_offset)
         except BaseException:
             session.rollback()
             log.info("local transaction %s failed: ROLLBACK", tx_id, extra={"tx_id": tx_id})
-            _end(outbox, producer, tx_id, ROLLBACK, half, celery_app)
+            _end(outbox, seam, ROLLBACK, half, celery_app)
             raise
         state = _commit(outbox, session, tx_id, xid)
-    outcome = _end(outbox, producer, tx_id, state, half, celery_app)
-    return HalfFirstResult(tx_id=tx_id, state=state, half=half,
+    outcome = _end(outbox, seam, state, half, celery_app)
+    return HalfFirstResult(tx_id=tx_id, state=state, half=sent,
                            value=value if state is COMMIT else None, end_outcome=outcome)
 
 

@@ -44,7 +44,7 @@ from outbox.config import Outbox
 from outbox.errors import ConfigurationError
 from outbox.metrics import observe_inbox_duplicate
 from outbox.models import inbox_table
-from outbox.targets.base import TX_ID_PROPERTY
+from outbox.targets.base import dedupe_key
 from outbox.tracing import consumer_span
 
 __all__ = ["Handler", "InboxConsumer", "consumer", "inbox_key", "process_once"]
@@ -63,8 +63,7 @@ def inbox_key(message: Any) -> str:
     row); a message without it falls back to its ``dedupe_key`` (broker_lite:
     the transaction id, which the relay makes the ``tx_id``).
     """
-    key = message.properties.get(TX_ID_PROPERTY)
-    return str(key) if key else str(message.dedupe_key)
+    return dedupe_key(message)  # the target seam reads it
 
 
 def process_once(sessions: sessionmaker[Session], group: str, key: str,
@@ -123,12 +122,9 @@ class InboxConsumer:
             assert outbox is not None
             engine = outbox.engine
         self.engine: Engine = engine
-        if server is None and outbox is not None and outbox.target_address.is_rocketmq:
-            raise ConfigurationError(
-                f"InboxConsumer consumes from broker_lite's native door; outbox.broker is "
-                f"{outbox.broker}: use outbox.inbox_rocketmq.RocketMQInbox with the official "
-                "client's SimpleConsumer, or pass server=HOST:PORT")
-        address = server or (outbox.broker if outbox is not None else None)
+        # the target says whether outbox.broker is a native door, and what to use if not
+        address = server or (outbox.target_address.native_door("InboxConsumer")
+                             if outbox is not None else None)
         if address is None:
             raise ConfigurationError("InboxConsumer needs server= (HOST:PORT) or outbox=")
         self.server: str = address

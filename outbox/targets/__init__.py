@@ -3,6 +3,11 @@
 :mod:`outbox.targets.base` is the seam (docs/targets.md),
 :mod:`outbox.targets.runner` its sync face, and
 :mod:`outbox.targets.broker_lite` broker_lite's native door.
+:mod:`outbox.targets.address` registers the kinds of broker and
+:mod:`outbox.targets.choose` loads a kind's ``TargetSupport`` (its publisher,
+start-up probe and check-back responder): everything broker-specific lives in
+this package, and nothing outside it asks which broker it is
+(``tests/test_target_seam.py``).
 """
 
 from __future__ import annotations

@@ -13,6 +13,13 @@ all go through it. A bad address raises :class:`BrokerAddressError`, a
 :class:`~outbox.errors.ConfigurationError` and a :class:`ValueError`, naming
 the setting it came from. The access key / secret key are separate settings,
 passed through to either target unchanged (MQv2-HMAC-SHA1 on RocketMQ).
+
+Each kind has :class:`KindTraits` in :data:`KINDS`: its schemes, and the facts
+the outbox may need before any broker client is loaded (the modes it
+supports, whether it has broker_lite's native door, which module holds its
+:class:`~outbox.targets.choose.TargetSupport`).
+A new kind of broker is a new entry here and its modules under
+``outbox/targets/``; nothing outside this package asks which kind it is.
 """
 
 from __future__ import annotations
@@ -22,18 +29,62 @@ from typing import Literal
 
 from outbox.errors import ConfigurationError
 
-__all__ = ["BROKER_LITE", "ROCKETMQ", "BrokerAddress", "BrokerAddressError",
-           "parse_broker_address"]
+__all__ = ["BROKER_LITE", "DEFAULT_KIND", "KINDS", "ROCKETMQ", "BrokerAddress",
+           "BrokerAddressError", "KindTraits", "parse_broker_address"]
 
 Kind = Literal["broker-lite", "rocketmq"]
 
 BROKER_LITE: Kind = "broker-lite"
 ROCKETMQ: Kind = "rocketmq"
 
+@dataclass(frozen=True, slots=True)
+class KindTraits:
+    """What the outbox knows of a kind of broker without loading its client."""
+
+    #: names the kind in errors (``RocketMQ``)
+    title: str
+    #: the address's scheme, and the one for TLS (None: the kind has no TLS scheme)
+    scheme: str
+    tls_scheme: str | None
+    #: how the address is written, for the error of a bad one
+    form: str
+    #: the module whose ``SUPPORT`` is the kind's :class:`~outbox.targets.choose.TargetSupport`
+    #: (imported on first use: its client may be heavy, as SQLAlchemy loads a dialect)
+    support_module: str
+    #: the ``Outbox.mode`` values it supports
+    modes: frozenset[str]
+    #: the doc page an error points to
+    doc: str
+    #: the kind takes exactly one endpoint
+    one_endpoint: bool = False
+    #: what a broker_lite-native consumer (``InboxConsumer``) should use instead, or None
+    #: when the kind is served by broker_lite's native door (then the address is written
+    #: as a bare ``HOST:PORT``, the default kind's)
+    consumer_hint: str | None = None
+
+
+#: the kinds of broker, keyed by kind, the default first; a new target adds its entry
+#: here (and its name to :data:`Kind`)
+KINDS: dict[Kind, KindTraits] = {
+    BROKER_LITE: KindTraits(
+        "broker_lite", "broker-lite", None,
+        "HOST:PORT (broker_lite), broker-lite://HOST:PORT",
+        "outbox.targets.broker_lite_support", frozenset({"outbox", "half_first"}),
+        "docs/targets.md", one_endpoint=True),
+    ROCKETMQ: KindTraits(
+        "RocketMQ", "rocketmq", "rocketmqs",
+        "rocketmq://HOST:PORT[,HOST:PORT...] (RocketMQ 5 proxies; rocketmqs:// for TLS)",
+        "outbox.targets.rocketmq_support", frozenset({"outbox"}), "docs/rocketmq.md",
+        consumer_hint="use outbox.inbox_rocketmq.RocketMQInbox with the official client's "
+                      "SimpleConsumer"),
+}
+#: the default kind: a bare ``HOST:PORT``
+DEFAULT_KIND: Kind = BROKER_LITE
+
 _SCHEMES: dict[str, tuple[Kind, bool]] = {
-    "broker-lite": (BROKER_LITE, False),
-    "rocketmq": (ROCKETMQ, False),
-    "rocketmqs": (ROCKETMQ, True),
+    scheme: (kind, tls)
+    for kind, traits in KINDS.items()
+    for scheme, tls in ((traits.scheme, False), (traits.tls_scheme, True)) if scheme
 }
 
 
@@ -41,10 +92,9 @@ class BrokerAddressError(ConfigurationError, ValueError):
     """A broker address that cannot be parsed; ``setting`` names where it came from."""
 
     def __init__(self, setting: str, value: str, problem: str) -> None:
-        super().__init__(
-            f"{setting} = {value!r}: {problem}; expected HOST:PORT (broker_lite), "
-            "broker-lite://HOST:PORT or rocketmq://HOST:PORT[,HOST:PORT...] "
-            "(RocketMQ 5 proxies; rocketmqs:// for TLS)", setting=setting)
+        forms = " or ".join(traits.form for traits in KINDS.values())
+        super().__init__(f"{setting} = {value!r}: {problem}; expected {forms}",
+                         setting=setting)
         self.value = value
 
 
@@ -58,7 +108,32 @@ class BrokerAddress:
 
     @property
     def is_rocketmq(self) -> bool:
+        """Kept for callers outside the library; the library asks :attr:`traits`."""
         return self.kind == ROCKETMQ
+
+    @property
+    def traits(self) -> KindTraits:
+        return KINDS[self.kind]
+
+    def check_mode(self, mode: str) -> None:
+        """Raise :class:`~outbox.errors.ConfigurationError` (``mode``) for a known mode
+        this kind of broker does not support (an unknown mode is the caller's to refuse)."""
+        traits = self.traits
+        if mode in ("outbox", "half_first") and mode not in traits.modes:
+            supported = ", ".join(repr(m) for m in sorted(traits.modes))
+            raise ConfigurationError(
+                f"mode {mode!r} is not supported on {traits.title} ({self}): use mode "
+                f"{supported} ({traits.doc})", setting="mode")
+
+    def native_door(self, user: str) -> str:
+        """broker_lite's ``HOST:PORT`` for ``user`` (a class that speaks only the native door);
+        :class:`~outbox.errors.ConfigurationError` naming the broker for another kind."""
+        hint = self.traits.consumer_hint
+        if hint is not None:
+            raise ConfigurationError(
+                f"{user} consumes from broker_lite's native door; outbox.broker is {self}: "
+                f"{hint}, or pass server=HOST:PORT", setting="broker")
+        return self.native
 
     @property
     def native(self) -> str:
@@ -71,9 +146,10 @@ class BrokerAddress:
         return [f"{host}:{port}" for host, port in self.endpoints]
 
     def __str__(self) -> str:
-        if self.kind == BROKER_LITE:
+        if self.kind == DEFAULT_KIND:
             return self.native
-        scheme = "rocketmqs" if self.tls else "rocketmq"
+        traits = self.traits
+        scheme = traits.tls_scheme if self.tls and traits.tls_scheme else traits.scheme
         return f"{scheme}://" + ",".join(self.endpoint_strings())
 
 
@@ -95,7 +171,7 @@ def parse_broker_address(value: object, *, setting: str = "broker") -> BrokerAdd
     text = value.strip()
     scheme, sep, rest = text.partition("://")
     if not sep:
-        scheme, rest = BROKER_LITE, text
+        scheme, rest = KINDS[DEFAULT_KIND].scheme, text
     if scheme not in _SCHEMES:
         raise BrokerAddressError(setting, value, f"unknown scheme {scheme!r}")
     kind, tls = _SCHEMES[scheme]
@@ -103,8 +179,9 @@ def parse_broker_address(value: object, *, setting: str = "broker") -> BrokerAdd
     if any(not p.strip() for p in parts):
         raise BrokerAddressError(setting, value, "an endpoint is empty")
     endpoints = tuple(_endpoint(setting, value, p) for p in parts)
-    if kind == BROKER_LITE and len(endpoints) > 1:
-        raise BrokerAddressError(setting, value, "broker_lite takes exactly one HOST:PORT")
+    if KINDS[kind].one_endpoint and len(endpoints) > 1:
+        raise BrokerAddressError(setting, value,
+                                 f"{KINDS[kind].title} takes exactly one HOST:PORT")
     if len(set(endpoints)) != len(endpoints):
         raise BrokerAddressError(setting, value, "an endpoint is listed twice")
     return BrokerAddress(kind, endpoints, tls)

@@ -28,18 +28,33 @@ docs/targets.md is the contract in prose; in short:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import msgspec
 
 from outbox.errors import RowRefusedError
 
 __all__ = ["TX_ID_PROPERTY", "EndOutcome", "HalfOutcome", "HalfStored", "LeftToCheckBack",
-           "OutgoingMessage", "Publisher", "Target", "TxEnd", "TxEnded", "TxState"]
+           "OutgoingMessage", "Publisher", "Target", "TxEnd", "TxEnded", "TxState", "dedupe_key"]
 
 #: the user property a target puts the row's ``tx_id`` in, where the broker has no
 #: better place for it (RocketMQ 5); the inbox de-duplicates on it
 TX_ID_PROPERTY = "ROCKETBOX_TX_ID"
+
+
+
+def dedupe_key(message: Any) -> str:
+    """What a consumer de-duplicates a delivered ``message`` on: its row's ``tx_id``.
+
+    Every target puts it in the :data:`TX_ID_PROPERTY` property (on RocketMQ
+    the message id is the half's UNIQ_KEY, one per half, not per row); a
+    message without it (one another producer sent to broker_lite) falls back
+    to the broker's own ``dedupe_key`` (broker_lite: the transaction id, which
+    the relay makes the ``tx_id``).
+    """
+    key = message.properties.get(TX_ID_PROPERTY)
+    return str(key) if key else str(message.dedupe_key)
+
 
 #: how a row's transaction ends (``UNKNOWN``: not now, the broker's check-back decides)
 TxState = Literal["COMMIT", "ROLLBACK", "UNKNOWN"]

@@ -30,6 +30,7 @@ from broker_lite.client import (
     SendResult,
     TransactionEnd,
     TransactionEndResult,
+    TransactionProducer,
 )
 from broker_lite.errors import (
     BrokerError,
@@ -54,8 +55,8 @@ from outbox.targets.base import (
 from outbox.targets.runner import TargetPublisher
 
 __all__ = ["RECONNECT_MAX_DELAY", "RECONNECT_WAIT", "BrokerLitePublisher", "BrokerLiteTarget",
-           "broker_client_config", "end_outcomes", "producer_ender", "refused", "row_fault",
-           "transaction_ends"]
+           "ProducerSeam", "broker_client_config", "end_outcomes", "producer_ender", "refused",
+           "row_fault", "transaction_ends"]
 
 log = logging.getLogger("rocketbox.relay")
 ItemT = TypeVar("ItemT")
@@ -201,6 +202,32 @@ def producer_ender(producer: Producer) -> Ender:
     return end
 
 
+class ProducerSeam:
+    """``half_first``'s seam over the seed API's started sync
+    :class:`~broker_lite.client.TransactionProducer` (whose listener answers check-backs).
+
+    :meth:`send_half` stores one half and answers the seam's
+    :class:`~outbox.targets.base.HalfStored` with the client's ``SendResult``
+    (what ``HalfFirstResult.half`` reports); a half the broker did not store
+    raises the broker's error. :meth:`end_transactions` is :func:`producer_ender`.
+    """
+
+    def __init__(self, producer: TransactionProducer) -> None:
+        self.producer = producer
+        self.group = producer.group
+        self.description = f"broker_lite at {producer.config.server}"
+        self.end_transactions = producer_ender(producer)
+
+    def send_half(self, message: Message, *, tx_id: str) -> tuple[HalfStored, SendResult]:
+        result = self.producer.send_half(message.replace(msg_id=tx_id))
+        return _stored_half(tx_id, message.topic, result), result
+
+
+def _stored_half(tx_id: str, topic: str, result: SendResult) -> HalfStored:
+    return HalfStored(tx_id, topic, result.commit_log_offset, result.queue_offset,
+                      result.msg_id, result.transaction_id or "")
+
+
 def _message(msg: OutgoingMessage) -> Message | BrokerError:
     """The half to send for ``msg``, or why the broker could not take it."""
     try:
@@ -211,8 +238,7 @@ def _message(msg: OutgoingMessage) -> Message | BrokerError:
 
 
 def _stored(msg: OutgoingMessage, result: SendResult) -> HalfStored:
-    return HalfStored(msg.tx_id, msg.topic, result.commit_log_offset, result.queue_offset,
-                      result.msg_id, result.transaction_id or "")
+    return _stored_half(msg.tx_id, msg.topic, result)
 
 
 async def _through(request: Awaitable[ResultT]) -> ResultT:

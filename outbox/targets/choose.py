@@ -1,17 +1,62 @@
-"""The publisher for an outbox's broker address: broker_lite's or RocketMQ 5's.
+"""The one place that picks what a broker address needs: a registry of target kinds.
 
-``Outbox.broker``'s scheme (:mod:`outbox.targets.address`) picks the target;
-everything that relays (the Celery app, Django, Flask, the CLI) asks here, so
-moving to Apache RocketMQ is a change of that one setting.
+``Outbox.broker``'s scheme (:mod:`outbox.targets.address`) names a kind; each
+kind's :class:`~outbox.targets.address.KindTraits` names the module whose
+``SUPPORT`` (a :class:`TargetSupport`) does everything broker-specific the
+outbox needs besides sending and ending through the seam: the publisher, the
+start-up probe, and the check-back responder. The module is imported on first
+use, as SQLAlchemy loads a dialect for its URL's scheme, so the official
+RocketMQ client (grpc, its OpenTelemetry exporters) is loaded for a
+``rocketmq://`` address only. Everything that relays or answers check-backs
+(the Celery app, Django, Flask, the CLI, ``rocketbox checker``) asks here, so
+moving to Apache RocketMQ is a change of that one setting, and a new kind of
+broker is a new entry in :data:`~outbox.targets.address.KINDS` and its modules
+under ``outbox/targets/``.
 """
 
 from __future__ import annotations
 
-from outbox.config import Outbox
-from outbox.targets.base import Publisher
-from outbox.targets.broker_lite import BrokerLitePublisher
+import importlib
+import threading
+from collections.abc import Callable
+from typing import Protocol
 
-__all__ = ["publisher_for"]
+from outbox.config import Outbox
+from outbox.targets.address import KINDS, Kind
+from outbox.targets.base import Publisher
+
+__all__ = ["TargetSupport", "publisher_for", "support_for"]
+
+
+class TargetSupport(Protocol):
+    """What a kind of broker does for the outbox beyond the :class:`~outbox.targets.base.Target`
+    seam itself (docs/targets.md, "Writing a target")."""
+
+    def publisher(self, outbox: Outbox) -> Publisher:
+        """The sync publisher the relay uses (its target on a loop thread)."""
+        ...
+
+    def probe(self, outbox: Outbox, *, group: str | None = None) -> Exception | None:
+        """Reach the broker once: raise :class:`~outbox.errors.ConfigurationError` for a setup
+        that can never work, return an outage (to retry), None when it answered."""
+        ...
+
+    def serve_checkbacks(self, outbox: Outbox, stop: threading.Event,
+                         on_ready: Callable[[], None] | None, *, threads: int,
+                         retry_interval: float) -> None:
+        """Answer the broker's check-backs from the status table until ``stop`` is set
+        (by :func:`outbox.checkback.answer_checkback`); ``on_ready`` once serving."""
+        ...
+
+
+def support_for(outbox: Outbox) -> TargetSupport:
+    """The :class:`TargetSupport` of ``outbox.broker``'s kind (its module loaded now)."""
+    return _support(outbox.target_address.kind)
+
+
+def _support(kind: Kind) -> TargetSupport:
+    support: TargetSupport = importlib.import_module(KINDS[kind].support_module).SUPPORT
+    return support
 
 
 def publisher_for(outbox: Outbox) -> Publisher:
@@ -20,11 +65,4 @@ def publisher_for(outbox: Outbox) -> Publisher:
     On RocketMQ the relay's producer answers the check-backs the proxy routes
     to it from the status table, as ``rocketbox checker`` does.
     """
-    if outbox.target_address.is_rocketmq:
-        # the official RocketMQ client (grpc, its OpenTelemetry exporters) is loaded only
-        # for a rocketmq:// address, as SQLAlchemy loads a dialect for its URL's scheme
-        from outbox.targets.rocketmq import RocketMQTarget
-        from outbox.targets.rocketmq_checkback import StatusTableChecker
-        from outbox.targets.runner import TargetPublisher
-        return TargetPublisher(RocketMQTarget(outbox, checker=StatusTableChecker(outbox)))
-    return BrokerLitePublisher(outbox)
+    return support_for(outbox).publisher(outbox)

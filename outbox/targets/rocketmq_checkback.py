@@ -23,56 +23,72 @@ RocketMQ's transaction id for it):
 * no row: :func:`~outbox.checkback.check_state` (the writing transaction's
   fate, or the half's age past ``local_tx_timeout``).
 
+These are RocketMQ's own rules (:func:`per_half`), run first by the one
+check-back rule set every target shares (:func:`outbox.checkback.answer_checkback`),
+which also ages the half by the broker's store time, counts the answer
+(``observe_checkback``) and logs it, a malformed xid included.
 :class:`StatusTableChecker` is the official client's ``TransactionChecker``
 doing that; :mod:`outbox.targets.rocketmq_responder` runs it.
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from rocketmq import Message, TransactionChecker, TransactionResolution
 from sqlalchemy import select
 
-from outbox.checkback import PG_XID_PROPERTY, CheckAnswer, check_state
+from outbox.checkback import (
+    PG_XID_PROPERTY,
+    CheckAnswer,
+    CheckQuestion,
+    HalfRule,
+    answer_checkback,
+)
 from outbox.config import Outbox
 from outbox.models import aware
 from outbox.models import transaction_table as t
 from outbox.targets.base import TX_ID_PROPERTY
 
-__all__ = ["StatusTableChecker", "answer_half", "handed_off"]
-
-log = logging.getLogger("rocketbox.checker")
+__all__ = ["RULES", "StatusTableChecker", "answer_half", "handed_off", "per_half",
+           "question_of"]
 
 _RESOLUTIONS = {"COMMIT": TransactionResolution.COMMIT,
                 "ROLLBACK": TransactionResolution.ROLLBACK}
 
 
-def answer_half(outbox: Outbox, tx_id: str, message_id: str, *, pg_xid: int | None,
-                half_age_seconds: float, now: datetime | None = None) -> CheckAnswer:
-    """What the status table says about the half ``message_id`` of row ``tx_id``."""
+def per_half(outbox: Outbox, question: CheckQuestion, now: datetime) -> CheckAnswer | None:
+    """RocketMQ's rules for the half ``question.half_id`` of its row (module doc);
+    None when the rules every target shares decide."""
     with outbox.engine.connect() as conn:
         row = conn.execute(select(t.c.state, t.c.half_message_id, t.c.relayed_at,
                                   t.c.commit_offset)
-                           .where(t.c.tx_id == tx_id)).first()
-    if row is not None and row.half_message_id is not None \
-            and row.half_message_id != message_id:
+                           .where(t.c.tx_id == question.tx_id)).first()
+    if row is None:
+        return None
+    if row.half_message_id is not None and row.half_message_id != question.half_id:
         return CheckAnswer("ROLLBACK", f"another half ({row.half_message_id}) is the row's")
-    if row is not None and row.half_message_id is None and row.state != "ROLLBACK":
+    if row.half_message_id is None and row.state != "ROLLBACK":
         return CheckAnswer("UNKNOWN", "the row has recorded no half yet")
-    if row is not None and row.state == "COMMIT" and handed_off(row.relayed_at,
-                                                                row.commit_offset):
-        since = ((now or datetime.now(UTC)) - aware(row.relayed_at)).total_seconds()
+    if row.state == "COMMIT" and handed_off(row.relayed_at, row.commit_offset):
+        since = (now - aware(row.relayed_at)).total_seconds()
         if since < outbox.handoff_window:
             return CheckAnswer("ROLLBACK", f"the proxy took this half's COMMIT {since:.1f}s "
                                            f"ago (< handoff_window {outbox.handoff_window:g}s):"
                                            " its op record may not be written yet, and the "
                                            "commit is the message")
-    return check_state(outbox.engine, tx_id, pg_xid=pg_xid, half_age_seconds=half_age_seconds,
-                       local_tx_timeout=outbox.local_tx_timeout)
+    return None
+
+
+#: RocketMQ's rules, before the shared ones
+RULES: tuple[HalfRule, ...] = (per_half,)
+
+
+def answer_half(outbox: Outbox, question: CheckQuestion, *,
+                now: float | None = None) -> CheckAnswer:
+    """The answer to a RocketMQ check-back: its rules, then the shared ones."""
+    return answer_checkback(outbox, question, rules=RULES, now=now)
 
 
 def handed_off(relayed_at: datetime | None, commit_offset: int | None) -> bool:
@@ -87,12 +103,21 @@ def handed_off(relayed_at: datetime | None, commit_offset: int | None) -> bool:
     return relayed_at is not None and commit_offset is not None
 
 
-def _pg_xid(message: Message) -> int | None:
-    raw = message.properties.get(PG_XID_PROPERTY)
-    try:
-        return int(raw) if raw else None
-    except ValueError:
-        return None
+def question_of(message: Message) -> CheckQuestion:
+    """The official client's check-back message as the seam's question."""
+    return CheckQuestion(tx_id=message.properties.get(TX_ID_PROPERTY) or None,
+                         half_id=message.message_id,
+                         raw_pg_xid=message.properties.get(PG_XID_PROPERTY),
+                         stored_at_ms=_store_ms(message) or message.born_timestamp or 0)
+
+
+def _store_ms(message: Message) -> int | None:
+    """The proxy's store time of the half (ms). The client decodes it from the message's
+    system properties but gives it no public property (5.0.x), so it is read by name."""
+    stored = getattr(message, "store_timestamp", None)
+    if stored is None:
+        stored = getattr(message, "_Message__store_timestamp", None)
+    return int(stored) if isinstance(stored, int) and stored > 0 else None
 
 
 class StatusTableChecker(TransactionChecker):  # type: ignore[misc]  # the client is untyped
@@ -108,19 +133,7 @@ class StatusTableChecker(TransactionChecker):  # type: ignore[misc]  # the clien
         self.answered: dict[str, int] = {"COMMIT": 0, "ROLLBACK": 0, "UNKNOWN": 0}
 
     def check(self, message: Message) -> Any:
-        tx_id = message.properties.get(TX_ID_PROPERTY)
-        if not tx_id:
-            answer = CheckAnswer("UNKNOWN", f"no {TX_ID_PROPERTY} property: not rocketbox's")
-        else:
-            born = message.born_timestamp
-            age = max(0.0, time.time() - born / 1000) if born else 0.0
-            try:
-                answer = answer_half(self.outbox, tx_id, message.message_id,
-                                     pg_xid=_pg_xid(message), half_age_seconds=age)
-            except Exception as exc:  # the database is down: not this half's fault
-                answer = CheckAnswer("UNKNOWN", f"status table unreadable: {exc}")
+        answer = answer_half(self.outbox, question_of(message))
         self.answered[answer.state] += 1
-        log.info("check-back %s half %s: %s (%s)", tx_id, message.message_id, answer.state,
-                 answer.reason, extra={"tx_id": tx_id, "state": answer.state})
         return _RESOLUTIONS.get(answer.state,
                                 TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED)
