@@ -1,0 +1,22 @@
+"""Client-supplied values made safe for a log line.
+
+A message id, key, client id or topic comes from the client; written as is,
+a ``\\n`` in it forges a log line of its own. :func:`printable` escapes
+control (and other unprintable) characters and cuts long values.
+"""
+
+from __future__ import annotations
+
+__all__ = ["printable"]
+
+
+def printable(value: object, limit: int = 200) -> str:
+    """A client-supplied value, safe for one log line: control characters escaped
+    (``\\n`` -> ``\\x0a``), cut to ``limit`` characters."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256
+                   else f"\\u{ord(c):04x}" for c in text)
