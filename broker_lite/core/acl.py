@@ -203,6 +203,15 @@ class Account:
         self.check("Topic", topic, action,
                    f"{'update' if exists else 'create'} topic {printable(topic)!r}")
 
+    def check_auto_create(self, topic: str) -> None:
+        """A send that creates ``topic``: Create on it, or Pub granted on that exact name (a
+        prefix or ``*`` grant does not bound how many topics a send could create)."""
+        entry = decide(self.entries, "Topic", topic, "Pub")
+        if entry is not None and not entry.resource.prefixed \
+                and entry.decision.value == "Allow":
+            return
+        self.check_create_topic(topic, exists=False)
+
     def may_read_message(self, topic: str, properties: Mapping[str, str]) -> bool:
         """A key or id lookup shows a message only to who may read its real topic."""
         real = topic

@@ -208,12 +208,13 @@ def check_topic(account: Account | None, topic: str, action: Action) -> None:
 
 
 def check_send(account: Account | None, topic: str, *, creates: bool) -> None:
-    """Pub on the topic; Create too when the send ``creates`` it."""
+    """Pub on the topic; when the send ``creates`` it, Create too (or Pub on that exact
+    name)."""
     if account is not None:
         try:
             account.check_topic(topic, "Pub")
             if creates:
-                account.check_create_topic(topic, exists=False)
+                account.check_auto_create(topic)
         except NoPermissionError as exc:
             raise _refused(exc) from None
 

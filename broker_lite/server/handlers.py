@@ -92,7 +92,7 @@ def _check_send(ctx: ServerContext, session: Session, topic: str, producer_group
         account.check_producer(producer_group)
     broker = ctx.broker
     if broker.config.auto_create_topics and broker.topics.get(topic) is None:
-        account.check_create_topic(topic, exists=False)
+        account.check_auto_create(topic)
 
 
 def _check_consume(session: Session, topic: str, group: str) -> None:
