@@ -25,6 +25,7 @@ from broker_lite.core.clients import Channel, ClientRegistry, allocate_averagely
 from broker_lite.core.config import BrokerConfig
 from broker_lite.core.filtering import parse_tag_expr
 from broker_lite.core.ids import new_msg_id
+from broker_lite.core.log_safe import printable
 from broker_lite.core.model import (
     FOUND,
     NO_NEW_MESSAGE,
@@ -354,7 +355,8 @@ class Broker:
                 reconsume_times=reconsume))
             self._arrived(dlq, 0)
             end = put.end_offset
-            log.info("message %s moved to %s after %d deliveries", request.msg_id, dlq, reconsume)
+            log.info("message %s moved to %s after %d deliveries", printable(request.msg_id),
+                     printable(dlq), reconsume)
         else:
             retry = RETRY_PREFIX + request.group
             self.topics.ensure(retry, for_write=True)
