@@ -95,6 +95,12 @@ def _start(tmp_path: Path, doc: dict[str, Any]) -> Iterator[BrokerLiteServer]:
 
 
 @pytest.fixture
+def acl_doc() -> dict[str, Any]:
+    """The five accounts' ACL document (a deep copy to change)."""
+    return json.loads(json.dumps(ACL))
+
+
+@pytest.fixture
 def acl_broker(tmp_path: Path) -> Iterator[BrokerLiteServer]:
     yield from _start(tmp_path, ACL)
 
@@ -107,8 +113,10 @@ def legacy_acl_broker(tmp_path: Path) -> Iterator[BrokerLiteServer]:
 class Tenants:
     """What the tests do as the accounts: native connections, answers to check-backs."""
 
-    def __init__(self, server: BrokerLiteServer) -> None:
+    def __init__(self, server: BrokerLiteServer, acl_path: Path) -> None:
         self.server = server
+        #: the file the broker was started with (rewrite it to test a reload)
+        self.acl_path = acl_path
 
     def wire(self, account: str, client_id: str | None = None) -> WireClient:
         """A native connection signed as ``account`` (client id: a fresh one by default)."""
@@ -164,13 +172,13 @@ class Tenants:
 
 
 @pytest.fixture
-def tenants(acl_broker: BrokerLiteServer) -> Tenants:
-    return Tenants(acl_broker)
+def tenants(acl_broker: BrokerLiteServer, tmp_path: Path) -> Tenants:
+    return Tenants(acl_broker, tmp_path / "acl.json")
 
 
 @pytest.fixture
-def legacy_tenants(legacy_acl_broker: BrokerLiteServer) -> Tenants:
-    return Tenants(legacy_acl_broker)
+def legacy_tenants(legacy_acl_broker: BrokerLiteServer, tmp_path: Path) -> Tenants:
+    return Tenants(legacy_acl_broker, tmp_path / "acl.json")
 
 
 def wire(server: BrokerLiteServer, account: str, client_id: str | None = None) -> WireClient:
