@@ -76,6 +76,7 @@ log = logging.getLogger("broker_lite.acl")
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
 _BROKER_TOPICS = ("RMQ_SYS_", "SCHEDULE_TOPIC_XXXX")
+_SPECIAL_TOPICS = ("%", *_BROKER_TOPICS)
 _REAL_TOPIC = "REAL_TOPIC"
 _RETRY_TOPIC = "RETRY_TOPIC"
 _MANAGEMENT: frozenset[ActionName] = frozenset({"Create", "Update", "Delete", "Get", "List"})
@@ -153,25 +154,35 @@ class Account:
 
     def check_topic(self, topic: str, action: Action) -> None:
         """Send (Pub) to or read (Sub) ``topic``; retry/DLQ topics follow their group."""
+        if topic.startswith(_SPECIAL_TOPICS):
+            self._check_special_topic(topic, action)
+        elif not self.allows("Topic", topic, action):
+            self.check("Topic", topic, action,
+                       f"{'send to' if action == 'Pub' else 'read'} topic {printable(topic)!r}")
+
+    def _check_special_topic(self, topic: str, action: Action) -> None:
         group = group_of_system_topic(topic)
         if group is not None:
             if action == "Pub":
                 raise NoPermissionError(
                     f"{printable(topic)!r} is not sent to: the broker writes it when a member "
                     f"of group {printable(group)!r} sends a message back")
-            self.check("Group", group, "Sub", f"read {printable(topic)!r}, which belongs to "
-                                              f"group {printable(group)!r}")
+            if not self.allows("Group", group, "Sub"):
+                self.check("Group", group, "Sub", f"read {printable(topic)!r}, which belongs "
+                                                  f"to group {printable(group)!r}")
             return
         if is_broker_topic(topic):
             if action == "Sub" and self.admin:
                 return
             raise NoPermissionError(f"{printable(topic)!r} is one of the broker's own topics")
-        self.check("Topic", topic, action,
-                   f"{'send to' if action == 'Pub' else 'read'} topic {printable(topic)!r}")
+        if not self.allows("Topic", topic, action):
+            self.check("Topic", topic, action,
+                       f"{'send to' if action == 'Pub' else 'read'} topic {printable(topic)!r}")
 
     def check_group(self, group: str) -> None:
         """Consume in ``group`` (pull, offsets, acks, send-back): Sub on the group."""
-        self.check("Group", group, "Sub", f"consume in group {printable(group)!r}")
+        if not self.allows("Group", group, "Sub"):
+            self.check("Group", group, "Sub", f"consume in group {printable(group)!r}")
 
     def check_consume(self, topic: str, group: str) -> None:
         self.check_group(group)
@@ -179,8 +190,9 @@ class Account:
 
     def check_producer(self, producer_group: str) -> None:
         """Register as ``producer_group``: Pub on the group."""
-        self.check("Group", producer_group, "Pub",
-                   f"act as producer group {printable(producer_group)!r}")
+        if not self.allows("Group", producer_group, "Pub"):
+            self.check("Group", producer_group, "Pub",
+                       f"act as producer group {printable(producer_group)!r}")
 
     def may_produce(self, producer_group: str, topic: str) -> bool:
         """May act for ``producer_group`` on a half of ``topic`` (get its check-back, end it)."""

@@ -164,10 +164,9 @@ class TransactionService:
 
     def real_topic(self, transaction_id: str, commit_log_offset: int = -1) -> str | None:
         """The topic of the half an end names (``None``: no such half); doors authorise
-        the end by it."""
-        with self._lock:
-            entry = self._table.find(transaction_id, commit_log_offset)
-            return entry.real_topic if entry is not None else None
+        the end by it. No lock: a half's topic never changes, and a dict read is atomic."""
+        entry = self._table.find(transaction_id, commit_log_offset)
+        return entry.real_topic if entry is not None else None
 
     @property
     def pending_count(self) -> int:
