@@ -107,13 +107,16 @@ def run_acl_compare(root: Path, cases: Sequence[Comparison], repeat: int,
 
 def print_acl_report(console: Console, pairs: Sequence[AclPair]) -> None:
     table = Table(title="ACL on / ACL off (same run, paired rounds; 1.00 = no cost)")
-    for column in ("case", "off msg/s", "on msg/s", "on/off (median)", "spread"):
+    for column in ("case", "off msg/s", "on msg/s", "on/off (median)", "spread",
+                   "broker CPU us/msg off", "on"):
         table.add_column(column, justify="left" if column == "case" else "right")
     for pair in pairs:
         count = pair.spec.count
         off = count / Samples([s.seconds for s in pair.off]).median
         on = count / Samples([s.seconds for s in pair.on]).median
         ratios = pair.ratios()
+        cpu_off = Samples([s.server_cpu / count * 1e6 for s in pair.off]).median
+        cpu_on = Samples([s.server_cpu / count * 1e6 for s in pair.on]).median
         table.add_row(pair.spec.name, f"{off:,.0f}", f"{on:,.0f}", f"{ratios.median:.3f}",
-                      f"±{ratios.spread:.3f}")
+                      f"±{ratios.spread:.3f}", f"{cpu_off:.1f}", f"{cpu_on:.1f}")
     console.print(table)
