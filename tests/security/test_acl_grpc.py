@@ -141,3 +141,22 @@ def test_grpc_client_ids_are_bound_to_their_account(tenants: Any) -> None:
     with tenants.wire("root") as root:
         clients = root.call(RequestCode.CONSUMER_GROUPS, m.Empty()).clients
     assert victim not in {c.client_id for c in clients}  # its own goodbye worked
+
+
+@pytest.mark.timeout(120)
+def test_grpc_no_topic_or_group_flood(tenants: Any) -> None:
+    server = tenants.server
+    before = tenants.topics()
+    with raw_stub(server.grpc) as stub:
+        for i in range(3):
+            message = pb.Message(topic=pb.Resource(name=f"%RETRY%flood{i:04d}"), body=b"x",
+                                 system_properties=pb.SystemProperties(message_id=f"F{i}"))
+            sent = stub.SendMessage(spb.SendMessageRequest(messages=[message]),
+                                    metadata=_meta("bob"), timeout=10)
+            assert sent.status.code == Code.UNAUTHORIZED, sent.status
+            code, _bodies = _receive_raw(server, "bob", f"flood{i:04d}", "A")
+            assert code == Code.UNAUTHORIZED
+    # bob's own group reads A
+    code, _bodies = _receive_raw(server, "bob", "bob", "A")
+    assert code in (Code.OK, Code.MESSAGE_NOT_FOUND)
+    assert tenants.topics() == before
