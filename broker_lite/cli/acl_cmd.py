@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from broker_lite.core.acl import Account, Acl, AclFileError
-from broker_lite.core.acl_file import parse_document
 from broker_lite.core.acl_policy import ACTIONS, Decision, ResourceKind
 
 __all__ = ["describe", "register", "run"]
@@ -76,14 +74,13 @@ def run(args: argparse.Namespace, *, parser: argparse.ArgumentParser) -> int:
     path: Path = args.file
     try:
         acl = Acl.load(path)
-        version = parse_document(json.loads(path.read_text(encoding="utf-8"))).version
     except AclFileError as exc:
         print(f"broker-lite acl check: {exc}", file=sys.stderr)
         return 2
     accounts = acl.accounts
-    print(f"{path}: valid, {len(accounts)} account(s), format version {version}, "
+    print(f"{path}: valid, {len(accounts)} account(s), format version {acl.version}, "
           f"clock skew {acl.clock_skew_ms / 1000:g} s")
-    if version == 1:
+    if acl.version == 1:
         print(_OLDER_FORMAT_NOTE)
     for account in accounts:
         print("\n".join(describe(account)))

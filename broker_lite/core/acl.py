@@ -266,6 +266,8 @@ class Acl:
         self._expiries: list[tuple[int, tuple[str, str]]] = []
         self.path: Path | None = None
         self._stamp: tuple[float, int] | None = None
+        #: the file format: 2 (policies) or 1 (the older topic_perms/group_perms)
+        self.version = 2
 
     @staticmethod
     def _by_key(accounts: list[Account]) -> dict[str, Account]:
@@ -298,8 +300,10 @@ class Acl:
             if not where:
                 raise
             raise AclFileError(f"ACL file {where}: {exc}", path=where) from None
-        return cls([Account.from_spec(s) for s in doc.accounts],
-                   clock_skew_seconds=doc.clock_skew_seconds)
+        acl = cls([Account.from_spec(s) for s in doc.accounts],
+                  clock_skew_seconds=doc.clock_skew_seconds)
+        acl.version = doc.version
+        return acl
 
     def reload_if_changed(self) -> bool:
         """Read the file again if it changed since loaded; True when new accounts apply.

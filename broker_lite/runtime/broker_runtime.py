@@ -129,6 +129,11 @@ class BrokerRuntime:
             await self._teardown()
             raise
         jobs = schedule_for(self.broker)
+        if self.acl is not None and self.acl.version == 1:
+            log.warning("ACL file %s is in the older format: it loads translated to policies, "
+                        "with default_group_perm DENY unless written (docs/acl.md); "
+                        "`broker-lite acl check FILE` shows what each account may do",
+                        self.acl.path)
         if self.acl is not None and self.acl.path is not None:
             jobs.append(("reload_acl", self.acl.reload_if_changed, ACL_RELOAD_SECONDS))
         self._periodic = [Periodic(name, fn, every) for name, fn, every in jobs]
