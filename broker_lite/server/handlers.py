@@ -80,11 +80,10 @@ InlineHandler = Callable[[ServerContext, Session, Any], "tuple[Any, int] | None"
 # -- helpers -----------------------------------------------------------------------
 
 
-def _check_send(ctx: ServerContext, session: Session, topic: str, producer_group: str,
+def _check_send(ctx: ServerContext, account: Account | None, topic: str, producer_group: str,
                 transactional: bool) -> None:
     """Pub on the topic; Create too when the send would create it; a half: Pub on its
     producer group (whose check-backs it will get)."""
-    account = session.account
     if account is None:
         return
     account.check_topic(topic, "Pub")
@@ -154,7 +153,8 @@ async def unregister(ctx: ServerContext, session: Session, req: m.HeartbeatReque
 
 
 def send_now(ctx: ServerContext, session: Session, req: m.SendRequest) -> tuple[m.SendResult, int]:
-    _check_send(ctx, session, req.message.topic, req.producer_group, req.message.transactional)
+    _check_send(ctx, session.account, req.message.topic, req.producer_group,
+                req.message.transactional)
     sent: Sent = ctx.broker.send(req.producer_group, message_in(req.message),
                                  born_host=session.remote_address)
     return send_result_out(sent.result), sent.end_offset
@@ -169,9 +169,15 @@ async def send(ctx: ServerContext, session: Session, req: m.SendRequest) -> m.Se
 def send_batch_now(ctx: ServerContext, session: Session,
                    req: m.SendBatchRequest) -> tuple[m.SendBatchResponse, int]:
     """Every message stored or refused on its own; durable up to the last one stored."""
-    if session.account is not None:
+    account = session.account
+    if account is not None:  # once per (topic, half or not): a batch is mostly one topic
+        checked: set[tuple[str, bool]] = set()
         for message in req.messages:
-            _check_send(ctx, session, message.topic, req.producer_group, message.transactional)
+            key = (message.topic, message.transactional)
+            if key not in checked:
+                _check_send(ctx, account, message.topic, req.producer_group,
+                            message.transactional)
+                checked.add(key)
     outcomes = ctx.broker.send_batch(req.producer_group,
                                      [message_in(message) for message in req.messages],
                                      born_host=session.remote_address)
