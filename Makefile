@@ -14,6 +14,8 @@ PYTEST_ARGS ?=
 # chromium-driver: the console's browser tests
 SYSTEM_PACKAGES := redis-server libpostgresql-jdbc-java libxerial-sqlite-jdbc-java chromium \
 	chromium-driver
+# the JDBC jars the Spark audit reads the outbox with (make demo installs them when Java is there)
+DEMO_PACKAGES := libxerial-sqlite-jdbc-java libpostgresql-jdbc-java
 PG_JDBC_JAR := /usr/share/java/postgresql.jar
 SQLITE_JDBC_JAR := /usr/share/java/sqlite-jdbc.jar
 
@@ -63,8 +65,17 @@ lint: venv
 	MYPYPATH=tests $(VENV)/bin/mypy --strict bench
 	$(VENV)/bin/lint-imports --no-cache
 
-## demo: the end-to-end demo on embedded defaults
+## demo: the end-to-end demo on embedded defaults (with Java: the JDBC jars its Spark audit reads)
 demo: venv
+	@if command -v java >/dev/null 2>&1 && ! test -f $(SQLITE_JDBC_JAR); then \
+	  if [[ $$(id -u) -eq 0 ]]; then \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get -o DPkg::Lock::Timeout=600 update -qq; \
+	    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $(DEMO_PACKAGES); \
+	  else \
+	    echo "demo: the Spark audit needs $(SQLITE_JDBC_JAR); install it as root with: apt-get install -y $(DEMO_PACKAGES) (the demo skips that audit without it)" >&2; \
+	  fi; \
+	fi
 	$(VENV_PY) -m outbox demo
 
 ## clean: remove the venv and tool caches

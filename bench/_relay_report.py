@@ -89,7 +89,7 @@ def summarise(args: argparse.Namespace, tp: dict[str, list[dict[str, Any]]],
             "postgres_settings": "support.servers.start_postgres: fsync=off, "
                                  "synchronous_commit=off, full_page_writes=off",
         },
-        "throughput": {"ours": tp_side(tp["ours"]),
+        "throughput": {"ours": tp_side(tp["ours"]) if tp["ours"] else None,
                        "peer": tp_side(tp["peer"]) if tp["peer"] else None,
                        "ratio_meaning": "ours rows/s / peer rows/s, median of paired reps",
                        "ratio_median": median(ratios) if ratios else None,

@@ -62,14 +62,16 @@ from _common import git_state, load_average, median, render_saved, save_result, 
 from _relay_common import ENQUEUE_WINDOW_ENV, SIDES, Env
 from _relay_ours import ours_celery_app, ours_relay_main, start_ours_worker, stop_ours_worker
 from _relay_peer import PEER_PACKAGES, PeerConfig, peer_relay_main, require_peer
-from _relay_report import markdown_section, report, rocketmq_section, summarise
+from _relay_raw import raw_best
+from _relay_report import markdown_section, report, rocketmq_section, run_header, summarise
 from _relay_rocketmq import PROXY_FLAGS, other_redis_db
 from _relay_runs import harness, latency_once, order_for, producer_main, throughput_once, tune_peer
 from _report import announce, busy_warning, result_head
 
 #: the side combinations a full run saves, and where
 SAVED_SIDES = {frozenset({"ours", "peer"}): "relay", frozenset(SIDES): "relay",
-               frozenset({"ours", "rocketmq"}): "relay-rocketmq"}
+               frozenset({"ours", "rocketmq"}): "relay-rocketmq",
+               frozenset({"rocketmq"}): "relay-rocketmq-client"}
 
 log = logging.getLogger("bench.relay")
 
@@ -112,13 +114,15 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     start_ours_worker(env, args.concurrency, args.batch_size,
                                       args.drain_lanes, side)
             try:
-                tp, lat = run_sides(args, env, best, say)
+                tp, lat, raw = run_sides(args, env, best, say)
             finally:
                 stop_ours_worker(env)
             bl_version = "broker_lite (this repository)"
     if args.restricted:
         return {}
     result = summarise(args, tp, lat, best, trials)
+    if raw:
+        result["rocketmq_client"] = client_summary(tp["rocketmq"], raw, args.raw_rows)
     result.update({
         **result_head("relay", {"source": "working tree", **git}, machine, load_before),
         "versions": versions(), "broker": bl_version,
@@ -126,11 +130,48 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def client_summary(target: list[dict[str, Any]], raw: list[dict[str, Any]],
+                   raw_rows: int) -> dict[str, Any]:
+    """The RocketMQ target's rows/s over the official client's own best, per paired rep."""
+    ratios = [t["per_s"] / r["per_s"] if r["per_s"] else float("nan")
+              for t, r in zip(target, raw, strict=True)]
+    return {"meaning": "rocketmq target rows/s / the official client's best half+commit "
+                       "transactions/s against the same door, measured right after it in "
+                       "the same run; both timed until the same consumer saw the last",
+            "raw_rows": raw_rows, "raw": raw,
+            "raw_per_s_median": median([r["per_s"] for r in raw]),
+            "target_per_s_median": median([t["per_s"] for t in target]),
+            "ratios": ratios, "ratio_median": median(ratios)}
+
+
+def client_section(result: dict[str, Any]) -> str:
+    """bench/README.md's ``relay-rocketmq-client`` section: the target against the client."""
+    p, c = result["parameters"]["ours"], result["rocketmq_client"]
+    lines = [*run_header(result),
+             f"RocketMQ target: one Celery worker, threads pool, concurrency "
+             f"{p['concurrency']}, relay batch_size {p['relay_batch_size']}, "
+             f"{result['parameters']['rows']:,} rows a "
+             f"run; the official client: {c['raw_rows']:,} transactions per thread count, "
+             "right after each of the target's runs.", "",
+             "| rep | RocketMQ target rows/s | client tx/s (best) | client threads | "
+             "target / client |", "|---:|---:|---:|---:|---:|"]
+    for n, (t, r, x) in enumerate(zip(result["rocketmq"]["throughput"]["runs"], c["raw"],
+                                      c["ratios"], strict=True), start=1):
+        lines.append(f"| {n} | {t['per_s']:,.0f} | {r['per_s']:,.0f} | {r['threads']} | "
+                     f"{x:.2f}x |")
+    lines.append(f"| **median** | **{c['target_per_s_median']:,.0f}** | "
+                 f"**{c['raw_per_s_median']:,.0f}** | | **{c['ratio_median']:.2f}x** |")
+    return "\n".join(lines)
+
+
 def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
-              ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
-    """The throughput, then the latency repetitions of every side asked for: their runs."""
+              ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]],
+                         list[dict[str, Any]]]:
+    """The throughput, then the latency repetitions of every side asked for: their runs,
+    and the official client's baseline measured after each rocketmq throughput run."""
     tp: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
     lat: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
+    raw: list[dict[str, Any]] = []
     for rep in range(args.repeat if "throughput" in args.cases else 0):
         for side in order_for(rep, args.sides):
             r = asyncio.run(throughput_once(env, side, args.rows, best, args.timeout))
@@ -138,6 +179,21 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
             say(f"  throughput rep {rep + 1} {side:8}: {r['per_s']:8,.0f} rows/s "
                 f"({r['seconds']:.2f} s, missing {r['missing']}, "
                 f"duplicates {r['duplicates']})")
+            if side == "rocketmq":
+                base = raw_best(env, args.raw_rows, args.timeout)
+                raw.append(base)
+                say(f"  throughput rep {rep + 1} client  : {base['per_s']:8,.0f} tx/s (the "
+                    f"official client alone, best of "
+                    + ", ".join(f"{t['threads']} threads {t['per_s']:,.0f}"
+                                for t in base["trials"])
+                    + f"); rocketmq/client {r['per_s'] / base['per_s']:.2f}x")
+    if raw:
+        summary = client_summary(tp["rocketmq"], raw, args.raw_rows)
+        say("  throughput rocketmq/client per rep: "
+            + ", ".join(f"{x:.2f}x" for x in summary["ratios"])
+            + f" (median {summary['ratio_median']:.2f}x: the RocketMQ target's "
+              f"{summary['target_per_s_median']:,.0f} rows/s over the official client's "
+              f"{summary['raw_per_s_median']:,.0f} tx/s)")
     if tp["ours"] and tp["peer"]:
         ratios = [o["per_s"] / p["per_s"] if p["per_s"] else float("inf")
                   for o, p in zip(tp["ours"], tp["peer"], strict=True)]
@@ -155,7 +211,7 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
                 "committed "
                 f"{r['committed_per_s']:.0f}/s, kept up: {r['kept_up']}, "
                 f"missing {r['missing']}")
-    return tp, lat
+    return tp, lat, raw
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -189,9 +245,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="smoke run (< 60 s): 2000 rows, 1 repetition, 5 s latency "
                              "runs, one peer setting; prints only")
-    parser.add_argument("--cases", default="throughput,latency",
+    parser.add_argument("--cases", default=None,
                         help="what to measure, comma-separated: throughput, latency "
-                             "(default both; a subset only prints)")
+                             "(default both, or throughput alone with --sides rocketmq; "
+                             "a subset only prints)")
     parser.add_argument("--sides", default="ours,peer",
                         help="whom to measure, comma-separated: ours (our relay to "
                              "broker_lite's native door), rocketmq (our relay with the "
@@ -199,6 +256,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "(faststream-outbox). Saved: ours,peer and ours,rocketmq,peer to "
                              "relay.json; ours,rocketmq to relay-rocketmq.json (default "
                              "ours,peer; other sets only print)")
+    parser.add_argument("--raw-rows", type=int, default=2000,
+                        help="with the rocketmq side: transactions per thread count of the "
+                             "official client's own baseline, run after each rocketmq "
+                             "throughput run (default 2000)")
     parser.add_argument("--enqueue-window", type=float, default=None,
                         help="our on_commit hook's CelerySettings.enqueue_window in seconds "
                              "(default: the library's)")
@@ -216,12 +277,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--min-interval", type=float, default=1.0, help=argparse.SUPPRESS)
     parser.add_argument("--max-interval", type=float, default=10.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    args.cases = [c for c in str(args.cases).split(",") if c]
     args.sides = [c for c in str(args.sides).split(",") if c]
+    if args.cases is None:
+        args.cases = "throughput" if args.sides == ["rocketmq"] else "throughput,latency"
+    args.cases = [c for c in str(args.cases).split(",") if c]
     if set(args.cases) - {"throughput", "latency"} or set(args.sides) - set(SIDES):
         parser.error("--cases takes throughput,latency and --sides takes "
                      f"{','.join(SIDES)}")
-    args.restricted = set(args.cases) != {"throughput", "latency"} or \
+    # the rocketmq side alone is its throughput over the official client's (no latency)
+    client_only = frozenset(args.sides) == {"rocketmq"} and "throughput" in args.cases
+    args.restricted = (set(args.cases) != {"throughput", "latency"} and not client_only) or \
         frozenset(args.sides) not in SAVED_SIDES
     if args.quick:
         args.rows, args.repeat, args.seconds, args.lat_repeat = 2000, 1, 5.0, 1
@@ -249,13 +314,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("--cases/--sides subset: results not saved")
         return 0
     report(result)
+    client = result.get("rocketmq_client")
+    if client is not None:
+        print(f"rocketmq target / official client: {client['ratio_median']:.2f}x (median of "
+              f"{len(client['ratios'])}: " + ", ".join(f"{x:.2f}" for x in client["ratios"])
+              + f"; target {client['target_per_s_median']:,.0f} rows/s, client "
+              f"{client['raw_per_s_median']:,.0f} tx/s)")
     if args.quick:
         print("quick run: results not saved")
         return 0
     if "peer" in args.sides:
         path = save_result("relay", result, markdown_section(result))
         print(f"wrote {path} and the relay section of bench/README.md")
-    if "rocketmq" in args.sides:
+    if frozenset(args.sides) == {"rocketmq"}:
+        path = save_result("relay-rocketmq-client", result, client_section(result))
+        print(f"wrote {path} and the relay-rocketmq-client section of bench/README.md")
+    elif "rocketmq" in args.sides:
         path = save_result("relay-rocketmq", result, rocketmq_section(result))
         print(f"wrote {path} and the relay-rocketmq section of bench/README.md")
     return 0

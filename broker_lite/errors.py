@@ -18,6 +18,8 @@ importable from there::
     │  fix the input: the same request fails the same way
     ├── RequestError
     │   ├── MessageTooLargeError      body over the limit: ``size``, ``limit``, ``topic``
+    │   │   └── InflatedTooLargeError [storage.inflate] a compressed body inflates past
+    │   │                             ``limit``: ``compressed``
     │   ├── InvalidMessageError       a field is malformed: ``field``
     │   ├── OffsetOutOfRangeError     no record there: ``offset``, ``min_offset``,
     │   │                             ``max_offset``

@@ -100,8 +100,9 @@ def _broker_options(parser: argparse.ArgumentParser) -> None:
                             "the command line)")
     group.add_argument("--metrics-port", type=_port, metavar="PORT",
                        help="serve Prometheus metrics on this port (0 picks one; default: off)")
-    group.add_argument("--metrics-addr", metavar="ADDR", default="0.0.0.0",
-                       help="address the metrics server listens on")
+    group.add_argument("--metrics-addr", metavar="ADDR", default="127.0.0.1",
+                       help="address the metrics server listens on (it has no authentication: "
+                            "0.0.0.0 exposes it to the network)")
 
 
 def _port(text: str) -> int:
@@ -222,10 +223,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "nothing anyone waits for)")
     p.add_argument("--concurrency", type=_int_at_least(1), default=1, metavar="N",
                    help="worker threads/processes")
-    p.add_argument("--no-sweeper", "--no-beat", dest="beat", action="store_false",
+    p.add_argument("--no-sweeper", dest="beat", action="store_false",
                    help="do not run the sweeper lane in this worker; by default each worker "
                         "runs one. Extra sweepers are harmless (a sweep claims rows like any "
                         "relay: no row goes twice), so --no-sweeper only saves their sweeps")
+    p.add_argument("--no-beat", dest="beat", action="store_false",
+                   help=argparse.SUPPRESS)  # the old name of --no-sweeper, still accepted
     p.add_argument("--no-checker", dest="checker", action="store_false",
                    help="do not answer check-backs in this worker (then run `rocketbox "
                         "checker`); by default each worker answers them")

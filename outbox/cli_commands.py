@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import inspect
 import json
+import logging
 import signal
 import sys
 import threading
@@ -31,20 +32,23 @@ from sqlalchemy.exc import DBAPIError
 
 from outbox import migrate as migrations
 from outbox.config import Outbox
-from outbox.errors import OutboxError
+from outbox.errors import ConfigurationError, OutboxError
 from outbox.models import transaction_table
 from outbox.targets.address import parse_broker_address
 
 __all__ = [
     "CommandError",
+    "DatabaseNotReady",
     "NotConnected",
     "build_outbox",
+    "check_database",
     "checker",
     "migrate",
     "open_engine",
     "relay",
     "replay",
     "retention",
+    "startup_checks",
     "status",
     "stop_on_signals",
 ]
@@ -64,6 +68,66 @@ class NotConnected(OutboxError):
     retriable = True
 
 
+class DatabaseNotReady(ConfigurationError):
+    """At start: the outbox's database does not answer, or is not migrated to head.
+
+    The message names the setting (``--db``, ``ROCKETBOX_DATABASE``, ...) and
+    what to do; ``setting`` holds it too.
+    """
+
+
+def check_database(engine: Engine, *, setting: str, migrate_with: str) -> None:
+    """Fail at start unless ``engine``'s database answers and holds rocketbox's tables at
+    the Alembic head this rocketbox ships (``migrate_with``: the command that fixes it).
+
+    A database whose tables were made without Alembic (``metadata.create_all``)
+    passes when every table is there.
+    """
+    from outbox.cli import describe_db_error
+    from outbox.models import metadata
+
+    url = engine.url.render_as_string(hide_password=False)
+    shown = engine.url.render_as_string(hide_password=True)
+    alembic_log = logging.getLogger("alembic.runtime.migration")
+    level = alembic_log.level
+    alembic_log.setLevel(logging.WARNING)  # not its "Context impl SQLiteImpl." lines
+    try:
+        with engine.connect() as conn:
+            revision = migrations.current(conn)
+            tables = set(inspect_db(conn).get_table_names())
+    except DBAPIError as exc:
+        raise DatabaseNotReady(f"{setting}: the database does not answer: "
+                               f"{describe_db_error(exc, url)}", setting=setting) from None
+    finally:
+        alembic_log.setLevel(level)
+    heads = migrations.heads()
+    if revision is None:
+        missing = sorted(set(metadata.tables) - tables)
+        if missing:
+            raise DatabaseNotReady(
+                f"{setting}: {shown} has no rocketbox tables ({', '.join(missing[:3])}"
+                f"{' ...' if len(missing) > 3 else ''} missing); run `{migrate_with}` first",
+                setting=setting)
+        return
+    if revision not in heads:
+        raise DatabaseNotReady(
+            f"{setting}: {shown} is at rocketbox migration {revision}, this rocketbox needs "
+            f"{', '.join(heads)}; run `{migrate_with}`", setting=setting)
+
+
+def startup_checks(command: str, outbox: Outbox, *, db_setting: str, migrate_with: str,
+                   group: str | None = None) -> None:
+    """What every relay and checker entry point checks before it says "ready".
+
+    The database (:func:`check_database`) and then the broker (:func:`preflight`):
+    a setting that cannot work raises :class:`~outbox.errors.ConfigurationError`
+    naming it; a broker that is only down is said on stderr, and the command starts.
+    (A malformed broker address never gets here: building the :class:`Outbox` refuses it.)
+    """
+    check_database(outbox.engine, setting=db_setting, migrate_with=migrate_with)
+    preflight(command, outbox, group=group)
+
+
 def _shown(url: str) -> str:
     return migrations.parse_url(url).render_as_string(hide_password=True)
 
@@ -72,7 +136,7 @@ def open_engine(args: argparse.Namespace) -> Engine:
     """An engine for ``--db`` that has connected once (so failures show up here)."""
     if not args.db:
         raise CommandError("--db URL is required (or set ROCKETBOX_DB_URL)")
-    engine = migrations.engine_for(args.db)
+    engine = migrations.engine_for(migrations.sync_url(args.db, setting="--db"))
     try:
         with engine.connect():
             pass
@@ -117,6 +181,7 @@ def migrate(args: argparse.Namespace) -> int:
     if not args.db:
         raise CommandError("--db URL is required (or set ROCKETBOX_DB_URL)")
     if args.sql:
+        migrations.sync_url(args.db, setting="--db")  # a database rocketbox supports
         revision = args.revision or ("-1" if args.downgrade else "head")
         if args.downgrade and ":" not in revision:
             revision = f"head:{revision}"  # offline, Alembic needs where to start
@@ -260,6 +325,9 @@ def _serve_metrics(args: argparse.Namespace, outbox: Outbox) -> None:
           f"{server.server_port}/metrics", file=sys.stderr, flush=True)
 
 
+_MIGRATE = "rocketbox migrate --db URL"
+
+
 def preflight(command: str, outbox: Outbox, *, group: str | None = None) -> None:
     """Fail fast on a broker setting that cannot work; go on through an outage.
 
@@ -283,13 +351,14 @@ def relay(args: argparse.Namespace) -> int:
     run_worker = _load("relay", "outbox.celery.worker", "run_worker")
     outbox = build_outbox(args)
     try:
-        preflight("relay", outbox)
+        startup_checks("relay", outbox, db_setting="--db", migrate_with=_MIGRATE)
         _serve_metrics(args, outbox)
         extra: dict[str, Any] = {}
         if not args.checker and _accepts(run_worker, "checker"):
             extra["checker"] = False
         code: int = run_worker(
-            outbox, celery_broker=args.celery_broker or f"sqla+{args.db}",
+            outbox, celery_broker=args.celery_broker or "sqla+" + outbox.engine.url
+            .render_as_string(hide_password=False),
             celery_backend=args.celery_backend, concurrency=args.concurrency,
             beat=args.beat, loglevel=args.log_level.upper(), **extra)
         return code
@@ -302,7 +371,7 @@ def checker(args: argparse.Namespace) -> int:
     outbox = build_outbox(args)
     try:
         with stop_on_signals() as stop:
-            preflight("checker", outbox)
+            startup_checks("checker", outbox, db_setting="--db", migrate_with=_MIGRATE)
             _serve_metrics(args, outbox)
             extra: dict[str, Any] = {}
             if _accepts(run_checker, "on_ready"):

@@ -86,6 +86,11 @@ class Outbox:
     #: the largest body ``publish()`` accepts, in bytes after serialization: set it to the
     #: broker's ``--max-message-size`` (default: broker_lite's default, 4 MiB)
     max_body_size: int = DEFAULT_MAX_BODY_SIZE
+    #: RocketMQ 5: for this long (seconds) after the proxy took a half's COMMIT end, a
+    #: check-back of that half is answered ROLLBACK, because RocketMQ may not have written
+    #: the op record closing it yet and a COMMIT would be a second message
+    #: (docs/rocketmq.md, "Late check-backs")
+    handoff_window: float = 10.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "broker", str(parse_broker_address(self.broker)))
@@ -98,6 +103,9 @@ class Outbox:
         if self.max_body_size < 1:
             raise ConfigurationError(f"max_body_size must be >= 1 byte, got {self.max_body_size}",
                                      setting="max_body_size")
+        if self.handoff_window < 0:
+            raise ConfigurationError(f"handoff_window must be >= 0 seconds, got "
+                                     f"{self.handoff_window}", setting="handoff_window")
         if self.mode not in ("outbox", "half_first"):
             raise ConfigurationError(f"mode must be 'outbox' or 'half_first', not {self.mode!r}",
                                      setting="mode")

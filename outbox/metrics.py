@@ -223,7 +223,7 @@ def unwatch_outbox() -> None:
             metrics.outbox = None
 
 
-def start_metrics_server(port: int, addr: str = "0.0.0.0", *,
+def start_metrics_server(port: int, addr: str = "127.0.0.1", *,
                          engine: Engine | None = None) -> WSGIServer:
     """Serve :func:`registry` on ``http://addr:port/metrics`` from a daemon thread.
 

@@ -50,6 +50,7 @@ __all__ = [
     "make_config",
     "parse_url",
     "render_diffs",
+    "sync_url",
     "upgrade",
 ]
 
@@ -57,6 +58,16 @@ DbTarget = str | URL | Engine | Connection
 
 #: seconds a PostgreSQL connection attempt may take before it counts as unreachable
 CONNECT_TIMEOUT = 10
+#: the databases rocketbox runs on (its SQL, locks and check-back are written for these)
+SUPPORTED_BACKENDS = ("postgresql", "sqlite")
+#: async driver -> the sync driver of the same database, for migrations, the relay and the
+#: commands (which are sync); a plain ``postgresql://`` means psycopg 3, rocketbox's driver
+SYNC_DRIVERS = {
+    "postgresql": "postgresql+psycopg",
+    "postgresql+asyncpg": "postgresql+psycopg",
+    "postgresql+psycopg_async": "postgresql+psycopg",
+    "sqlite+aiosqlite": "sqlite",
+}
 
 
 class MigrationError(OutboxError):
@@ -82,24 +93,50 @@ def parse_url(url: str | URL) -> URL:
             "postgresql+psycopg://user:password@host:5432/dbname") from exc
 
 
+def sync_url(url: str | URL, *, setting: str = "database URL") -> URL:
+    """The URL the sync parts use: an async driver's sync twin, the others as given.
+
+    ``postgresql+asyncpg`` and ``postgresql+psycopg_async`` become
+    ``postgresql+psycopg``, ``sqlite+aiosqlite`` becomes ``sqlite``: the views
+    of an async app keep their URL, and ``rocketbox migrate``, the relay and
+    the checker reach the same database through the sync driver. A database
+    other than PostgreSQL or SQLite raises :class:`ConfigurationError` naming
+    ``setting``; so does a driver SQLAlchemy does not know.
+    """
+    parsed = parse_url(url)
+    try:
+        parsed.get_dialect()
+    except NoSuchModuleError as exc:
+        raise ConfigurationError(
+            f"unknown database driver {parsed.drivername!r} in "
+            f"{parsed.render_as_string(hide_password=True)}", setting=setting) from exc
+    backend = parsed.get_backend_name()
+    if backend not in SUPPORTED_BACKENDS:
+        raise ConfigurationError(
+            f"{setting}: rocketbox supports PostgreSQL and SQLite, not {backend!r} "
+            f"({parsed.render_as_string(hide_password=True)})", setting=setting)
+    twin = SYNC_DRIVERS.get(parsed.drivername)
+    return parsed if twin is None else parsed.set(drivername=twin)
+
+
 def engine_for(url: str | URL, **kwargs: Any) -> Engine:
-    """An engine for ``url``.
+    """An engine for ``url`` (its sync twin: :func:`sync_url`).
 
     PostgreSQL gets a connect timeout so a dead host fails fast; SQLite gets WAL
     and a busy timeout (:func:`outbox.sqlite.tune_sqlite_engine`), so the web
     app's writes and the relay's wait for each other instead of failing.
     """
-    parsed = parse_url(url)
+    parsed = sync_url(url)
     if parsed.get_backend_name() == "postgresql":
         connect_args = dict(kwargs.pop("connect_args", {}))
         connect_args.setdefault("connect_timeout", CONNECT_TIMEOUT)
         kwargs["connect_args"] = connect_args
     try:
         return tune_sqlite_engine(create_engine(parsed, **kwargs))
-    except NoSuchModuleError as exc:
+    except ModuleNotFoundError as exc:
         raise ConfigurationError(
-            f"unknown database driver {parsed.drivername!r} in "
-            f"{parsed.render_as_string(hide_password=True)}") from exc
+            f"the driver of {parsed.render_as_string(hide_password=True)} is not installed "
+            f"(no module {exc.name!r})") from exc
 
 
 #: the ``migrations`` package, by resource name: it imports the outbox's tables, so
@@ -124,7 +161,7 @@ def make_config(url: str | URL | None = None, *, output: TextIO | None = None) -
     config.set_main_option("version_table", VERSION_TABLE)
     config.set_main_option("file_template", "%%(rev)s_%%(slug)s")
     if url is not None:
-        rendered = parse_url(url).render_as_string(hide_password=False)
+        rendered = sync_url(url).render_as_string(hide_password=False)
         config.set_main_option("sqlalchemy.url", rendered.replace("%", "%%"))
     return config
 

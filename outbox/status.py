@@ -10,8 +10,16 @@
   replay``; the newest ones are listed with their ``last_error``;
 * **relayed in the last hour** (``include_recent``; this one reads every
   row relayed recently, so the metrics collector leaves it out);
+* **last errors, grouped**: each distinct ``last_error`` of the rows not
+  relayed yet (pending ones that failed and wait for their next attempt, and
+  parked ones), with how many rows and which topics carry it, most rows first:
+  why the backlog does not move;
 * **brokers the relay cannot reach**, and since when
-  (:mod:`outbox.broker_health`): an outage, as opposed to rows refused.
+  (:mod:`outbox.broker_health`): an outage, as opposed to rows refused. The
+  relay refreshes that mark every 30 s while the outage lasts and clears it
+  when it reaches the broker; a mark nobody refreshed for longer than
+  :data:`STALE_AFTER` is shown as stale evidence (its relay may be gone, or
+  run against another broker now), with its age.
 
 The pending and parked queries match the predicates of the partial indexes
 in :mod:`outbox.models`, so they stay cheap however many relayed rows the
@@ -37,6 +45,8 @@ from outbox.models import transaction_table as t
 __all__ = [
     "PARKED",
     "PENDING",
+    "STALE_AFTER",
+    "ErrorGroup",
     "OutboxStatus",
     "ParkedRow",
     "TopicStatus",
@@ -51,6 +61,11 @@ __all__ = [
 PENDING = and_(t.c.relayed_at.is_(None), ~t.c.parked)
 #: parked rows are never relayed; ``relayed_at IS NULL`` lets the group index serve
 PARKED = and_(t.c.relayed_at.is_(None), t.c.parked)
+#: a broker mark not refreshed for this long is old evidence (a relay refreshes it every 30 s)
+STALE_AFTER = timedelta(seconds=90)
+#: how many error groups ``read_status`` returns, and how much of each error text
+ERROR_GROUPS = 10
+ERROR_TEXT = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +92,22 @@ class ParkedRow:
 
 
 @dataclass(frozen=True, slots=True)
+class ErrorGroup:
+    """One distinct ``last_error`` of unrelayed rows: how many pending and parked rows carry
+    it, on which topics, and the newest row's write time."""
+
+    error: str
+    pending: int
+    parked: int
+    topics: tuple[str, ...]
+    newest: datetime
+
+    @property
+    def rows(self) -> int:
+        return self.pending + self.parked
+
+
+@dataclass(frozen=True, slots=True)
 class OutboxStatus:
     """The whole answer: per-topic numbers, the newest parked rows, and when it was read."""
 
@@ -84,6 +115,11 @@ class OutboxStatus:
     topics: tuple[TopicStatus, ...]
     parked_rows: tuple[ParkedRow, ...]
     unreachable: tuple[BrokerState, ...] = ()
+    errors: tuple[ErrorGroup, ...] = ()
+
+    def is_stale(self, state: BrokerState) -> bool:
+        """Whether no relay has refreshed ``state`` for longer than :data:`STALE_AFTER`."""
+        return self.generated_at - state.updated_at > STALE_AFTER
 
     @property
     def pending(self) -> int:
@@ -121,9 +157,17 @@ class OutboxStatus:
                  "created_at": r.created_at.isoformat(), "last_error": r.last_error}
                 for r in self.parked_rows
             ],
+            "errors": [
+                {"error": e.error, "rows": e.rows, "pending": e.pending, "parked": e.parked,
+                 "topics": list(e.topics), "newest": e.newest.isoformat()}
+                for e in self.errors
+            ],
             "brokers_unreachable": [
                 {"broker": u.broker, "since": u.unreachable_since.isoformat(),
-                 "last_error": u.last_error, "updated_at": u.updated_at.isoformat()}
+                 "last_error": u.last_error, "updated_at": u.updated_at.isoformat(),
+                 "evidence_age_seconds": _round(
+                     (self.generated_at - u.updated_at).total_seconds()),
+                 "stale": self.is_stale(u)}
                 for u in self.unreachable
             ],
         }
@@ -178,7 +222,30 @@ def read_status(db: Engine | Connection, *, parked_limit: int = 20, include_rece
         topics=tuple(TopicStatus(**topics[name]) for name in sorted(topics)),
         parked_rows=tuple(parked_rows),
         unreachable=tuple(read_broker_states(conn)),
+        errors=_error_groups(conn),
     )
+
+
+def _error_groups(conn: Connection) -> tuple[ErrorGroup, ...]:
+    """Each distinct ``last_error`` of pending and of parked rows (two queries, each on the
+    predicate of its partial index), merged and ordered by rows, most first."""
+    groups: dict[str, dict[str, Any]] = {}
+    for predicate, kind in ((PENDING, "pending"), (PARKED, "parked")):
+        for error, topic, count, newest in conn.execute(
+                select(t.c.last_error, t.c.topic, func.count(), func.max(t.c.created_at))
+                .where(predicate, t.c.last_error.is_not(None))
+                .group_by(t.c.last_error, t.c.topic)):
+            text = " ".join(str(error).split())[:ERROR_TEXT]
+            group = groups.setdefault(text, {"pending": 0, "parked": 0, "topics": set(),
+                                             "newest": aware(newest)})
+            group[kind] += int(count)
+            group["topics"].add(topic)
+            group["newest"] = max(group["newest"], aware(newest))
+    ordered = sorted(groups.items(), key=lambda item: (-(item[1]["pending"]
+                                                         + item[1]["parked"]), item[0]))
+    return tuple(ErrorGroup(error=text, pending=g["pending"], parked=g["parked"],
+                            topics=tuple(sorted(g["topics"])), newest=g["newest"])
+                 for text, g in ordered[:ERROR_GROUPS])
 
 
 def format_age(seconds: float | None) -> str:
@@ -216,13 +283,46 @@ def render_status(status: OutboxStatus, console: Console) -> None:
                       str(sum(recent)) if recent else "-")
     console.print(table)
     for u in status.unreachable:
-        console.print(Text.assemble(
-            ("broker unreachable since ", "bold red"),
-            (f"{u.unreachable_since:%Y-%m-%d %H:%M:%S %Z}", "bold red"),
-            f" ({format_age((status.generated_at - u.unreachable_since).total_seconds())} ago): "
-            f"{u.broker}; the relay retries with backoff. Last error: {u.last_error or '-'}"))
+        _render_unreachable(status, u, console)
+    if status.errors:
+        _render_errors(status, console)
     if status.parked_rows:
         _render_parked(status, console)
+
+
+def _render_unreachable(status: OutboxStatus, u: BrokerState, console: Console) -> None:
+    """The outage line, with the age of its evidence: a relay refreshes it every 30 s."""
+    since = format_age((status.generated_at - u.unreachable_since).total_seconds())
+    evidence = format_age((status.generated_at - u.updated_at).total_seconds())
+    if status.is_stale(u):
+        console.print(Text.assemble(
+            ("broker possibly unreachable (stale): ", "bold yellow"),
+            f"{u.broker} was reported unreachable since "
+            f"{u.unreachable_since:%Y-%m-%d %H:%M:%S %Z} ({since} ago), but no relay has "
+            f"confirmed it for {evidence} (a relay that cannot reach it says so every 30 s, "
+            f"and clears it once it does): "
+            f"the relay that reported it has stopped or uses another broker now. Last "
+            f"error: {u.last_error or '-'}"))
+        return
+    console.print(Text.assemble(
+        ("broker unreachable since ", "bold red"),
+        (f"{u.unreachable_since:%Y-%m-%d %H:%M:%S %Z}", "bold red"),
+        f" ({since} ago, last confirmed {evidence} ago by a relay): {u.broker}; the relay "
+        f"retries with backoff. Last error: {u.last_error or '-'}"))
+
+
+def _render_errors(status: OutboxStatus, console: Console) -> None:
+    """One block per distinct error: rows (pending and parked) and topics, then the text."""
+    console.print(f"[b]last errors of unrelayed rows[/b] ({len(status.errors)} distinct, "
+                  "most rows first)")
+    for e in status.errors:
+        parts = [f"{e.pending} pending"] if e.pending else []
+        if e.parked:
+            parts.append(f"{e.parked} parked")
+        console.print(Text.assemble((f"{e.rows} row(s)", "bold"), f" ({', '.join(parts)})  "
+                                    f"topics: {', '.join(e.topics)}  newest written "
+                                    f"{e.newest:%Y-%m-%d %H:%M:%S}"), overflow="fold")
+        console.print(Padding(Text(e.error, style="red"), (0, 0, 0, 4)))
 
 
 def _render_parked(status: OutboxStatus, console: Console) -> None:

@@ -1,4 +1,7 @@
-"""The Spark consistency audit: outbox tables joined with broker_lite's commit log.
+"""The Spark consistency audit: outbox tables joined with the broker's commit log.
+
+broker_lite's log and Apache RocketMQ 5's alike; each record is mapped to its
+outbox row by the ``ROCKETBOX_TX_ID`` property the relay sets on every target.
 
 The public names below load on first use (PEP 562), so ``import spark`` does
 not start py4j or pyspark: ``rocketbox audit`` checks its arguments first and

@@ -108,7 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--json", type=Path, metavar="FILE", help="JSON summary")
     out.add_argument("--html", type=Path, metavar="FILE", help="offline HTML report")
     out.add_argument("--state", type=Path, metavar="DIR", help="incremental mode state")
-    out.add_argument("--quiet", action="store_true", help="no console table")
+    out.add_argument("--quiet", action="store_true",
+                     help="no console table, and none of Java's or Spark's warnings "
+                          "(errors still show)")
     run = p.add_argument_group("running")
     run.add_argument("--master", metavar="URL",
                      help="Spark master when not under spark-submit (default: local[*])")

@@ -65,7 +65,10 @@ def _op_removals(records: DataFrame) -> DataFrame:
 
 
 def broker_facts(records: DataFrame) -> DataFrame:
-    """One row per tx_id of what the commit log says about it, in RocketMQ's model.
+    """One row per tx_id (the outbox row's key, see :mod:`spark.segments`) of what the
+    commit log says about it, in RocketMQ's model. A row may have several halves
+    (sent again after a relay died, a foreign producer's, each with its own
+    transaction id through a proxy): all of them count toward the row.
 
     Halves by topic (the first copy is the half; later copies are renewed on
     checks and carry ``check_times``), commits by sysflag, op records by the

@@ -41,7 +41,8 @@ def run_audit(args: argparse.Namespace) -> int:
     window = _window(args, state)
     jars = [j for j in args.jars.split(",") if j] if args.jars else None
     spark = build_session(master=args.master, jars=jars, progress=args.progress,
-                          shuffle_partitions=args.shuffle_partitions, ui=args.spark_ui)
+                          shuffle_partitions=args.shuffle_partitions, ui=args.spark_ui,
+                          quiet_jvm=args.quiet)
     source = JdbcSource(url=args.jdbc_url, table=args.table, user=args.user,
                         password=args.password, num_partitions=max(1, args.partitions))
     status = read_status(spark, source)

@@ -13,7 +13,12 @@ own future position to fake that. The previous task's chain of total sizes
 lands on the same record, so each record is decoded once.
 
 Only the records the audit needs leave a task: halves, commits, op records
-and discards, as flat tuples. A record that fails its checks, or a torn tail,
+and discards, as flat tuples, each keyed by the row it belongs to: the
+``ROCKETBOX_TX_ID`` property the relay sets on every target (through a
+RocketMQ 5 proxy ``__transactionId__`` is the proxy's, one per half), else
+``__transactionId__``, else ``UNIQ_KEY``. Records of the broker's own
+topics (RocketMQ's ``rmq_sys_REVIVE_LOG_*``, ``rmq_sys_wheel_timer``...)
+never leave a task, whatever their sysflag. A record that fails its checks, or a torn tail,
 becomes a *problem* row naming the segment and the physical offset (reported
 by the task whose chain meets it, even just past its range); decoding then
 moves to the next anchored record, so the rest is still audited.
@@ -54,13 +59,21 @@ __all__ = [
     "KIND_OP",
     "PROBLEM",
     "RECORD_FIELDS",
+    "ROW_KEY",
     "SEGMENT_NAME",
     "Fetch",
     "decode_segment",
     "decode_split",
+    "pyarrow_uri",
     "segment_start",
 ]
 
+#: the user property rocketbox's relay puts the row's ``tx_id`` in (on every target; through
+#: a RocketMQ 5 proxy the transaction id is the proxy's, one per half, so this is the key)
+ROW_KEY = "ROCKETBOX_TX_ID"
+#: topics of the broker's own bookkeeping (RocketMQ: ``rmq_sys_REVIVE_LOG_<cluster>``,
+#: ``rmq_sys_wheel_timer``, ``SCHEDULE_TOPIC_XXXX``...): never a transaction's record
+SYSTEM_PREFIXES = (b"rmq_sys_", b"RMQ_SYS_", b"SCHEDULE_TOPIC_", b"%RETRY%", b"%DLQ%")
 #: a segment file name: its start offset, 20 digits
 SEGMENT_NAME = re.compile(r"^\d{20}$")
 KIND_HALF, KIND_COMMIT, KIND_OP, KIND_DISCARD = "half", "commit", "op", "discard"
@@ -72,7 +85,8 @@ RECORD_FIELDS = (
     "kind",            # half | commit | op | discard | problem
     "segment",         # the segment's file name
     "offset",          # physical offset of the record (or of the problem)
-    "tx_id",           # __transactionId__, else UNIQ_KEY (an op: __transactionId__ or "")
+    "tx_id",           # the row's key: ROCKETBOX_TX_ID, else __transactionId__, else
+                       # UNIQ_KEY (an op: __transactionId__ or "")
     "topic",           # the record's topic (the real topic for a commit)
     "real_topic",      # a half's REAL_TOPIC ("" otherwise)
     "sysflag",         # sysflag_name(): normal, commit, normal+compressed...
@@ -111,13 +125,16 @@ def _problem(segment: str, offset: int, reason: str) -> Row:
 
 
 def _kind(sysflag: int, topic: bytes) -> str | None:
-    if sysflag & 0xC == TxType.COMMIT:
-        return KIND_COMMIT
+    """What the audit reads a record as; ``None``: not a transaction's (system topics too)."""
     if topic == _HALF:
         return KIND_HALF
     if topic == _OP:
         return KIND_OP
-    return KIND_DISCARD if topic == _MAX else None
+    if topic == _MAX:
+        return KIND_DISCARD
+    if topic.startswith(SYSTEM_PREFIXES):
+        return None
+    return KIND_COMMIT if sysflag & 0xC == TxType.COMMIT else None
 
 
 class _Window:
@@ -220,7 +237,7 @@ def _row_at(segment: str, view: memoryview, pos: int) -> Row | None:
     props = rec.properties
     tx_id = props.get(TRANSACTION_ID, "")
     if kind != KIND_OP:
-        tx_id = tx_id or props.get(UNIQ_KEY, "")
+        tx_id = props.get(ROW_KEY) or tx_id or props.get(UNIQ_KEY, "")
     times = props.get(TRANSACTION_CHECK_TIMES, "")
     return (
         kind, segment, rec.physical_offset, tx_id,
@@ -240,11 +257,22 @@ def decode_segment(name: str, data: bytes) -> Iterator[Row]:
     return decode_split(name, fetch, len(data), 0, len(data))
 
 
+#: Hadoop's URI schemes pyarrow knows under another name (Hadoop's S3A connector lists
+#: ``s3a://bucket/key``; pyarrow's S3 file system reads ``s3://bucket/key``)
+_PYARROW_SCHEMES = {"s3a": "s3", "s3n": "s3"}
+
+
+def pyarrow_uri(uri: str) -> str:
+    """``uri`` as pyarrow's ``FileSystem.from_uri`` names it (``s3a://b/k`` -> ``s3://b/k``)."""
+    scheme, sep, rest = uri.partition("://")
+    return f"{_PYARROW_SCHEMES.get(scheme.lower(), scheme)}{sep}{rest}" if sep else uri
+
+
 def open_fetch(uri: str) -> tuple[Fetch, int]:
     """``(fetch, size)`` for a file at a Hadoop-style URI, read through pyarrow's file systems."""
     from pyarrow import fs as pafs
 
-    filesystem, path = pafs.FileSystem.from_uri(uri)
+    filesystem, path = pafs.FileSystem.from_uri(pyarrow_uri(uri))
     handle = filesystem.open_input_file(path)
 
     def fetch(position: int, length: int) -> bytes:

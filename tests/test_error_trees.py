@@ -1,4 +1,4 @@
-"""One error tree per package (STYLE.md, issue 15), drawn in its errors module's docstring.
+"""One error tree per package (docs/errors.md, issue 15), drawn in its errors module's docstring.
 
 For each package the check reads every module's source, finds every exception
 class defined there, imports it, and asserts that it descends from the

@@ -1,4 +1,4 @@
-"""Every package re-exports its public names (STYLE.md): ``__all__`` is real and complete."""
+"""Every package re-exports its public names (docs/design.md §1): ``__all__`` is real, complete."""
 
 from __future__ import annotations
 

@@ -164,6 +164,14 @@ def register(sub: Any) -> None:
                        help="with --grpc-proxy-semantics: transaction data kept per "
                             "topic@transactionId, the oldest dropped first, as the proxy's "
                             "transactionDataMaxNum (default: 15)")
+    proxy.add_argument("--tx-op-batch-interval", type=float, default=0.0, metavar="S",
+                       help="with --grpc-proxy-semantics: write the op record that closes a "
+                            "half S seconds after its end, as RocketMQ's broker batches them "
+                            "(transactionOpBatchInterval, 3 s there): until then the half can "
+                            "still be checked back, the check renews it, and the op record "
+                            "closes only the copy the end named, so a COMMIT answered for the "
+                            "renewed copy writes the message a second time, as on RocketMQ. "
+                            "Default: 0 (the op record is written with the end)")
     topics.add_argument("--delay-time-scale", type=positive_float, default=1.0, metavar="F",
                         help="multiply every delay level and retry back-off by F; for tests "
                              "(0.01 turns 1 s into 10 ms). Default: 1")
@@ -203,6 +211,9 @@ def build_grpc_config(args: argparse.Namespace) -> GrpcDoorConfig:
 def build_configs(args: argparse.Namespace) -> tuple[BrokerConfig, ServerConfig]:
     """The core's and the server's configs from parsed flags; ``ValueError`` if refused."""
     data_dir: Path = args.data_dir
+    if args.tx_op_batch_interval and not args.grpc_proxy_semantics:
+        raise ValueError("--tx-op-batch-interval needs --grpc-proxy-semantics (only RocketMQ's "
+                         "proxy answers an end before its op record is written)")
     segment_size = args.segment_size
     if segment_size is None:
         layout = read_layout(data_dir) if data_dir.is_dir() else None
@@ -213,7 +224,8 @@ def build_configs(args: argparse.Namespace) -> tuple[BrokerConfig, ServerConfig]
         store=store, broker_name=args.broker_name, auto_create_topics=args.auto_create_topics,
         default_queues=args.default_queues, reject_transactions=args.reject_transactions,
         tx_timeout=args.tx_timeout, tx_check_interval=args.tx_check_interval,
-        tx_check_max=args.tx_check_max, delay_time_scale=args.delay_time_scale,
+        tx_check_max=args.tx_check_max, tx_op_batch_interval=args.tx_op_batch_interval,
+        delay_time_scale=args.delay_time_scale,
         client_expiry=args.client_expiry)
     server = ServerConfig(host=args.host, port=args.port, grpc_port=args.grpc_port,
                           max_frame_size=args.max_frame_size, insecure=args.insecure)

@@ -40,6 +40,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     group.add_argument("--console-host", default="127.0.0.1", metavar="HOST",
                        help="the console's address (default: 127.0.0.1); anything else needs "
                             "--console-token or the console's ACL keys")
+    group.add_argument("--console-allowed-host", action="append", default=[], metavar="NAME",
+                       help="a host name browsers may reach the console by, besides its address "
+                            "and localhost (repeatable; `rocketbox console --allowed-host`)")
     group.add_argument("--console-token", default=os.environ.get("ROCKETBOX_CONSOLE_TOKEN"),
                        metavar="TOKEN",
                        help="password every console request must carry (HTTP Basic, any user "
@@ -79,6 +82,8 @@ def console_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]
                                  setting="--console-port")
     argv = [sys.executable, "-m", "outbox", "console", "--host", args.console_host,
             "--port", str(args.console_port), "--log-level", "WARNING"]
+    for name in args.console_allowed_host:
+        argv += ["--allowed-host", name]
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROCKETBOX_")}
     for name, value in (("ROCKETBOX_CONSOLE_TOKEN", args.console_token),
                         ("ROCKETBOX_ACCESS_KEY", args.console_access_key),

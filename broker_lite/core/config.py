@@ -27,6 +27,11 @@ class BrokerConfig:
     tx_check_interval: float = 30.0
     #: checks before a half is discarded to TRANS_CHECK_MAX_TIME_TOPIC
     tx_check_max: int = 15
+    #: seconds an op record waits for its batch after an end is applied, as RocketMQ's
+    #: ``transactionOpBatchInterval`` (3 s there); 0 (the default): written with the end.
+    #: Only the gRPC door's proxy mode sets it (``--tx-op-batch-interval``); with it, each
+    #: op record names one copy of its half, as RocketMQ's does (docs/grpc-proxy-semantics.md)
+    tx_op_batch_interval: float = 0.0
     #: a half older than this is discarded whatever its check count (RocketMQ: 72 h)
     tx_max_age_hours: float = 72.0
     #: failed deliveries before a message goes to %DLQ%group
@@ -44,6 +49,9 @@ class BrokerConfig:
         if self.tx_timeout < 0 or self.tx_check_interval <= 0 or self.tx_check_max < 1:
             raise ConfigurationError("tx_timeout >= 0, tx_check_interval > 0 and tx_check_max >= 1",
                                      setting="tx_timeout, tx_check_interval, tx_check_max")
+        if self.tx_op_batch_interval < 0:
+            raise ConfigurationError(f"tx_op_batch_interval must be >= 0 seconds, got "
+                                     f"{self.tx_op_batch_interval}", setting="tx_op_batch_interval")
         if self.delay_time_scale <= 0:
             raise ConfigurationError("delay_time_scale must be positive",
                                      setting="delay_time_scale")

@@ -1,4 +1,4 @@
-"""Small JSON state files (topics, offsets, delay progress), replaced atomically."""
+"""Small JSON state files (topics, offsets, delay progress), replaced atomically, 0600."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import logging
 import os
 from pathlib import Path
 from typing import Any
+
+from broker_lite.storage.private import write_private
 
 __all__ = ["load_json", "save_json"]
 
@@ -29,10 +31,8 @@ def save_json(path: Path, data: Any) -> bool:
     """Write via a temp file and rename. On OSError (full disk) log and keep the old file."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with open(tmp, "w") as fh:
-            json.dump(data, fh, separators=(",", ":"), sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
+        text = json.dumps(data, separators=(",", ":"), sort_keys=True)
+        write_private(tmp, text.encode(), sync=True)
         os.replace(tmp, path)
     except OSError as exc:
         log.error("could not save %s: %s (the previous version is kept)", path, exc)

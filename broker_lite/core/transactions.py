@@ -32,6 +32,14 @@ RocketMQ's tools read a broker_lite log and the audit reads either broker's:
 * **ours:** the state is rebuilt from the log after a restart (half copies,
   op records, discards; :mod:`~broker_lite.core.transaction_state`): a
   resolved half is never checked again (#2117, #4436) and check counts are kept;
+* with ``tx_op_batch_interval`` (only the gRPC door's proxy mode sets it) the
+  op record of an end is written that long after the end, as RocketMQ's
+  ``TransactionalOpBatchService`` batches them, and it closes only the copy
+  of the half the end named. Until it is written the half can be checked: the
+  check renews it, and the renewed copy stays open after the first copy's op
+  record lands (RocketMQ #8158), until an end names it. A COMMIT for a copy
+  of a half already committed writes the message again (#5574). Ops waiting
+  for their batch are kept in memory, as RocketMQ's are;
 * a second half under a transaction id already stored returns the first
   one's result, unless the caller asks for RocketMQ's behaviour
   (``dedupe=False``: the gRPC door's proxy mode), which stores it as a half of
@@ -51,6 +59,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from broker_lite.core.clients import Channel, ClientRegistry
 from broker_lite.core.config import BrokerConfig
@@ -120,6 +129,17 @@ def delivered_view(record: StoredRecord, *, topic: str | None = None,
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _BatchedOp:
+    """An op record waiting for its batch (``tx_op_batch_interval``)."""
+
+    due_ms: int
+    entry: HalfEntry
+    state: str
+    copy_offset: int
+    extra: dict[str, str] | None
+
+
 class TransactionService:
     """Transaction state, rebuilt from the half and op queues at start."""
 
@@ -131,6 +151,10 @@ class TransactionService:
         self._notify = notify
         self._lock = threading.RLock()
         self._table = rebuild(store)
+        self._op_delay_ms = int(config.tx_op_batch_interval * 1000)
+        #: ops waiting for their batch, and the copies an end named (batched mode only)
+        self._batched: list[_BatchedOp] = []
+        self._ended_copies: dict[str, set[int]] = {}
         for entry in list(self._table.pending.values()):
             commit = find_commit(store, entry)
             if commit is not None:  # crashed between the commit record and its op
@@ -146,12 +170,18 @@ class TransactionService:
     def _resolve(self, entry: HalfEntry, state: str, copy_offset: int,
                  extra: dict[str, str] | None = None) -> int:
         """Write the op record removing ``entry``'s half copy; mark it resolved. Returns its end."""
+        end_offset = self._write_op(entry, state, copy_offset, extra)
+        self._table.settle(entry, state)
+        return end_offset
+
+    def _write_op(self, entry: HalfEntry, state: str, copy_offset: int,
+                  extra: dict[str, str] | None = None) -> int:
+        """Write the op record removing one copy of ``entry``'s half. Returns its end."""
         props = {TAGS: REMOVE_TAG, TRANSACTION_ID: entry.transaction_id,
                  TX_STATE: OP_NAMES[state], **(extra or {})}
         body = b"%d," % entry.copies[copy_offset]
         put = self._store.put_nowait(MessageToStore(topic=OP_TOPIC, body=body,
                                                     properties=props))
-        self._table.settle(entry, state)
         return put.end_offset
 
     def get(self, transaction_id: str) -> HalfEntry | None:
@@ -228,6 +258,13 @@ class TransactionService:
             raise TransactionMismatchError(
                 f"end-transaction state {request.state} is not COMMIT (8), ROLLBACK (12) "
                 "or UNKNOWN (0)")
+        if self._op_delay_ms > 0:
+            batched = self._end_batched(request)
+            if batched is not None:
+                result, end_offset, committed = batched
+                if committed is not None:
+                    self._notify(committed.real_topic, committed.real_queue_id)
+                return result, end_offset
         with self._lock:
             entry = self._table.find(request.transaction_id, request.commit_log_offset)
             if entry is None:
@@ -268,6 +305,70 @@ class TransactionService:
                             entry.transaction_id, exc)
         self._notify(entry.real_topic, entry.real_queue_id)
         return self._ended(entry, already=False, state=COMMITTED), end_offset
+
+    def _end_batched(self, request: EndRequest
+                     ) -> tuple[EndResult, int, HalfEntry | None] | None:
+        """``end`` as RocketMQ's broker does it: the copy named, its op record batched.
+
+        The commit record is written at once, even for a half one of whose copies
+        was committed already (#5574); the op record, which closes only this copy,
+        waits ``tx_op_batch_interval``. An end naming a copy already ended
+        changes nothing (the proxy's transaction data is used up by one end).
+        None when the half is no longer pending (``end`` answers as usual); the
+        entry is given back when a commit was written (its queue gets a message).
+        """
+        with self._lock:
+            entry = self._table.find(request.transaction_id, request.commit_log_offset)
+            if entry is None:
+                raise TransactionNotFoundError(request.transaction_id)
+            self._validate(entry, request)
+            if entry.state != PENDING:
+                return None
+            wanted = {8: COMMITTED, 12: ROLLED_BACK}.get(request.state)
+            if wanted is None:
+                return EndResult(outcome="unknown"), 0, None
+            copy = request.commit_log_offset if request.commit_log_offset >= 0 \
+                else entry.half_offset
+            ended = self._ended_copies.setdefault(entry.key, set())
+            if copy in ended:
+                return self._ended(entry, already=True, state=wanted), 0, None
+            ended.add(copy)
+            end_offset = 0
+            if wanted == COMMITTED:
+                if entry.commit_offset >= 0:
+                    log.warning("transaction %s committed again (copy at %d): the op record "
+                                "of its first commit was not written yet, as on RocketMQ "
+                                "(#5574, #8158)", entry.transaction_id, copy)
+                end_offset = self._write_commit(entry, copy)
+            self._batched.append(_BatchedOp(
+                int(time.time() * 1000) + self._op_delay_ms, entry, wanted, copy,
+                {FROM_CHECK: "true"} if request.from_check else None))
+            return (self._ended(entry, already=False, state=wanted), end_offset,
+                    entry if wanted == COMMITTED else None)
+
+    def _write_batched_ops(self, now_ms: int) -> None:
+        """Write the op records whose batch is due; each closes its half only if it names
+        the half's latest copy (a renewed copy stays open, as in RocketMQ)."""
+        due = [op for op in self._batched if op.due_ms <= now_ms]
+        if not due:
+            return
+        self._batched = [op for op in self._batched if op.due_ms > now_ms]
+        for op in due:
+            entry = op.entry
+            try:
+                if entry.state == PENDING and op.copy_offset == entry.latest_offset:
+                    self._resolve(entry, COMMITTED if entry.commit_offset >= 0 else op.state,
+                                  op.copy_offset, op.extra)
+                    self._ended_copies.pop(entry.key, None)
+                else:
+                    self._write_op(entry, op.state, op.copy_offset, op.extra)
+                    if entry.state == PENDING:
+                        log.info("op record for an older copy of transaction %s: its renewed "
+                                 "copy stays open until an end names it (RocketMQ #8158)",
+                                 entry.transaction_id)
+            except UnavailableError as exc:
+                log.warning("op record of transaction %s not written: %s",
+                            entry.transaction_id, exc)
 
     def _validate(self, entry: HalfEntry, request: EndRequest) -> None:
         if request.producer_group != entry.producer_group:
@@ -314,8 +415,12 @@ class TransactionService:
         max_age_ms = int(self._config.tx_max_age_hours * 3600 * 1000)
         sends: list[tuple[Channel, CheckRequest]] = []
         with self._lock:
+            if self._op_delay_ms > 0:
+                # RocketMQ knows a half is done only from its op record: a commit whose op
+                # is still in its batch does not stop a check
+                self._write_batched_ops(now)
             for entry in list(self._table.pending.values()):
-                if entry.commit_offset >= 0:
+                if entry.commit_offset >= 0 and self._op_delay_ms <= 0:
                     self._close_committed(entry)
                     continue
                 age = now - entry.store_ts

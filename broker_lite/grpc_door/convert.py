@@ -14,7 +14,10 @@ Inbound (SendMessage), one ``Message`` becomes one
 ``message_type`` TRANSACTION      ``transactional=True`` (a half)
 ``orphaned_transaction_recovery_duration``  ``CHECK_IMMUNITY_TIME_IN_SECONDS``
 ``born_timestamp``                ``born_timestamp`` (ms)
-GZIP ``body_encoding``            the body is stored decompressed
+GZIP ``body_encoding``            the body is stored decompressed, inflated
+                                  as a stream that stops at ``max_message_size``
+                                  (and at that plus 1 MiB for all the bodies of
+                                  one request), never past it
 ==============================  ============================================
 
 Outbound, a :class:`~broker_lite.core.model.DeliveredMessage` becomes a
@@ -25,7 +28,6 @@ the receipt handle, delivery attempt and invisible duration.
 
 from __future__ import annotations
 
-import gzip
 import re
 import zlib
 from collections.abc import Mapping
@@ -36,6 +38,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from broker_lite.core.model import DeliveredMessage, Message
 from broker_lite.grpc_door.config import GrpcDoorConfig
 from broker_lite.grpc_door.status import Code, GrpcDoorError
+from broker_lite.storage.inflate import InflateBudget, InflatedTooLargeError, inflate_zlib
 from broker_lite.storage.properties import (
     CHECK_IMMUNITY_TIME_IN_SECONDS,
     DELAY,
@@ -105,14 +108,21 @@ def _check_text(value: str, code: int, what: str) -> None:
         raise GrpcDoorError(code, f"{what} cannot contain a control character")
 
 
-def _body(message: Any, max_body: int) -> bytes:
+def _body(message: Any, max_body: int, budget: InflateBudget | None = None) -> bytes:
     body = bytes(message.body)
     if message.system_properties.body_encoding == pb.Encoding.GZIP:
+        limit, setting = max_body, "max_message_size"
+        if budget is not None and budget.left < limit:
+            limit, setting = max(budget.left, 0), "max_message_size plus 1 MiB per request"
         try:
-            body = gzip.decompress(body) if body[:2] == b"\x1f\x8b" else zlib.decompress(body)
-        except (OSError, EOFError, zlib.error) as exc:
+            body = inflate_zlib(body, limit, setting=setting)
+        except InflatedTooLargeError as exc:
+            raise GrpcDoorError(Code.MESSAGE_BODY_TOO_LARGE, str(exc)) from None
+        except ValueError as exc:
             raise GrpcDoorError(Code.MESSAGE_CORRUPTED,
                                 f"body is marked GZIP but does not decompress: {exc}") from None
+        if budget is not None:
+            budget.take(len(body))
     if not body:
         raise GrpcDoorError(Code.MESSAGE_BODY_EMPTY, "message body cannot be empty")
     if len(body) > max_body:
@@ -146,8 +156,11 @@ def _user_properties(message: Any, config: GrpcDoorConfig) -> dict[str, str]:
 
 
 def to_message(message: Any, *, config: GrpcDoorConfig, max_body: int,
-               now_ms: int) -> Message:
-    """One inbound ``Message`` as the core's ``WireMessage``; GrpcDoorError if refused."""
+               now_ms: int, budget: InflateBudget | None = None) -> Message:
+    """One inbound ``Message`` as the core's ``WireMessage``; GrpcDoorError if refused.
+
+    ``budget``: the bytes all the GZIP bodies of one request may still inflate to.
+    """
     sp = message.system_properties
     message_id = sp.message_id
     if not message_id.strip():
@@ -160,7 +173,7 @@ def to_message(message: Any, *, config: GrpcDoorConfig, max_body: int,
             or sp.HasField("priority"):
         raise GrpcDoorError(Code.UNSUPPORTED, "lite topics and message priorities are not "
                                               "supported by broker_lite")
-    body = _body(message, max_body)
+    body = _body(message, max_body, budget)
     props = _user_properties(message, config)
     tag: str | None = None
     if sp.HasField("tag") and sp.tag:

@@ -39,6 +39,7 @@ from broker_lite.grpc_door.door import GrpcDoor
 from broker_lite.grpc_door.route import validate_topic_name
 from broker_lite.grpc_door.status import Code, GrpcDoorError, ok, status, status_for
 from broker_lite.serving.durability import wait_flushed
+from broker_lite.storage.inflate import InflateBudget
 
 __all__ = ["end_transaction", "send_message"]
 
@@ -70,12 +71,15 @@ async def send_message(door: GrpcDoor, caller: Caller, request: Any) -> Any:
                and broker.topics.get(topic) is None)
     max_body = door.broker.config.store.max_message_size
     now = int(time.time() * 1000)
+    # compression never lets a request carry more than an uncompressed one could
+    budget = InflateBudget(max_body + (1 << 20))
     wires: list[Message] = []
     for message in request.messages:
         if message.topic.name != topic:
             raise GrpcDoorError(Code.MESSAGE_CORRUPTED,
                                 "every message of one request must have the same topic")
-        wires.append(to_message(message, config=door.config, max_body=max_body, now_ms=now))
+        wires.append(to_message(message, config=door.config, max_body=max_body, now_ms=now,
+                                budget=budget))
     proxy = door.proxy
     if proxy is not None:
         proxy.check_send(topic, wires)

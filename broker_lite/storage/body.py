@@ -10,6 +10,11 @@ body CRC (0), flag, body length, body, properties length (2 bytes),
 properties`` (``MessageDecoder.encodeMessage``). A flag this module cannot read
 raises :class:`~broker_lite.errors.CorruptRecordError` naming the record's
 offset and the flag.
+
+A compressed body is inflated by :mod:`broker_lite.storage.inflate`, never past
+``limit`` (the broker's ``max_message_size``, 4 MiB unless told): a record
+that claims more is unreadable
+(a CorruptRecordError naming the limit), whatever the compressed data says.
 """
 
 from __future__ import annotations
@@ -17,15 +22,27 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import lz4.frame
 import zstandard
 
 from broker_lite.errors import CorruptRecordError
+from broker_lite.storage.config import StoreConfig
+from broker_lite.storage.inflate import (
+    InflatedTooLargeError,
+    inflate_lz4,
+    inflate_zlib,
+    inflate_zstd,
+)
 from broker_lite.storage.properties import decode_properties
 from broker_lite.storage.record import StoredRecord, SysFlag
 
-__all__ = ["COMPRESSION_NAMES", "InnerMessage", "compress", "inner_messages", "message_body"]
+__all__ = ["COMPRESSION_NAMES", "DEFAULT_INFLATE_LIMIT", "InnerMessage", "compress",
+           "inner_messages", "message_body"]
+
+#: the limit a body is inflated to unless told: StoreConfig's default max_message_size
+DEFAULT_INFLATE_LIMIT: int = StoreConfig(data_dir=Path()).max_message_size
 
 #: compression type (sysflag bits 8-10) -> name
 COMPRESSION_NAMES = {0: "zlib", 1: "lz4", 2: "zstd", 3: "zlib"}
@@ -69,32 +86,39 @@ def compress(body: bytes, kind: str) -> tuple[bytes, int]:
     raise ValueError(f"compression must be zlib, lz4 or zstd, not {kind!r}")
 
 
-def message_body(record: StoredRecord) -> bytes:
-    """The body as the producer wrote it: decompressed when the sysflag says so."""
+def message_body(record: StoredRecord, *, limit: int = DEFAULT_INFLATE_LIMIT) -> bytes:
+    """The body as the producer wrote it: decompressed when the sysflag says so.
+
+    Never inflated past ``limit`` bytes: a record that would is unreadable
+    (CorruptRecordError naming the limit).
+    """
     _check_bits(record)
     if not record.sysflag & SysFlag.COMPRESSED:
         return record.body
     kind = compression_type(record.sysflag)
     try:
         if kind in (0, 3):
-            return zlib.decompress(record.body)
+            return inflate_zlib(record.body, limit)
         if kind == 1:
-            return bytes(lz4.frame.decompress(record.body))
+            return inflate_lz4(record.body, limit)
         if kind == 2:
-            return zstandard.ZstdDecompressor().decompressobj().decompress(record.body)
-    except (zlib.error, RuntimeError, zstandard.ZstdError) as exc:
+            return inflate_zstd(record.body, limit)
+    except InflatedTooLargeError as exc:
+        raise _unreadable(record, f"{COMPRESSION_NAMES[kind]} body: {exc}") from None
+    except ValueError as exc:
         raise _unreadable(record, f"{COMPRESSION_NAMES[kind]} body does not decompress: "
                           f"{exc}") from exc
     raise _unreadable(record, f"compression type {kind} (bits 8-10) is not LZ4 (1), "
                       "ZSTD (2) or ZLIB (3)")
 
 
-def inner_messages(record: StoredRecord) -> list[InnerMessage]:
+def inner_messages(record: StoredRecord, *,
+                   limit: int = DEFAULT_INFLATE_LIMIT) -> list[InnerMessage]:
     """The messages of an ``INNER_BATCH`` record (``[]`` for any other record)."""
     if not record.sysflag & SysFlag.INNER_BATCH:
         _check_bits(record)
         return []
-    data = message_body(record)
+    data = message_body(record, limit=limit)
     found: list[InnerMessage] = []
     pos = 0
     while pos < len(data):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker_lite.storage.mapped_file import reserve_space
+from broker_lite.storage.private import open_private, write_private
 
 __all__ = ["AbortMarker", "Checkpoint", "CheckpointFile"]
 
@@ -50,7 +51,7 @@ class CheckpointFile:
         self.last = self._read()
         # Allocate both slots now, while there is room, so that writing a
         # checkpoint later never needs a new block.
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_private(self.path, os.O_RDWR)
         try:
             if os.fstat(fd).st_size < 2 * SLOT_SIZE:
                 reserve_space(fd, 2 * SLOT_SIZE, self.path)
@@ -102,7 +103,7 @@ class AbortMarker:
         return self.path.exists()
 
     def create(self) -> None:
-        self.path.write_bytes(str(os.getpid()).encode())
+        write_private(self.path, str(os.getpid()).encode())
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)

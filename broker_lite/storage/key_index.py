@@ -29,6 +29,7 @@ from pathlib import Path
 
 from broker_lite.errors import ConfigurationError
 from broker_lite.storage.mapped_file import MappedFile, segment_name
+from broker_lite.storage.private import private_dir
 from broker_lite.storage.properties import KEYS, TRANSACTION_ID, UNIQ_KEY, split_keys
 
 __all__ = ["IndexFile", "KeyIndex", "index_keys", "key_hash"]
@@ -144,7 +145,7 @@ class KeyIndex:
         self.directory = directory
         self.slot_count = slot_count
         self.max_entries = max_entries
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dir(directory)
         self.files: list[IndexFile] = [
             IndexFile(directory / name, int(name), slot_count, max_entries)
             for name in sorted(os.listdir(directory))

@@ -20,6 +20,7 @@ from typing import Any
 
 from broker_lite.errors import StorageError
 from broker_lite.storage.config import StoreConfig
+from broker_lite.storage.private import write_private
 
 __all__ = ["FORMAT_VERSION", "LAYOUT_FILE", "check_layout", "read_layout", "write_layout"]
 
@@ -44,7 +45,8 @@ def write_layout(root: Path, config: StoreConfig) -> None:
     """Write ``meta.json`` for a new directory (atomically)."""
     wanted: dict[str, Any] = {k: getattr(config, k) for k in _LAYOUT_FIELDS}
     tmp = root / (LAYOUT_FILE + ".tmp")
-    tmp.write_text(json.dumps({"format": FORMAT_VERSION, **wanted}, indent=2) + "\n")
+    write_private(tmp, (json.dumps({"format": FORMAT_VERSION, **wanted}, indent=2)
+                        + "\n").encode())
     os.replace(tmp, root / LAYOUT_FILE)
 
 

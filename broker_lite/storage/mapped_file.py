@@ -22,6 +22,7 @@ import os
 from pathlib import Path
 
 from broker_lite.errors import DiskFullError, StorageError
+from broker_lite.storage.private import open_private, private_dir
 
 __all__ = ["MappedFile", "MappedFileQueue", "reserve_space", "segment_name"]
 
@@ -68,7 +69,7 @@ class MappedFile:
             self._fd = -1
             return
         existed = path.exists()
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_private(path, os.O_RDWR)
         try:
             current = os.fstat(fd).st_size
             if not existed or current < file_size:
@@ -172,7 +173,7 @@ class MappedFileQueue:
         self.file_size = file_size
         self.readonly = readonly
         if not readonly:
-            directory.mkdir(parents=True, exist_ok=True)
+            private_dir(directory)
         self.files: list[MappedFile] = []
         names = sorted(os.listdir(directory)) if directory.exists() else []
         for name in names:

@@ -32,6 +32,7 @@ from broker_lite.storage.consume_queue import ConsumeQueue, QueueUnit
 from broker_lite.storage.flush import FlushService
 from broker_lite.storage.key_index import KeyIndex, index_keys
 from broker_lite.storage.layout import check_layout, read_layout
+from broker_lite.storage.private import private_dir
 from broker_lite.storage.properties import (
     CRC32_PROPERTY,
     MAX_PROPERTIES_BYTES,
@@ -80,7 +81,7 @@ class MessageStore:
     def __init__(self, config: StoreConfig) -> None:
         self.config = config
         root = Path(config.data_dir)
-        root.mkdir(parents=True, exist_ok=True)
+        private_dir(root)
         self._root = root
         check_layout(root, config)
         self._lock = threading.Lock()

@@ -29,7 +29,12 @@ transport (a SQLite file). In ``.demo/`` (wiped first, so it runs again) it
    relay on purpose, a restart on a busy machine takes seconds (it imports
    and starts a Celery worker), and the kills come one after another, so
    transactions committed in that period wait through it by design, not by a
-   fault;
+   fault. It runs with ``--grace 0`` (every order was consumed, so nothing is
+   in flight and no row is left ``pending``: "clean" judges every row) and a
+   fixed ``--as-of``, and the demo prints that command whole on one line
+   (``audit it again: rocketbox audit ...``), so running it later says the
+   same. Without Java or the SQLite JDBC driver the audit is skipped with one
+   whole line naming what to install;
 5. prints a summary table and, last, one line
    ``demo: committed=C rolled_back=R consumed=C divergences=D``, where D
    counts divergent transactions (and orders), not kinds of divergence.

@@ -27,12 +27,15 @@ from rich.table import Table
 
 from outbox.targets.base import TX_ID_PROPERTY
 
-__all__ = ["BASE_SLO", "Audit", "Outcome", "audit", "print_summary", "query",
+__all__ = ["BASE_SLO", "Audit", "Outcome", "audit", "print_spark", "print_summary", "query",
            "spark_available"]
 
 #: the commit-to-broker latency the Spark audit allows a transaction, on top of the demo's
 #: kill period (its kills and restarts, see ``RelaySupervisor.kill_period``)
 BASE_SLO = 5.0
+
+#: the Debian package of the SQLite JDBC driver the Spark audit reads the demo's database with
+SQLITE_JDBC_PACKAGE = "libxerial-sqlite-jdbc-java"
 
 #: where the broker keeps halves (RocketMQ's name; broker_lite's store uses it too)
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
@@ -138,6 +141,12 @@ def spark_available() -> str | None:
         return "the spark package is missing"
     if shutil.which("java") is None:
         return "java is not on PATH"
+    from spark.session import DEFAULT_JARS
+
+    sqlite_jar = next(j for j in DEFAULT_JARS if "sqlite" in j)
+    if not Path(sqlite_jar).is_file():
+        return (f"the SQLite JDBC driver {sqlite_jar} is missing: install it with "
+                f"`apt-get install -y {SQLITE_JDBC_PACKAGE}` (as root; or `make system-deps`)")
     return None
 
 
@@ -189,3 +198,15 @@ def print_summary(console: Console, orders: int, answers: collections.Counter[st
     for name, seconds in timings.items():
         table.add_row(f"time: {name}", f"{seconds:.1f}s")
     console.print(table)
+
+
+def print_spark(console: Console, result: str, again: str) -> None:
+    """What the Spark audit said, and the command that judges the same again (when it ran).
+
+    Each is one line whatever the terminal's width (a path or a command to copy is
+    never wrapped or cut), and printed as is (no markup read in paths).
+    """
+    console.print(f"Spark audit: {result}", soft_wrap=True, markup=False, highlight=False)
+    if again:
+        console.print(f"audit it again: {again}", soft_wrap=True, markup=False,
+                      highlight=False)

@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -18,6 +19,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from examples.demo.audit import (
     BASE_SLO,
     Outcome,
     audit,
+    print_spark,
     print_summary,
     query,
     spark_available,
@@ -87,17 +90,29 @@ def post(address: str, order: Order) -> tuple[int, dict[str, Any]]:
         conn.close()
 
 
-def spark_audit(demo: Demo, env: dict[str, str], timeout: float, slo: float
+def audit_command(work: Path, slo: float, as_of: str) -> list[str]:
+    """The Spark audit the demo runs, as ``rocketbox audit`` arguments.
+
+    ``--grace 0``: the demo waited until every committed order was consumed,
+    so nothing is in flight any more and every row is judged, none left
+    ``pending``. ``--as-of`` fixes the audit's clock, and ``--slo`` is the
+    demo's (see :data:`audit.BASE_SLO`): the same command run again later
+    says the same.
+    """
+    return ["--jdbc-url", f"jdbc:sqlite:{work / 'shop.sqlite'}",
+            "--commitlog", str(work / "broker"), "--grace", "0", "--slo", f"{slo:.1f}",
+            "--as-of", as_of]
+
+
+def spark_audit(demo: Demo, env: dict[str, str], timeout: float, args: list[str]
                 ) -> tuple[str, dict[str, int]]:
-    """Run ``spark.audit_job`` over the demo's files: what it said, and divergent counts.
+    """Run ``spark.audit_job args`` over the demo's files: what it said, and divergent counts.
 
     The counts are the audit's divergent transactions per category (from its
     ``--json`` summary); empty when it found none or could not run.
     """
     work = demo.work
-    part = demo.part("spark-audit", [sys.executable, "-m", "spark.audit_job", "--jdbc-url",
-                                     f"jdbc:sqlite:{work / 'shop.sqlite'}", "--commitlog",
-                                     str(work / "broker"), "--slo", f"{slo:.1f}",
+    part = demo.part("spark-audit", [sys.executable, "-m", "spark.audit_job", *args,
                                      "--json", str(work / "audit.json"),
                                      "--html", str(work / "audit.html"), "--quiet"], env)
     try:
@@ -115,7 +130,7 @@ def spark_audit(demo: Demo, env: dict[str, str], timeout: float, slo: float
             counts = {"divergent": int(summary.get("divergent") or 1)}
         return f"divergences (see {work / 'audit.json'})", counts
     tail = part.output().strip().splitlines()[-1:] or ["no output"]
-    return f"could not run, skipped: {tail[0][:120]}", {}
+    return f"could not run, skipped: {tail[0]} (log: {part.log_path})", {}
 
 
 # -- running it ----------------------------------------------------------------------------
@@ -330,15 +345,19 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
         timings["audit"] = time.monotonic() - auditing
         slo = BASE_SLO + kill_period
         spark_result = "off"
+        spark_again = ""
         if spark != "off":
             why_not = spark_available()
             if why_not is not None:
                 spark_result = f"skipped: {why_not}"
             else:
+                as_of = datetime.now(UTC).isoformat(timespec="seconds")
+                audit_args = audit_command(work, slo, as_of)
+                spark_again = shlex.join(["rocketbox", "audit", *audit_args])
                 console.print(f"running the Spark audit (spark.audit_job, local[*], "
-                              f"SLO {slo:.1f}s) ...")
+                              f"SLO {slo:.1f}s, grace 0, as of {as_of}) ...")
                 spark_started = time.monotonic()
-                spark_result, counts = spark_audit(demo, env, spark_timeout, slo)
+                spark_result, counts = spark_audit(demo, env, spark_timeout, audit_args)
                 timings["spark audit"] = time.monotonic() - spark_started
                 for category, count in counts.items():
                     result.diverged(f"spark: {category}", f"spark audit: {count} {category} "
@@ -352,7 +371,7 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
         downtime=downtime, longest=max(supervisor.outages, default=downtime),
         kill_period=kill_period, slo=slo),
         timings)
-    console.print(f"Spark audit: {spark_result}")
+    print_spark(console, spark_result, spark_again)
     for line in result.lines[:20]:
         console.print(f"[red]divergence[/red] {line}")
     rolled_back = len(failed_refs)

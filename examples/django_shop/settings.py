@@ -55,7 +55,10 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "examples.django_shop.orders.views.ShopErrors",  # the shop's errors as JSON
 ]
+#: an order is a few dozen bytes: a larger body is refused (413) before it is read
+DATA_UPLOAD_MAX_MEMORY_SIZE = 16 * 1024
 TEMPLATES = [{
     "BACKEND": "django.template.backends.django.DjangoTemplates", "APP_DIRS": True,
     "OPTIONS": {"context_processors": [

@@ -2,7 +2,7 @@
 
 ``migrate``    create the shop's and the inventory's tables (outbox ones by Alembic)
 ``web``        serve the shop (uvicorn) and print ``shop ready http://HOST:PORT``
-``relay``      the Celery relay worker with beat
+``relay``      the Celery relay worker with its sweeper
 ``checker``    the check-back responder; prints ``checker ready``
 ``inventory``  the inventory consumer (``examples/flask_shop/inventory.py``); prints
                ``inventory ready``
@@ -16,8 +16,11 @@ from collections.abc import Sequence
 
 from examples.fastapi_shop.settings import inventory_db, shop_settings
 from examples.flask_shop import inventory
-from examples.flask_shop.commands import serve_checker, shop_parser
+from examples.flask_shop.commands import check_start, serve_checker, shop_parser
 from outbox import migrate
+from outbox.errors import ConfigurationError
+
+PROG = "python -m examples.fastapi_shop.run"
 
 
 def _migrate() -> int:
@@ -35,8 +38,10 @@ def _migrate() -> int:
 def _web(host: str, port: int) -> int:
     import uvicorn
 
-    from examples.fastapi_shop.shop import app
+    from examples.fastapi_shop.shop import app, rocketbox
 
+    if code := check_start(PROG, "web", rocketbox.base_outbox, broker=False):
+        return code
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
 
     async def serve() -> None:
@@ -58,6 +63,8 @@ def _relay() -> int:
     from examples.fastapi_shop.shop import rocketbox
     from outbox.celery import run_worker
 
+    if code := check_start(PROG, "relay", rocketbox.base_outbox):
+        return code
     broker = rocketbox.celery_broker
     assert broker is not None
     return run_worker(rocketbox.base_outbox, celery_broker=broker, celery_backend=None,
@@ -68,6 +75,8 @@ def _relay() -> int:
 def _checker() -> int:
     from examples.fastapi_shop.shop import rocketbox
 
+    if code := check_start(PROG, "checker", rocketbox.base_outbox):
+        return code
     return serve_checker(rocketbox.base_outbox)
 
 
@@ -76,17 +85,21 @@ def _inventory() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser, _ = shop_parser("python -m examples.fastapi_shop.run")
+    parser, _ = shop_parser(PROG)
     args = parser.parse_args(argv)
-    if args.command == "migrate":
-        return _migrate()
-    if args.command == "web":
-        return _web(args.host, args.port)
-    if args.command == "relay":
-        return _relay()
-    if args.command == "checker":
-        return _checker()
-    return _inventory()
+    try:
+        if args.command == "migrate":
+            return _migrate()
+        if args.command == "web":
+            return _web(args.host, args.port)
+        if args.command == "relay":
+            return _relay()
+        if args.command == "checker":
+            return _checker()
+        return _inventory()
+    except ConfigurationError as exc:  # a setting the shop cannot start with: one line
+        print(f"{PROG} {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 
 from outbox import Outbox
+from outbox.errors import ConfigurationError
 
-__all__ = ["COMMANDS", "serve_checker", "shop_parser"]
+__all__ = ["COMMANDS", "check_start", "serve_checker", "shop_parser"]
 
 #: the parts a shop's ``run`` starts, in the order ``--help`` lists them
 COMMANDS = ("migrate", "web", "relay", "checker", "inventory")
@@ -27,6 +29,25 @@ def shop_parser(prog: str) -> tuple[argparse.ArgumentParser, dict[str, argparse.
     commands["web"].add_argument("--host", default="127.0.0.1")
     commands["web"].add_argument("--port", type=int, default=8000)
     return parser, commands
+
+
+def check_start(prog: str, command: str, outbox: Outbox, *, broker: bool = True) -> int:
+    """Before a part says "ready": the shop's database answers and is migrated (``SHOP_DB``)
+    and, for the relay and the checker (``broker``), the broker setting can work
+    (``SHOP_BROKER``). 0 when all is well, else one line on stderr and 2."""
+    from outbox.cli_commands import check_database, startup_checks
+
+    migrate_with = f"{prog} migrate"
+    try:
+        if broker:
+            startup_checks(command, outbox, db_setting="SHOP_DB", migrate_with=migrate_with)
+        else:
+            check_database(outbox.engine, setting="SHOP_DB", migrate_with=migrate_with)
+    except ConfigurationError as exc:
+        print(f"{prog} {command}: {str(exc).replace('--broker', 'SHOP_BROKER')}",
+              file=sys.stderr, flush=True)
+        return 2
+    return 0
 
 
 def serve_checker(outbox: Outbox) -> int:

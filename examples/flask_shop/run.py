@@ -2,7 +2,7 @@
 
 ``migrate``    create the shop's and the inventory's tables (outbox ones by Alembic)
 ``web``        serve the shop (werkzeug, threaded) and print ``shop ready http://HOST:PORT``
-``relay``      the Celery relay worker with beat (``flask rocketbox relay`` does the same)
+``relay``      the Celery relay worker with its sweeper (``flask rocketbox relay`` does the same)
 ``checker``    the check-back responder
 ``inventory``  the inventory consumer; prints ``inventory ready``
 
@@ -25,11 +25,12 @@ from pathlib import Path
 from werkzeug.serving import make_server
 
 from examples.flask_shop import inventory
-from examples.flask_shop.commands import serve_checker, shop_parser
+from examples.flask_shop.commands import check_start, serve_checker, shop_parser
 from examples.flask_shop.settings import inventory_db, inventory_keys, shop_config
 from examples.flask_shop.shop import create_app, db
 from integrations.flask import state_for
 from outbox import Outbox, migrate
+from outbox.errors import ConfigurationError
 from outbox.targets import EndOutcome, HalfOutcome, OutgoingMessage, Publisher, TxEnd
 from outbox.targets.choose import publisher_for
 
@@ -68,8 +69,13 @@ def _migrate() -> int:
     return 0
 
 
+PROG = "python -m examples.flask_shop.run"
+
+
 def _web(host: str, port: int) -> int:
     app = create_app(shop_config())
+    if code := check_start(PROG, "web", state_for(app).base_outbox, broker=False):
+        return code
     server = make_server(host, port, app, threaded=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -95,6 +101,8 @@ def _relay(crash_dir: str | None) -> int:
         def factory(outbox: Outbox) -> Publisher:
             return CrashBetweenHalfAndEnd(publisher_for(outbox), markers)  # either target
 
+    if code := check_start(PROG, "relay", state.base_outbox):
+        return code
     broker = state.celery_broker
     assert broker is not None
     return run_worker(state.base_outbox, celery_broker=broker,
@@ -105,7 +113,10 @@ def _relay(crash_dir: str | None) -> int:
 
 
 def _checker() -> int:
-    return serve_checker(state_for(create_app(shop_config())).base_outbox)
+    outbox = state_for(create_app(shop_config())).base_outbox
+    if code := check_start(PROG, "checker", outbox):
+        return code
+    return serve_checker(outbox)
 
 
 def _inventory(access_key: str | None, secret_key: str | None) -> int:
@@ -114,7 +125,7 @@ def _inventory(access_key: str | None, secret_key: str | None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser, commands = shop_parser("python -m examples.flask_shop.run")
+    parser, commands = shop_parser(PROG)
     commands["relay"].add_argument("--demo-crash-dir")
     consumer = commands["inventory"]
     access_key, secret_key = inventory_keys()
@@ -125,15 +136,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                           help="its secret (env SHOP_INVENTORY_SECRET_KEY, else "
                                "SHOP_SECRET_KEY; keep it off the command line)")
     args = parser.parse_args(argv)
-    if args.command == "migrate":
-        return _migrate()
-    if args.command == "web":
-        return _web(args.host, args.port)
-    if args.command == "relay":
-        return _relay(args.demo_crash_dir)
-    if args.command == "checker":
-        return _checker()
-    return _inventory(args.access_key, args.secret_key)
+    try:
+        if args.command == "migrate":
+            return _migrate()
+        if args.command == "web":
+            return _web(args.host, args.port)
+        if args.command == "relay":
+            return _relay(args.demo_crash_dir)
+        if args.command == "checker":
+            return _checker()
+        return _inventory(args.access_key, args.secret_key)
+    except ConfigurationError as exc:  # a setting the shop cannot start with: one line
+        print(f"{PROG} {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import URL, make_url
+from sqlalchemy import URL
 from sqlalchemy.exc import InvalidRequestError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
@@ -38,6 +38,7 @@ from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
 from outbox.config import Outbox, RelaySettings
 from outbox.errors import ConfigurationError
 from outbox.migrate import engine_for
+from outbox.migrate import sync_url as migrate_sync_url
 from outbox.serializers import JsonSerializer, Serializer
 
 if TYPE_CHECKING:
@@ -55,15 +56,8 @@ _request_session: ContextVar[tuple[Rocketbox, AsyncSession] | None] = ContextVar
 
 def sync_url(url: str | URL) -> URL:
     """The sync twin of an async database URL (asyncpg/psycopg async: psycopg 3; aiosqlite:
-    sqlite3), for the relay and the commands."""
-    parsed = make_url(url)
-    backend = parsed.get_backend_name()
-    if backend == "postgresql":
-        return parsed.set(drivername="postgresql+psycopg")
-    if backend == "sqlite":
-        return parsed.set(drivername="sqlite")
-    raise ConfigurationError(f"rocketbox supports PostgreSQL and SQLite, not {backend!r} "
-                             f"({parsed.render_as_string(hide_password=True)})")
+    sqlite3), for the relay and the commands: :func:`outbox.migrate.sync_url`."""
+    return migrate_sync_url(url, setting="database")
 
 
 def request_session(rocketbox: Rocketbox) -> AsyncSession | None:
@@ -92,8 +86,12 @@ class Rocketbox:
         if isinstance(database, AsyncEngine):
             self.engine = database
         else:
+            sync_url(database)  # a database rocketbox supports, before any driver is loaded
             try:
                 self.engine = _create_async_engine(database, **dict(engine_options or {}))
+            except ModuleNotFoundError as exc:
+                raise ConfigurationError(f"database: the async driver is not installed (no "
+                                         f"module {exc.name!r})", setting="database") from exc
             except InvalidRequestError as exc:  # a sync driver in the URL
                 raise ConfigurationError(
                     f"the FastAPI integration needs an async driver (postgresql+asyncpg, "

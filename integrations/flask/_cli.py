@@ -14,6 +14,7 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 from rich.console import Console
+from sqlalchemy.exc import DBAPIError
 
 from integrations.flask._extension import state_for
 from outbox.config import Outbox
@@ -38,13 +39,17 @@ def _fail(exc: Exception) -> click.ClickException:
 def migrate_command(revision: str, sql: bool) -> None:
     from outbox import migrate
 
-    state = state_for(current_app._get_current_object())  # type: ignore[attr-defined]
+    engine = _outbox().engine
     try:
-        engine = state.base_outbox.engine
         before = migrate.current(engine) if not sql else None
         migrate.upgrade(engine, revision, sql=sql, output=sys.stdout if sql else None)
     except OutboxError as exc:
         raise _fail(exc) from exc
+    except DBAPIError as exc:
+        from outbox.cli import describe_db_error
+
+        raise _SettingsError("ROCKETBOX_DATABASE: " + describe_db_error(
+            exc, engine.url.render_as_string(hide_password=False))) from None
     if not sql:
         after = migrate.current(engine)
         click.echo(f"rocketbox migrate: {before or 'empty'} -> {after}")
@@ -56,8 +61,9 @@ def migrate_command(revision: str, sql: bool) -> None:
 def status_command(as_json: bool) -> None:
     from outbox.status import read_status, render_status
 
-    state = state_for(current_app._get_current_object())  # type: ignore[attr-defined]
-    result = read_status(state.base_outbox.engine)
+    outbox = _outbox()
+    _check_database(outbox)
+    result = read_status(outbox.engine)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
@@ -70,19 +76,44 @@ class _SettingsError(click.ClickException, ConfigurationError):
     exit_code = 2
 
 
-def _preflight(command: str, outbox: Outbox) -> None:
-    from outbox.cli_commands import preflight
+#: how a ``flask rocketbox`` user migrates (what the start-up check tells them to run)
+_MIGRATE = "flask rocketbox migrate"
+
+
+def _outbox() -> Outbox:
+    """The app's outbox (without ``on_commit``); a setting it cannot be built from is one line."""
+    state = state_for(current_app._get_current_object())  # type: ignore[attr-defined]
+    try:
+        return state.base_outbox
+    except ConfigurationError as exc:
+        raise _SettingsError(str(exc)) from None
+
+
+def _startup_checks(command: str, outbox: Outbox) -> None:
+    """The database (reachable, migrated) and the broker, before the command says "ready"."""
+    from outbox.cli_commands import startup_checks
 
     try:
-        preflight(command, outbox)
+        startup_checks(command, outbox, db_setting="ROCKETBOX_DATABASE", migrate_with=_MIGRATE)
+    except ConfigurationError as exc:
+        raise _SettingsError(str(exc)) from None
+
+
+def _check_database(outbox: Outbox) -> None:
+    from outbox.cli_commands import check_database
+
+    try:
+        check_database(outbox.engine, setting="ROCKETBOX_DATABASE", migrate_with=_MIGRATE)
     except ConfigurationError as exc:
         raise _SettingsError(str(exc)) from None
 
 
 @rocketbox_cli.command("relay", help="Run the Celery relay worker (with its sweeper lane).")
 @click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--no-beat", "beat", flag_value=False, default=True,
+@click.option("--no-sweeper", "beat", flag_value=False, default=True,
               help="do not run the sweeper lane in this worker")
+@click.option("--no-beat", "beat", flag_value=False, hidden=True,
+              help="the old name of --no-sweeper")
 @click.option("--no-checker", "checker", flag_value=False, default=True,
               help="do not answer check-backs in this worker")
 @click.option("--loglevel", default="INFO", show_default=True)
@@ -91,11 +122,12 @@ def relay_command(concurrency: int, beat: bool, checker: bool, loglevel: str) ->
     from outbox.celery import run_worker
 
     state = state_for(current_app._get_current_object())  # type: ignore[attr-defined]
+    outbox = _outbox()
     broker = state.celery_broker
     if not broker:
         raise click.ClickException("ROCKETBOX_CELERY_BROKER is '' (no Celery): the relay "
                                    "worker needs a Celery broker")
-    _preflight("relay", state.base_outbox)
+    _startup_checks("relay", outbox)
     code = run_worker(state.base_outbox, celery_broker=broker,
                       celery_backend=current_app.config["ROCKETBOX_CELERY_BACKEND"],
                       concurrency=concurrency, beat=beat, loglevel=loglevel,
@@ -108,8 +140,7 @@ def relay_command(concurrency: int, beat: bool, checker: bool, loglevel: str) ->
 def checker_command() -> None:
     from outbox.checker import run_checker
 
-    state = state_for(current_app._get_current_object())  # type: ignore[attr-defined]
-    outbox = state.base_outbox
-    _preflight("checker", outbox)
+    outbox = _outbox()
+    _startup_checks("checker", outbox)
     sys.exit(run_checker(outbox, on_ready=lambda: click.echo(
         f"rocketbox checker ready group={outbox.producer_group} broker={outbox.broker}")))

@@ -233,6 +233,7 @@ class Rocketbox:
             raise AlreadyInitialisedError(app=app.name)
         for key, value in DEFAULTS.items():
             app.config.setdefault(key, value)
+        _check_settings(app)
         app.extensions[EXTENSION_KEY] = FlaskState(app)
         from integrations.flask._cli import rocketbox_cli
 
@@ -276,6 +277,17 @@ def publish(topic: str | None, body: Any, *, tag: str | None = None,
     """
     return current_unit().publish(topic, body, tag=tag, keys=keys,
                                   message_group=message_group, headers=headers)
+
+
+def _check_settings(app: Flask) -> None:
+    """Refuse at ``init_app`` what would make every request fail (Django's rocketbox.E001):
+    a malformed ``ROCKETBOX_BROKER``, an unknown ``ROCKETBOX_MODE``. The database is only
+    reached on first use (the app may be configured before it exists)."""
+    parse_broker_address(app.config["ROCKETBOX_BROKER"], setting="ROCKETBOX_BROKER")
+    mode = app.config["ROCKETBOX_MODE"]
+    if mode not in ("outbox", "half_first"):
+        raise ConfigurationError(f"ROCKETBOX_MODE = {mode!r}: expected 'outbox' or "
+                                 "'half_first'", setting="ROCKETBOX_MODE")
 
 
 def _max_body_size(value: int | None) -> int:

@@ -18,10 +18,11 @@ once) over rows committed at least ``sweep_min_age`` seconds ago (younger
 ones are their tasks'), at most ``sweep_passes`` passes; a sweep that
 relayed rows is followed at once by another, so a backlog is drained at full
 speed rather than one batch a tick. A transient failure (the broker or the
-database unreachable) is logged and the next tick tries again; and when the
-relay's broker connection comes back, the sweeper does not wait for the tick
-(:meth:`Sweeper.wake`). Anything else is a fatal error: the worker stops and
-exits with status 1.
+database unreachable) is logged, naming which of the two, and the next tick
+tries again; and when the relay's broker connection comes back, the sweeper
+does not wait for the tick (:meth:`Sweeper.wake`). Anything else, missing
+outbox tables included (:mod:`outbox.celery.faults`), is a fatal error: the
+worker stops and exits with status 1.
 
 So once the relay can reach the broker and the database again, a row whose
 task was lost is relayed within about ``sweep_interval + sweep_min_age``
@@ -46,8 +47,10 @@ from typing import Any
 
 from celery import bootsteps
 from sqlalchemy import Engine, select, update
+from sqlalchemy.exc import ProgrammingError
 
 from outbox.celery.app import RocketboxState, rocketbox_state
+from outbox.celery.faults import classify
 from outbox.celery.tasks import TRANSIENT_ERRORS
 from outbox.models import transaction_table as t
 from outbox.relay import RelayReport
@@ -96,9 +99,18 @@ class Sweeper:
         try:
             report = relay.drain(max_passes=settings.sweep_passes,
                                  older_than=settings.sweep_min_age)
-        except TRANSIENT_ERRORS as exc:
-            log.warning("sweep failed, trying again in %.1fs or when the broker is back: %s",
-                        self.interval, exc)
+        except (*TRANSIENT_ERRORS, ProgrammingError) as exc:
+            fault = classify(exc)
+            if fault is None or not fault.transient:
+                raise  # the lane dies, the worker stops: waiting will not fix it
+            if fault.component == "broker":
+                log.warning("sweep failed: broker %s: %s; trying again in %.1fs or when the "
+                            "broker is back", self.state.outbox.broker, fault.text,
+                            self.interval)
+            else:
+                log.warning("sweep failed: database %s: %s; trying again in %.1fs",
+                            self.state.outbox.engine.url.render_as_string(hide_password=True),
+                            fault.text, self.interval)
             return None
         if report.relayed or report.failed:
             log.info("sweep relayed %d, failed %d, parked %d", report.relayed, report.failed,
@@ -110,7 +122,7 @@ class Sweeper:
             try:
                 released = release_dead_claims(self.state.outbox.engine)
             except TRANSIENT_ERRORS as exc:
-                log.warning("could not look for claims of dead relays: %s", exc)
+                log.warning("could not look for claims of dead relays (database): %s", exc)
             else:
                 if released:
                     log.info("released %d row(s) claimed by relays of this host that died",
@@ -122,6 +134,11 @@ class Sweeper:
                     continue  # a backlog: drain on, do not wait for the tick
                 self._wake.wait(self.interval)
         except Exception as exc:
+            fault = classify(exc)
+            if fault is not None:
+                log.error("the sweeper lane stops: %s: %s", fault.component, fault.text)
+                self._on_fatal(f"the sweeper lane stopped: {fault.component}: {fault.text}")
+                return
             log.exception("the sweeper lane failed")
             self._on_fatal(f"the sweeper lane died: {exc!r}")
 

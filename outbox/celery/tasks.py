@@ -30,6 +30,7 @@ from celery import Celery
 from sqlalchemy.exc import OperationalError
 
 from outbox.celery.app import RocketboxState, rocketbox_state
+from outbox.celery.faults import classify
 from outbox.ending import END_TRANSACTION_TASK, mark_ended
 from outbox.errors import RelayError
 from outbox.relay import RelayReport
@@ -64,9 +65,15 @@ def relay(task: Any, tx_ids: list[str] | None = None) -> dict[str, int]:
             # at the next sweep. (Ungrouped rows hold nothing back: no second claim.)
             report.add(relay.run_once())
     except TRANSIENT_ERRORS as exc:
+        fault = classify(exc)
+        if fault is not None and not fault.transient:
+            log.error("relay pass failed: %s: %s; not retried (the sweeper stops the worker)",
+                      fault.component, fault.text)
+            raise
         delay = state.retry_delay(task.request.retries)
-        log.warning("relay pass failed (%s); retry %d in %.1fs", exc, task.request.retries + 1,
-                    delay)
+        log.warning("relay pass failed: %s: %s; retry %d in %.1fs",
+                    fault.component if fault else "?", fault.text if fault else exc,
+                    task.request.retries + 1, delay)
         raise task.retry(exc=exc, countdown=delay) from exc
     if report.failed:
         log.warning("relay: %d row(s) failed, %d parked; the sweeper retries them",
@@ -80,7 +87,9 @@ def sweep(task: Any) -> dict[str, int]:
     try:
         report = state.relay(task.request.id).drain(max_passes=state.settings.sweep_passes)
     except TRANSIENT_ERRORS as exc:
-        log.warning("sweep failed, the sweeper lane tries again: %s", exc)
+        fault = classify(exc)
+        log.warning("sweep failed: %s: %s; the sweeper lane tries again",
+                    fault.component if fault else "?", fault.text if fault else exc)
         return {"claimed": 0, "relayed": 0, "failed": 0, "parked": 0, "held_back": 0}
     if report.relayed or report.failed:
         log.info("sweep relayed %d, failed %d, parked %d", report.relayed, report.failed,

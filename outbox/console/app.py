@@ -8,7 +8,8 @@ used as everywhere else in rocketbox.
 
 Write actions go through :func:`confirm_or_run`: the first POST shows what
 will happen and asks to confirm; the confirming POST (with the CSRF token)
-does it and logs one line naming who did it.
+does it and logs one line naming who did it. :mod:`outbox.console.guard` wraps
+everything (framing, Host, Origin and the session behind the CSRF token).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -30,9 +31,13 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from broker_lite.client import Admin
+from broker_lite.errors import BrokerError
 from outbox.console.auth import CredentialGate, csrf_token, csrf_valid, who
+from outbox.console.broker_link import BrokerLink
 from outbox.console.config import ConsoleConfig
+from outbox.console.guard import BrowserGuard
 from outbox.console.sampler import Sampler
+from outbox.errors import BrokerUnreachableError
 from outbox.status import format_age
 
 __all__ = ["Console", "confirm_or_run", "console_of", "create_app", "parse_input", "render"]
@@ -64,7 +69,19 @@ def _bytes(value: int | None) -> str:
     return f"{value} B"
 
 
-templates.env.filters.update(age=format_age, when=_when, size=_bytes)
+#: RocketMQ's topic permission bits (``PermName``)
+_PERMS = ((8, "priority"), (4, "read"), (2, "write"), (1, "inherit"))
+
+
+def _perm(value: int | None) -> str:
+    """``6`` -> ``read, write`` (RocketMQ's ``PermName.perm2String`` spelled out)."""
+    if value is None:
+        return "-"
+    names = [name for bit, name in _PERMS if value & bit]
+    return ", ".join(names) if names else "none (deny)"
+
+
+templates.env.filters.update(age=format_age, when=_when, size=_bytes, perm=_perm)
 
 
 @dataclass
@@ -73,8 +90,14 @@ class Console:
 
     config: ConsoleConfig
     engine: Engine | None
-    admin: Admin
+    link: BrokerLink
     sampler: Sampler
+    #: (name, engine) of the other databases whose inbox rows the trace reads (--inbox-db)
+    inbox_engines: list[tuple[str, Engine]] = field(default_factory=list)
+
+    def admin(self) -> Admin:
+        """The broker's admin client; BrokerUnreachableError (an outage page) if unreachable."""
+        return self.link.admin()
 
 
 def console_of(request: Request) -> Console:
@@ -90,9 +113,14 @@ def parse_input(name: str, text: str, cast: Callable[[str], _T], what: str) -> _
         raise ValueError(f"{name} must be {what}, got {text!r}") from None
 
 
+def _session(request: Request) -> str:
+    return str(request.scope.get("state", {}).get("console_session") or "")
+
+
 def render(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
     console = console_of(request)
-    context.update(request=request, csrf=csrf_token(), has_db=console.engine is not None,
+    context.update(request=request, csrf=csrf_token(_session(request)),
+                   has_db=console.engine is not None,
                    flash=request.query_params.get("done"),
                    problem=request.query_params.get("problem"))
     return templates.TemplateResponse(request, name, context, status_code=status_code)
@@ -110,7 +138,7 @@ async def confirm_or_run(request: Request, *, what: str, run: Callable[[FormData
         fields = [(k, v) for k, v in form.multi_items() if k not in ("csrf", "confirm")]
         return render(request, "confirm.html", what=what, action=str(request.url.path),
                       fields=fields, back=back)
-    if not csrf_valid(str(form.get("csrf") or "")):
+    if not csrf_valid(str(form.get("csrf") or ""), _session(request)):
         return Response("403: the form's CSRF token is missing or stale; reload the page",
                         status_code=403, media_type="text/plain")
     actor = who(request.scope)
@@ -138,6 +166,16 @@ def _back(url: str, **query: str) -> RedirectResponse:
     return RedirectResponse(f"{url}{joiner}{urlencode(query)}", status_code=303)
 
 
+def _broker_outage(request: Request, exc: Exception) -> Response:
+    """A broker page while the broker cannot answer: the outage, not a bare 500."""
+    console = console_of(request)
+    log.warning("console: %s: broker unavailable: %s", request.url.path, exc)
+    since = console.sampler.state.broker_down_since
+    return render(request, "broker_down.html", status_code=503, address=console.config.broker,
+                  reason=str(exc) if isinstance(exc, BrokerUnreachableError)
+                  else f"{type(exc).__name__}: {exc}", since=since)
+
+
 def create_app(config: ConsoleConfig, *, engine: Engine | None = None,
                admin: Admin | None = None) -> Starlette:
     """The console app. ``engine``/``admin`` are made from the config when not given."""
@@ -148,25 +186,32 @@ def create_app(config: ConsoleConfig, *, engine: Engine | None = None,
         own_engine = engine is None and config.db_url is not None
         db = create_engine(config.db_url, pool_pre_ping=True) if own_engine \
             and config.db_url else engine
-        client = admin or Admin(config.broker, access_key=config.access_key,
-                                secret_key=config.secret_key)
-        if admin is None:
-            client.start()
-        sampler = Sampler(db, client, every=config.sample_seconds, history=config.history)
-        app.state.console = Console(config, db, client, sampler)
+        # the broker may be down: connect on first use, so the console starts anyway
+        link = BrokerLink(config.broker, lambda: Admin(
+            config.broker, access_key=config.access_key, secret_key=config.secret_key),
+            given=admin)
+        inbox_engines = [(name, create_engine(url, pool_pre_ping=True))
+                         for name, url in config.inbox_dbs]
+        sampler = Sampler(db, link, every=config.sample_seconds, history=config.history)
+        app.state.console = Console(config, db, link, sampler, inbox_engines)
         sampler.start()
         try:
             yield
         finally:
             sampler.stop()
-            if admin is None:
-                client.shutdown()
+            link.close()
+            for _name, other in inbox_engines:
+                other.dispose()
             if own_engine and db is not None:
                 db.dispose()
 
     static = StaticFiles(packages=[("outbox.console", "static")])
     routes = [*pages_outbox.ROUTES, *pages_broker.ROUTES,
               Mount("/static", app=static, name="static")]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    exception_handlers={BrokerError: _broker_outage,
+                                        ConnectionError: _broker_outage,
+                                        BrokerUnreachableError: _broker_outage})
     app.add_middleware(CredentialGate, config=config)
+    app.add_middleware(BrowserGuard, config=config)  # outermost: it runs first
     return app

@@ -1,16 +1,19 @@
 """Who may use the console, and who did each write.
 
-On loopback with no ``--token`` every request is let in (as on a laptop, the
-person at the machine). Bound elsewhere, or with a token, each request must
+On loopback with no ``--token`` and no ACL keys every request is let in (as on
+a laptop, the person at the machine). Bound elsewhere, or with a token, or
+holding the broker's ACL keys (an account that may replay, resend and reset
+offsets: the console must not lend it to every local user), each request must
 carry credentials, or it gets 401 with a Basic challenge, so a browser asks:
 
 * HTTP Basic: any user name and the token as the password, or the broker's
   ACL access key and secret key as user name and password;
 * ``Authorization: Bearer TOKEN`` (scripts).
 
-Comparisons are constant-time. Every write form also carries a CSRF token
-(an HMAC of a per-process secret), checked on POST, so another site cannot
-make a logged-in browser replay rows.
+Comparisons are constant-time. Every write form also carries a CSRF token,
+an HMAC of the browser's session id (:mod:`outbox.console.guard` sets the
+session cookie) under a per-process secret, checked on POST: a token is good
+for one session only, so a token seen in one browser is refused in another.
 """
 
 from __future__ import annotations
@@ -35,12 +38,15 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 _SECRET = secrets.token_bytes(32)
 
 
-def csrf_token() -> str:
-    return hmac.new(_SECRET, b"rocketbox-console-csrf", hashlib.sha256).hexdigest()
+def csrf_token(session: str) -> str:
+    """The CSRF token of the write forms of ``session`` (the session cookie's value)."""
+    return hmac.new(_SECRET, b"rocketbox-console-csrf\n" + session.encode(),
+                    hashlib.sha256).hexdigest()
 
 
-def csrf_valid(value: str | None) -> bool:
-    return value is not None and hmac.compare_digest(value, csrf_token())
+def csrf_valid(value: str | None, session: str) -> bool:
+    return bool(value) and bool(session) and hmac.compare_digest(
+        (value or "").encode(), csrf_token(session).encode())
 
 
 def _same(given: str, wanted: str | None) -> bool:
@@ -80,7 +86,8 @@ class CredentialGate:
     def __init__(self, app: ASGIApp, config: ConsoleConfig) -> None:
         self.app = app
         self.config = config
-        self.required = bool(config.token) or not is_loopback(config.host)
+        self.required = (bool(config.token) or bool(config.access_key)
+                         or not is_loopback(config.host))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

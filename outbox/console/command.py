@@ -23,9 +23,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="address to listen on; anything but loopback needs --token or the "
                             "ACL keys")
     where.add_argument("--port", type=int, default=8080, help="port (0 picks a free one)")
-    where.add_argument("--token", default=os.environ.get("ROCKETBOX_CONSOLE_TOKEN"),
+    # the default is read in config_from, not here, so that --help never prints a secret
+    where.add_argument("--token", default=None,
                        help="password every request must carry (HTTP Basic, any user name; or "
-                            "Authorization: Bearer); env ROCKETBOX_CONSOLE_TOKEN")
+                            "Authorization: Bearer); default: $ROCKETBOX_CONSOLE_TOKEN")
+    where.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                       dest="allowed_hosts",
+                       help="a host name browsers may reach the console by, besides the "
+                            "--host address and localhost (repeatable); any other Host header "
+                            "is refused (DNS rebinding)")
+    where.add_argument("--inbox-db", action="append", default=[], metavar="NAME=URL",
+                       dest="inbox_dbs", type=_inbox_db,
+                       help="another database holding inbox rows (a consumer service's own), "
+                            "searched by the trace; repeatable")
     where.add_argument("--sample-seconds", type=float, default=5.0, metavar="S",
                        help="how often the overview's numbers are read (once for all viewers)")
     where.add_argument("--audit-json", type=Path, metavar="FILE",
@@ -36,11 +46,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="the last `rocketbox audit --out DIR` Parquet of divergent rows")
 
 
+def _inbox_db(text: str) -> tuple[str, str]:
+    name, sep, url = text.partition("=")
+    if not sep or not name.strip() or "://" not in url:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=URL (e.g. billing=postgresql+psycopg://app@db/billing), got "
+            f"{text.split('://')[0]!r}...")
+    return name.strip(), url.strip()
+
+
 def config_from(args: argparse.Namespace) -> ConsoleConfig:
     try:
         return ConsoleConfig(
             broker=args.broker, db_url=args.db, host=args.host, port=args.port,
-            token=args.token or None, access_key=args.access_key or None,
+            token=args.token or os.environ.get("ROCKETBOX_CONSOLE_TOKEN") or None,
+            allowed_hosts=tuple(args.allowed_hosts), inbox_dbs=tuple(args.inbox_dbs),
+            access_key=args.access_key or None,
             secret_key=args.secret_key or None, sample_seconds=args.sample_seconds,
             audit_json=args.audit_json, audit_html=args.audit_html, audit_out=args.audit_out,
             producer_group=args.group)

@@ -55,6 +55,10 @@ class ConsoleConfig:
     audit_out: Path | None = None
     #: the producer group the outbox publishes as (its halves are the outbox's)
     producer_group: str = "rocketbox"
+    #: host names the ``Host`` header may carry besides the bound address and localhost
+    allowed_hosts: tuple[str, ...] = ()
+    #: (name, SQLAlchemy URL) of other databases holding inbox rows, for the trace
+    inbox_dbs: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -66,6 +70,16 @@ class ConsoleConfig:
         if self.history < 2:
             raise ConsoleConfigError(f"history must be at least 2 samples, got {self.history}",
                                      setting="history")
+        for name in self.allowed_hosts:
+            if not name or any(c in name for c in "/ @?#"):
+                raise ConsoleConfigError(f"allowed host {name!r} is not a host name",
+                                         setting="allowed_hosts")
+        names = [name for name, _url in self.inbox_dbs]
+        for name, url in self.inbox_dbs:
+            if not name or not url or names.count(name) > 1:
+                raise ConsoleConfigError(
+                    f"inbox database {name!r}: give each a unique NAME and a URL (NAME=URL)",
+                    setting="inbox_dbs")
         if bool(self.access_key) != bool(self.secret_key):
             raise ConsoleConfigError("access_key and secret_key go together: give both or "
                                      "neither", setting="access_key, secret_key")

@@ -30,7 +30,7 @@ def _int_field(form: FormData, name: str) -> int:
 
 def topics(request: Request) -> Response:
     console = console_of(request)
-    infos = console.admin.list_topics()
+    infos = console.admin().list_topics()
     rates = console.sampler.state.topic_rates
     shown = [{"topic": t.topic, "queues": t.queues, "perm": t.perm,
               "max_offsets": list(t.max_offsets), "messages": sum(t.max_offsets),
@@ -45,7 +45,7 @@ async def create_topic(request: Request) -> Response:
     name = str(form.get("topic") or "").strip()
 
     def run(form: FormData) -> str:
-        info = console.admin.create_topic(_field(form, "topic"), _int_field(form, "queues"))
+        info = console.admin().create_topic(_field(form, "topic"), _int_field(form, "queues"))
         return f"{info.topic} has {info.queues} queue(s)"
 
     return await confirm_or_run(request, what=f"create topic {name!r}", run=run,
@@ -54,7 +54,7 @@ async def create_topic(request: Request) -> Response:
 
 def groups(request: Request) -> Response:
     console = console_of(request)
-    return render(request, "groups.html", groups=group_views(console.admin))
+    return render(request, "groups.html", groups=group_views(console.admin()))
 
 
 async def reset_offset(request: Request) -> Response:
@@ -66,7 +66,7 @@ async def reset_offset(request: Request) -> Response:
     def run(form: FormData) -> str:
         group, topic = _field(form, "group"), _field(form, "topic")
         queue_id, offset = _int_field(form, "queue_id"), _int_field(form, "offset")
-        console.admin.reset_offset(group, topic, queue_id, offset)
+        console.admin().reset_offset(group, topic, queue_id, offset)
         return "done (live consumers pick it up at their next rebalance or restart)"
 
     return await confirm_or_run(request, what=f"reset the offset of {where}", run=run,
@@ -75,26 +75,26 @@ async def reset_offset(request: Request) -> Response:
 
 def transactions(request: Request) -> Response:
     console = console_of(request)
-    pending = console.admin.pending_transactions(500)
+    pending = console.admin().pending_transactions(500)
     now_ms = int(time.time() * 1000)
     halves = [{"tx_id": h.transaction_id, "group": h.producer_group, "topic": h.real_topic,
                "age": (now_ms - h.store_timestamp) / 1000, "checks": h.check_times,
                "last_check_ms": h.last_check_ms, "next_check_ms": h.next_check_ms}
               for h in pending.halves]
-    discarded = browse_rows(console.admin, n.TRANS_CHECK_MAX_TIME_TOPIC, 50)
+    discarded = browse_rows(console.admin(), n.TRANS_CHECK_MAX_TIME_TOPIC, 50)
     return render(request, "transactions.html", halves=halves, pending=pending.pending,
                   discarded=discarded)
 
 
 def dead_letters(request: Request) -> Response:
     console = console_of(request)
-    return render(request, "dlq.html", groups=dead_letter_groups(console.admin))
+    return render(request, "dlq.html", groups=dead_letter_groups(console.admin()))
 
 
 def dead_letter_group(request: Request) -> Response:
     console = console_of(request)
     group = request.path_params["group"]
-    messages = browse_rows(console.admin, n.DLQ_PREFIX + group, 50)
+    messages = browse_rows(console.admin(), n.DLQ_PREFIX + group, 50)
     return render(request, "dlq_group.html", group=group, messages=messages)
 
 
@@ -104,7 +104,7 @@ async def resend(request: Request) -> Response:
     form = await request.form()
 
     def run(form: FormData) -> str:
-        result = console.admin.resend(n.DLQ_PREFIX + group, 0, _int_field(form, "queue_offset"),
+        result = console.admin().resend(n.DLQ_PREFIX + group, 0, _int_field(form, "queue_offset"),
                                       _field(form, "msg_id"), group)
         return f"{result.msg_id} is on {result.topic} at offset {result.queue_offset}"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -45,7 +46,12 @@ def series(request: Request) -> Response:
 
 def _number(request: Request, name: str, cast: type[float] | type[int]) -> Any:
     text = request.query_params.get(name, "").strip()
-    return parse_input(name, text, cast, "a number") if text else None
+    if not text:
+        return None
+    value = parse_input(name, text, cast, "a number")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {text!r}")
+    return value
 
 
 def rows(request: Request) -> Response:
@@ -96,7 +102,7 @@ async def replay_rows(request: Request) -> Response:
 def trace(request: Request) -> Response:
     console = console_of(request)
     tx_id = request.path_params["tx_id"]
-    found = build_trace(console.engine, console.admin, tx_id)
+    found = build_trace(console.engine, console.admin, tx_id, inbox_dbs=console.inbox_engines)
     view = request.query_params.get("body") or ("json" if "json" in found.body else "text")
     return render(request, "trace.html", trace=found, view=view,
                   status_code=200 if found.found else 404)
@@ -114,7 +120,7 @@ def lookup(request: Request) -> Response:
     if console.engine is not None and one_row(console.engine, query) is not None:
         return RedirectResponse(f"/trace/{query}", status_code=303)
     try:
-        found = console.admin.query_by_key(query, 64)
+        found = console.admin().query_by_key(query, 64)
     except Exception as exc:
         return render(request, "lookup.html", query=query, messages=[],
                       error=f"broker: {exc}", status_code=502)

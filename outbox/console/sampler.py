@@ -31,9 +31,10 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, func, select
 
-from broker_lite.client import Admin
 from broker_lite.errors import BrokerError
+from outbox.console.broker_link import BrokerLink
 from outbox.console.broker_view import is_internal
+from outbox.errors import BrokerUnreachableError
 from outbox.models import aware
 from outbox.models import transaction_table as t
 from outbox.status import OutboxStatus, read_status
@@ -69,14 +70,16 @@ class _State:
     topic_rates: dict[str, float] = field(default_factory=dict)
     db_error: str | None = None
     broker_error: str | None = None
+    #: when the broker was first seen down in this outage (``None`` while it answers)
+    broker_down_since: datetime | None = None
     last_sample_at: datetime | None = None
 
 
 class Sampler:
-    def __init__(self, engine: Engine | None, admin: Admin, *, every: float,
+    def __init__(self, engine: Engine | None, link: BrokerLink, *, every: float,
                  history: int) -> None:
         self.engine = engine
-        self.admin = admin
+        self.link = link
         self.every = every
         self.samples: deque[Sample] = deque(maxlen=history)
         self.state = _State()
@@ -168,13 +171,17 @@ class Sampler:
     def _sample_broker(self, now: datetime, values: dict[str, Any]) -> None:
         state = self.state
         try:
-            stats = self.admin.broker_stats()
-            topics = self.admin.list_topics()
-        except (BrokerError, OSError) as exc:
+            admin = self.link.admin()
+            stats = admin.broker_stats()
+            topics = admin.list_topics()
+        except (BrokerError, BrokerUnreachableError, OSError) as exc:
             state.broker_error = f"{type(exc).__name__}: {exc}"
+            if state.broker_down_since is None:
+                state.broker_down_since = now
             log.warning("console: broker sample failed: %s", state.broker_error)
             return
         state.broker_error = None
+        state.broker_down_since = None
         offsets = {info.topic: sum(info.max_offsets) for info in topics}
         last = self.samples[-1].at if self.samples else None
         if state.topic_offsets and last is not None:

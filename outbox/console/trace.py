@@ -3,7 +3,9 @@
 The facts come from where they already are:
 
 * the outbox row (written, claimed, attempts, last error, relayed) and the
-  inbox rows of the groups that processed it, from the database;
+  inbox rows of the groups that processed it, from the outbox's database and
+  from each other database named with ``--inbox-db NAME=URL`` (a consumer's
+  inbox often lives in its own service's database);
 * from the broker's key index, every record carrying the ``tx_id`` (its
   unique key or transaction id): the half, the op records (each check-back
   sent, the resolution and whether it answered a check-back), the commit
@@ -14,6 +16,7 @@ The facts come from where they already are:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -60,6 +63,9 @@ class Trace:
     records: list[dict[str, Any]] = field(default_factory=list)
     checks: int = 0
     broker_error: str | None = None
+    #: the databases searched for inbox rows, and why one could not be read
+    inbox_searched: list[str] = field(default_factory=list)
+    inbox_errors: list[str] = field(default_factory=list)
 
     @property
     def found(self) -> bool:
@@ -76,9 +82,14 @@ def _row_events(row: dict[str, Any]) -> list[Event]:
     if row.get("claimed_by") and row.get("claimed_until"):
         events.append(Event(row["claimed_until"], "db", "claimed",
                             f"by {row['claimed_by']} until this time"))
-    if row["attempts"] or row.get("last_error"):
+    if (row["attempts"] or row.get("last_error")) and not row.get("relayed_at") \
+            and not row["parked"]:
         events.append(Event(row["next_attempt_at"], "db", "attempts",
                             f"{row['attempts']} attempt(s); next at this time; last error: "
+                            f"{row.get('last_error') or '-'}"))
+    elif row["attempts"] > 1 or row.get("last_error"):
+        events.append(Event(row["created_at"], "db", "attempts",
+                            f"{row['attempts']} attempt(s) in all; last error: "
                             f"{row.get('last_error') or '-'}"))
     if row["parked"]:
         events.append(Event(row["next_attempt_at"], "db", "parked",
@@ -123,20 +134,43 @@ def _record_event(msg: ReceivedMessage) -> tuple[Event, str]:
                  f"{msg.commit_log_offset}"), "commit"
 
 
-def build_trace(engine: Engine | None, admin: Admin, tx_id: str) -> Trace:
-    """Everything known about ``tx_id``; ``Trace.found`` is false when nothing is."""
+def _inbox(trace: Trace, engine: Engine | None,
+           others: Sequence[tuple[str, Engine]]) -> None:
+    sources = ([("outbox database", engine)] if engine is not None else []) + list(others)
+    for name, source in sources:
+        trace.inbox_searched.append(name)
+        try:
+            found = inbox_rows(source, trace.tx_id)
+        except Exception as exc:  # another service's database may be down or unmigrated
+            trace.inbox_errors.append(f"{name}: {type(exc).__name__}: "
+                                      f"{str(exc).splitlines()[0]}")
+            continue
+        trace.inbox.extend({**row, "database": name} for row in found)
+    trace.inbox.sort(key=lambda row: row["processed_at"])
+
+
+def build_trace(engine: Engine | None, admin: Callable[[], Admin], tx_id: str, *,
+                inbox_dbs: Sequence[tuple[str, Engine]] = ()) -> Trace:
+    """Everything known about ``tx_id``; ``Trace.found`` is false when nothing is.
+
+    ``admin`` gives the broker's admin client (it raises when the broker is down: the
+    database half of the trace is still shown); ``inbox_dbs`` are the other databases
+    searched for inbox rows.
+    """
     trace = Trace(tx_id)
+    _inbox(trace, engine, inbox_dbs)
     if engine is not None:
         trace.row = one_row(engine, tx_id)
-        trace.inbox = inbox_rows(engine, tx_id)
         if trace.row is not None:
             trace.body = body_views(trace.row["body"])
             trace.events.extend(_row_events(trace.row))
-        trace.events.extend(Event(i["processed_at"], "db", "processed (inbox row)",
-                                  f"by consumer group {i['group']}") for i in trace.inbox)
+    trace.events.extend(Event(i["processed_at"], "db", "processed (inbox row)",
+                              f"by consumer group {i['group']} ({i['database']})")
+                        for i in trace.inbox)
     commits: list[ReceivedMessage] = []
     try:
-        records = admin.query_by_key(tx_id, _MAX_RECORDS)
+        client = admin()
+        records = client.query_by_key(tx_id, _MAX_RECORDS)
         for msg in records:
             event, kind = _record_event(msg)
             trace.events.append(event)
@@ -150,7 +184,7 @@ def build_trace(engine: Engine | None, admin: Admin, tx_id: str) -> Trace:
                                   "commit_log_offset": msg.commit_log_offset,
                                   "stored": event.at})
         if commits:
-            offsets = admin.consumer_groups().offsets
+            offsets = client.consumer_groups().offsets
             for commit in commits:
                 for off in offsets:
                     if off.topic == commit.topic and off.queue_id == commit.queue_id:

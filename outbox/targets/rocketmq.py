@@ -4,9 +4,17 @@ It publishes through the official ``rocketmq-python-client`` (its public
 ``Producer``; no protos of ours). What the proxy does, and what this target
 does about it (docs/rocketmq.md has the whole story):
 
-* **One SendMessage per half.** The proxy refuses transactional batches, so
-  the halves of a pass go concurrently, one call each, on a small thread pool
-  (the client's calls block). Each half carries the row's ``tx_id`` as a key
+* **One SendMessage per half, all in flight at once.** The proxy refuses
+  transactional batches, so each half is its own call; the target makes them
+  with the client's own asynchronous RPC (``rpc_client.send_message_async``,
+  on the client's I/O loop), so every half of a pass is in flight together,
+  up to ``in_flight`` calls, and no thread waits on one. The client's queue
+  selector and route cache pick the queue, as ``Producer.send`` does, and the
+  topic joins the producer's settings, so the proxy routes its check-backs
+  here. No half is re-sent by the target: a call that fails is the row's
+  error, and the relay's next pass sends a new half (``Producer.send``'s own
+  retries re-send the same message id, which the proxy stores again). Each
+  half carries the row's ``tx_id`` as a key
   and as the :data:`TX_ID_PROPERTY` property (what consumers de-duplicate on),
   and no message group (the client refuses a transactional message with one).
 * **The half's ids are the row's.** The answer's ``message_id`` (the half's
@@ -14,7 +22,9 @@ does about it (docs/rocketmq.md has the whole story):
   back in :class:`~outbox.targets.base.HalfStored`; the relay writes them on
   the row before it sends the end, and never sends a second half for a row
   that has them.
-* **The end at once, to the proxy that took the half.** The proxy keeps the
+* **The end at once, to the proxy that took the half,** with the client's
+  asynchronous ``end_transaction_async``, every end of a wave in flight
+  together. The proxy keeps the
   transaction in that process's memory for about 30 s and forgets it on first
   use; an end it cannot match ("cannot found transaction data", an
   INTERNAL_SERVER_ERROR) becomes :class:`~outbox.targets.base.LeftToCheckBack`:
@@ -37,7 +47,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 from rocketmq import (
@@ -45,11 +55,19 @@ from rocketmq import (
     Credentials,
     Message,
     Producer,
-    SendReceipt,
     TransactionChecker,
     TransactionResolution,
 )
-from rocketmq.grpc_protocol import Code, QueryRouteRequest, TransactionSource
+from rocketmq.grpc_protocol import (
+    Code,
+    Encoding,
+    EndTransactionRequest,
+    MessageType,
+    QueryRouteRequest,
+    SendMessageRequest,
+    TransactionSource,
+)
+from rocketmq.v5.client.balancer.queue_selector import QueueSelector
 from rocketmq.v5.exception import (
     BadRequestException,
     ForbiddenException,
@@ -58,7 +76,7 @@ from rocketmq.v5.exception import (
     PayloadTooLargeException,
     UnauthorizedException,
 )
-from rocketmq.v5.util import MessagingResultChecker
+from rocketmq.v5.util import MessageIdCodec, MessagingResultChecker, Misc
 
 from outbox.config import Outbox
 from outbox.errors import BrokerUnreachableError, ConfigurationError, RowFault, RowRefusedError
@@ -167,22 +185,32 @@ class RocketMQTarget:
 
     ``checker`` answers the check-backs the proxy routes to this producer
     (default: none is expected, and one that comes is answered UNKNOWN);
-    ``threads`` bounds the calls in flight at once.
+    ``in_flight`` bounds the halves and ends in flight at once; ``threads``
+    bounds the client's blocking calls (start, a topic's first route, shutdown).
     """
 
     def __init__(self, outbox: Outbox, *, checker: TransactionChecker | None = None,
-                 threads: int = 16) -> None:
+                 threads: int = 4, in_flight: int = 256) -> None:
+        if in_flight < 1:
+            raise ConfigurationError(f"in_flight must be >= 1, got {in_flight}",
+                                     setting="in_flight")
         self.outbox = outbox
         self.description = f"RocketMQ at {outbox.broker}"
         self._checker = checker or _AnswerUnknown()
         self._pool = ThreadPoolExecutor(max_workers=threads,
                                         thread_name_prefix="rocketbox-rocketmq")
+        self._in_flight_max = in_flight
+        self._in_flight: asyncio.Semaphore | None = None
         self._producer: Producer | None = None
         self._lock = threading.Lock()
         #: where each half of this process went: its end goes to the same proxy
         self._endpoints: dict[str, Any] = {}
         #: topics the proxy gave a route for (a refused one is asked again next pass)
         self._routed: set[str] = set()
+        #: per topic, the client's round-robin over the route's writable queues
+        self._selectors: dict[str, Any] = {}
+        self._ids = MessageIdCodec()
+        self._born_host = Misc.get_local_ip()
 
     async def start(self) -> None:
         await self._run(self._started)
@@ -203,10 +231,25 @@ class RocketMQTarget:
     async def _run(self, call: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._pool, call, *args)
 
+    async def _rpc(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """One of the client's asynchronous RPCs, awaited here, at most ``in_flight`` at once."""
+        if self._in_flight is None:  # made on the loop that uses it
+            self._in_flight = asyncio.Semaphore(self._in_flight_max)
+        async with self._in_flight:
+            return await asyncio.wrap_future(call(*args, **kwargs))
+
+    def _route(self, producer: Producer, topic: str) -> None:
+        """Ask the proxy for ``topic``'s route (its typed answer), then let the client cache
+        it: ``_retrieve_topic_route_data`` also puts the topic in the producer's settings,
+        so the proxy sends this producer the topic's check-backs, as after ``send``."""
+        query_route(producer, topic)
+        route = producer._retrieve_topic_route_data(topic)
+        self._selectors[topic] = QueueSelector.producer_queue_selector(route)
+
     async def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfOutcome]:
         producer = await self._run(self._started)
         new_topics = sorted({m.topic for m in messages} - self._routed)
-        routes = await asyncio.gather(*(self._run(query_route, producer, topic)
+        routes = await asyncio.gather(*(self._run(self._route, producer, topic)
                                         for topic in new_topics), return_exceptions=True)
         refused: dict[str, BaseException] = {}
         for topic, route in zip(new_topics, routes, strict=True):
@@ -216,38 +259,53 @@ class RocketMQTarget:
                 self._routed.add(topic)
         answers = await asyncio.gather(*(
             _raise(refused[msg.topic]) if msg.topic in refused
-            else self._run(self._send_half, producer, msg)
+            else self._send_half(producer, msg)
             for msg in messages), return_exceptions=True)
         outcomes: list[HalfOutcome | _Unreachable] = []
         for msg, answer in zip(messages, answers, strict=True):
-            if isinstance(answer, SendReceipt):
-                self._endpoints[answer.message_id] = answer.message_queue.endpoints
-                outcomes.append(HalfStored(msg.tx_id, msg.topic, message_id=answer.message_id,
-                                           transaction_id=answer.transaction_id))
+            if isinstance(answer, HalfStored):
+                outcomes.append(answer)
             else:
                 outcomes.append(self._refused(msg.tx_id, answer))
         if outcomes and all(isinstance(o, _Unreachable) for o in outcomes):
             raise BrokerUnreachableError(f"{self.description} unreachable: {outcomes[0]}")
         return [o.as_row_error() if isinstance(o, _Unreachable) else o for o in outcomes]
 
-    def _send_half(self, producer: Producer, msg: OutgoingMessage) -> SendReceipt:
-        message = Message()
-        message.topic = msg.topic
-        message.body = msg.body
+    async def _send_half(self, producer: Producer, msg: OutgoingMessage) -> HalfStored:
+        """One half, as ``Producer.send(message, transaction)`` builds it, sent once."""
+        queue = self._selectors[msg.topic].select_next_queue()
+        request = SendMessageRequest()
+        wire = request.messages.add()
+        wire.topic.name = msg.topic
+        wire.topic.resource_namespace = producer.client_configuration.namespace
+        if not msg.body:
+            raise PayloadEmptyException("message body is empty")
+        wire.body = msg.body
+        system = wire.system_properties
         if msg.tag:
-            message.tag = msg.tag
-        for key in (msg.tx_id, *msg.keys):
-            message.keys = key
-        for name, value in msg.properties.items():
-            if name.strip() and value.strip():
-                message.add_property(name, value)
-        message.add_property(TX_ID_PROPERTY, msg.tx_id)
-        receipt: SendReceipt = producer.send(message, producer.begin_transaction())
-        return receipt
+            system.tag = msg.tag
+        system.keys.extend((msg.tx_id, *msg.keys))
+        wire.user_properties.update({name: value for name, value in msg.properties.items()
+                                     if name.strip() and value.strip()})
+        wire.user_properties[TX_ID_PROPERTY] = msg.tx_id
+        system.message_id = self._ids.next_message_id()
+        system.message_type = MessageType.TRANSACTION
+        system.born_timestamp.GetCurrentTime()
+        system.born_host = self._born_host
+        system.body_encoding = Encoding.IDENTITY
+        config = producer.client_configuration
+        response = await self._rpc(producer.rpc_client.send_message_async, queue.endpoints,
+                                   request, producer.sign(), timeout=config.request_timeout)
+        MessagingResultChecker.check(response.status)
+        [entry] = response.entries
+        MessagingResultChecker.check(entry.status)
+        self._endpoints[entry.message_id] = queue.endpoints
+        return HalfStored(msg.tx_id, msg.topic, message_id=entry.message_id,
+                          transaction_id=entry.transaction_id)
 
     async def end_transactions(self, ends: Sequence[TxEnd]) -> list[EndOutcome]:
         producer = await self._run(self._started)
-        answers = await asyncio.gather(*(self._run(self._end, producer, end) for end in ends),
+        answers = await asyncio.gather(*(self._end(producer, end) for end in ends),
                                        return_exceptions=True)
         outcomes: list[EndOutcome | _Unreachable] = []
         for end, answer in zip(ends, answers, strict=True):
@@ -259,19 +317,24 @@ class RocketMQTarget:
             raise BrokerUnreachableError(f"{self.description} unreachable: {outcomes[0]}")
         return [o.as_row_error() if isinstance(o, _Unreachable) else o for o in outcomes]
 
-    def _end(self, producer: Producer, end: TxEnd) -> EndOutcome:
+    async def _end(self, producer: Producer, end: TxEnd) -> EndOutcome:
         half = end.half
         if not half.message_id or not half.transaction_id:
             return LeftToCheckBack(end.tx_id, "no RocketMQ half recorded for this row")
         if end.state not in _RESOLUTIONS:
             return LeftToCheckBack(end.tx_id, "the row's state is UNKNOWN")
-        message = Message()
-        message.topic = half.topic
-        message.message_id = half.message_id
-        endpoints = self._endpoints.pop(half.message_id, None)
-        response = producer.end_transaction(
-            endpoints or producer.client_configuration.rpc_endpoints, message,
-            half.transaction_id, _RESOLUTIONS[end.state], TransactionSource.SOURCE_CLIENT)
+        config = producer.client_configuration
+        request = EndTransactionRequest()
+        request.topic.name = half.topic
+        request.topic.resource_namespace = config.namespace
+        request.message_id = half.message_id
+        request.transaction_id = half.transaction_id
+        request.resolution = _RESOLUTIONS[end.state]
+        request.source = TransactionSource.SOURCE_CLIENT
+        endpoints = self._endpoints.pop(half.message_id, None) or config.rpc_endpoints
+        response = await self._rpc(producer.rpc_client.end_transaction_async, endpoints,
+                                   request, metadata=producer.sign(),
+                                   timeout=config.request_timeout)
         code, text = int(response.status.code), str(response.status.message)
         if code == Code.OK:
             return TxEnded(end.tx_id)
@@ -305,7 +368,7 @@ class RocketMQTarget:
         self._pool.shutdown(wait=False)
 
 
-async def _raise(exc: BaseException) -> None:
+async def _raise(exc: BaseException) -> NoReturn:
     """An awaitable failing with ``exc`` (a row whose topic's route was refused)."""
     raise exc
 

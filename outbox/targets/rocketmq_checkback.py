@@ -7,8 +7,16 @@ check-back that answered COMMIT for both would make two messages. So the
 answer is per half, keyed on the half's message id (its UNIQ_KEY, which is
 RocketMQ's transaction id for it):
 
-* the row recorded this half's ids: the row's state, by the same rules as
-  broker_lite's check-back (:func:`outbox.checkback.check_state`);
+* the row recorded this half's ids, its state is COMMIT and the proxy took
+  its end less than ``Outbox.handoff_window`` ago: ROLLBACK. RocketMQ writes
+  the op record closing a half in batches (``transactionOpBatchInterval``,
+  3 s), so a half whose commit is already written can still be checked; the
+  check renews the half, and the op record of the end names only the first
+  copy, so the renewed copy would be checked until some answer ends it. A
+  COMMIT would write the message a second time (apache/rocketmq #5574,
+  #8158); ROLLBACK closes the renewed copy and leaves the commit alone;
+* the row recorded this half's ids otherwise: the row's state, by the same
+  rules as broker_lite's check-back (:func:`outbox.checkback.check_state`);
 * the row recorded another half: ROLLBACK (this one is a duplicate);
 * the row recorded none yet: ROLLBACK if the row says ROLLBACK, otherwise
   UNKNOWN (a relay may be recording it right now; the proxy asks again);
@@ -23,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from rocketmq import Message, TransactionChecker, TransactionResolution
@@ -30,10 +39,11 @@ from sqlalchemy import select
 
 from outbox.checkback import PG_XID_PROPERTY, CheckAnswer, check_state
 from outbox.config import Outbox
+from outbox.models import aware
 from outbox.models import transaction_table as t
 from outbox.targets.base import TX_ID_PROPERTY
 
-__all__ = ["StatusTableChecker", "answer_half"]
+__all__ = ["StatusTableChecker", "answer_half", "handed_off"]
 
 log = logging.getLogger("rocketbox.checker")
 
@@ -42,18 +52,39 @@ _RESOLUTIONS = {"COMMIT": TransactionResolution.COMMIT,
 
 
 def answer_half(outbox: Outbox, tx_id: str, message_id: str, *, pg_xid: int | None,
-                half_age_seconds: float) -> CheckAnswer:
+                half_age_seconds: float, now: datetime | None = None) -> CheckAnswer:
     """What the status table says about the half ``message_id`` of row ``tx_id``."""
     with outbox.engine.connect() as conn:
-        row = conn.execute(select(t.c.state, t.c.half_message_id)
+        row = conn.execute(select(t.c.state, t.c.half_message_id, t.c.relayed_at,
+                                  t.c.commit_offset)
                            .where(t.c.tx_id == tx_id)).first()
     if row is not None and row.half_message_id is not None \
             and row.half_message_id != message_id:
         return CheckAnswer("ROLLBACK", f"another half ({row.half_message_id}) is the row's")
     if row is not None and row.half_message_id is None and row.state != "ROLLBACK":
         return CheckAnswer("UNKNOWN", "the row has recorded no half yet")
+    if row is not None and row.state == "COMMIT" and handed_off(row.relayed_at,
+                                                                row.commit_offset):
+        since = ((now or datetime.now(UTC)) - aware(row.relayed_at)).total_seconds()
+        if since < outbox.handoff_window:
+            return CheckAnswer("ROLLBACK", f"the proxy took this half's COMMIT {since:.1f}s "
+                                           f"ago (< handoff_window {outbox.handoff_window:g}s):"
+                                           " its op record may not be written yet, and the "
+                                           "commit is the message")
     return check_state(outbox.engine, tx_id, pg_xid=pg_xid, half_age_seconds=half_age_seconds,
                        local_tx_timeout=outbox.local_tx_timeout)
+
+
+def handed_off(relayed_at: datetime | None, commit_offset: int | None) -> bool:
+    """The relay marked the row relayed because the proxy answered OK to its end.
+
+    The relay writes ``commit_offset`` -1 for an end the proxy took (RocketMQ
+    gives no offset) and leaves it NULL for a row it marks relayed because the
+    proxy no longer held the transaction (the check-back owns that half), so
+    ``relayed_at`` is then the hand-off time, give or take the relay's own
+    bookkeeping (it is written after the end's answer, never before).
+    """
+    return relayed_at is not None and commit_offset is not None
 
 
 def _pg_xid(message: Message) -> int | None:

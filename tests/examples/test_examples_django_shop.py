@@ -49,7 +49,7 @@ def _exercise(env: dict[str, str], tmp: Path, inventory_url: str) -> None:
             assert status == 201, body
             created.append(body["ref"])
         assert _post(address, {"item": "unicorn", "ref": "bad-1"})[0] == 422
-        assert _post(address, {"item": "tea", "qty": 50, "ref": "bad-2"})[0] == 500
+        assert _post(address, {"item": "tea", "qty": 50, "ref": "bad-2"})[0] == 409
         wait_reserved(inventory_url, created, relay, ignore=(Exception,))
         status_json = json.loads(run([*MANAGE, "rocketbox_status", "--json"], env, tmp))
         assert status_json["totals"]["parked"] == 0

@@ -38,10 +38,12 @@ class RocketBroker:
     def _at(self, seconds: float) -> int:
         return self.base_ms + int(seconds * 1000)
 
-    def half(self, tx: str, body: bytes, at: float) -> rmq.Placed:
+    def half(self, tx: str, body: bytes, at: float, row: str | None = None) -> rmq.Placed:
+        """A half; ``row``: sent through a proxy, the row's key in ``ROCKETBOX_TX_ID``."""
+        extra = {"ROCKETBOX_TX_ID": row} if row is not None else {}
         msg = rmq.Message(rmq.HALF_TOPIC, body, {
             "TAGS": "t", "UNIQ_KEY": tx, "__transactionId__": tx, "REAL_TOPIC": "Orders",
-            "REAL_QID": "1", "PGROUP": GROUP, "TRAN_MSG": "true"},
+            "REAL_QID": "1", "PGROUP": GROUP, "TRAN_MSG": "true", **extra},
             born_ts=self._at(at), store_ts=self._at(at))
         self.messages[tx] = msg
         placed = self.log.put(msg)
@@ -170,3 +172,61 @@ def test_audit_classifies_a_rocketmq_log_read_in_splits(
     assert evidence["DISC1"]["checks"] == 3 and evidence["LOST1"]["rolled_back"] is True
     assert evidence["STUCK1"]["half_offset"] == broker.copies["STUCK1"][0].offset
     assert summary["counts"]["ok"] == 30 + 2  # OK*, RENEW1 and RB1
+
+
+@pytest.mark.timeout(400)
+def test_audit_keys_a_proxy_log_by_the_row_and_passes_over_system_topics(
+        spark_session: Any, tmp_path: Path) -> None:
+    """Through a RocketMQ 5 proxy: one proxy transaction id per half, the row in
+    ``ROCKETBOX_TX_ID``; several halves per row; RocketMQ's own system topics."""
+    as_of = utcnow()
+    base = as_of - timedelta(seconds=3600)
+    base_ms = int(base.timestamp() * 1000)
+    log = rmq.RocketLog(tmp_path / "store" / "commitlog", 64 * 1024, crc_prop=True)
+    broker = RocketBroker(log, base_ms)
+    rows: list[dict[str, Any]] = []
+
+    def row(tx: str, body: bytes, at: float) -> None:
+        created = base + timedelta(seconds=at)
+        rows.append(status_row(tx, "Orders", body, "COMMIT", created, len(rows) + 1,
+                               relayed_at=created + timedelta(milliseconds=5)))
+
+    row("RESENT", b"r", 10)  # a relay killed after the half; the next one sends it again
+    broker.half("p1", b"r", 10, row="RESENT")
+    broker.half("p2", b"r", 12, row="RESENT")
+    broker.commit("p2", 12.5)
+    broker.renew("p1", 1, 70)  # the first half checked, then rolled back by the checker
+    row("STRAY", b"s", 20)  # a foreign producer's second half, renewed, never ended
+    broker.half("p3", b"s", 20, row="STRAY")
+    broker.commit("p3", 20.5)
+    broker.half("p4", b"s", 21, row="STRAY")
+    broker.renew("p4", 1, 81)
+    broker.renew("p4", 2, 141)
+    row("TWICE", b"t", 30)  # a stray half committed by a check: a second commit
+    broker.half("p5", b"t", 30, row="TWICE")
+    broker.commit("p5", 30.5)
+    broker.half("p6", b"t", 31, row="TWICE")
+    broker.commit("p6", 91)
+    row("GONE", b"g", 40)  # relayed, rolled back by the broker: no commit
+    broker.half("p7", b"g", 40, row="GONE")
+    broker.op([("p2", 0), ("p3", 0), ("p5", 0), ("p7", 0), ("p1", 1), ("p6", 0)], 100)
+    for n in range(5):  # RocketMQ's bookkeeping: revive log and timer wheel records, one
+        for topic in ("rmq_sys_REVIVE_LOG_DefaultCluster", "rmq_sys_wheel_timer"):
+            log.put(rmq.Message(topic, b"%d" % n, {  # carrying a row key and a commit flag
+                "ROCKETBOX_TX_ID": "RESENT", "UNIQ_KEY": f"{topic}-{n}"},
+                sysflag=rmq.COMMIT if n == 0 else 0, store_ts=broker._at(200 + n)))
+    log.write()
+    engine = sqlite_engine(tmp_path / "status.sqlite")
+    write_status(engine, rows)
+    engine.dispose()
+
+    code = audit_main([
+        "--jdbc-url", f"jdbc:sqlite:{tmp_path / 'status.sqlite'}",
+        "--commitlog", str(tmp_path / "store"), "--grace", "0", "--slo", "120",
+        "--stuck-after", "600", "--as-of", as_of.isoformat(),
+        "--json", str(tmp_path / "s.json"), "--quiet"])
+    summary = json.loads((tmp_path / "s.json").read_text())
+    found = {d["tx_id"]: d["category"] for d in summary["divergent_ids"]}
+    assert found == {"TWICE": "duplicate", "GONE": "lost"}, summary
+    assert summary["counts"]["ok"] == 2 and code == 1  # RESENT and STRAY
+    assert summary["invariant_violations"] == 2

@@ -94,3 +94,13 @@ def test_splits_decode_each_record_once_and_each_problem_once(tmp_path: Path,
     assert [(r[2], r[RECORD_FIELDS.index("detail")]) for r in problems] == [
         (victim.physical_offset, "record CRC mismatch")]
     assert len(rows) == len(list(decode_segment(str(path), path.read_bytes())))
+
+
+def test_hadoop_object_store_uris_are_read_under_pyarrows_names() -> None:
+    from spark.segments import pyarrow_uri
+
+    assert pyarrow_uri("s3a://bucket/broker-a/commitlog/00000000000000000000") == \
+        "s3://bucket/broker-a/commitlog/00000000000000000000"
+    assert pyarrow_uri("S3N://b/k") == "s3://b/k"
+    assert pyarrow_uri("file:///srv/store/commitlog/x") == "file:///srv/store/commitlog/x"
+    assert pyarrow_uri("/srv/store/commitlog/x") == "/srv/store/commitlog/x"

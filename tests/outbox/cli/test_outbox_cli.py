@@ -208,9 +208,16 @@ def test_relay_builds_the_outbox_and_the_worker_settings(sqlite_url: str,
 
     worker.run_worker = run_worker  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "outbox.celery.worker", worker)
+    migrate.upgrade(sqlite_url)  # the relay checks the tables before it starts
     assert main(["relay", "--db", sqlite_url, "--broker", "10.0.0.5:9876", "--group", "shop",
                  "--access-key", "ak", "--secret-key", "sk", "--concurrency", "4",
-                 "--no-beat"]) == 0
+                 "--no-sweeper"]) == 0
+    assert main(["relay", "--db", sqlite_url, "--broker", "10.0.0.5:9876",
+                 "--no-beat"]) == 0  # the old name, still accepted
+    assert calls[1][1]["beat"] is False
+    assert main(["relay", "--db", sqlite_url, "--broker", "10.0.0.5:9876"]) == 0
+    assert calls[2][1]["beat"] is True
+    del calls[1:]
     ((outbox, kwargs),) = calls
     assert (outbox.broker, outbox.producer_group, outbox.access_key, outbox.secret_key) == \
         ("10.0.0.5:9876", "shop", "ak", "sk")

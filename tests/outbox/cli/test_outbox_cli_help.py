@@ -2,7 +2,7 @@
 
 The rules: every option has help text; a default shows once, as
 ``(default: X)`` or in words, and never as ``(default: None)``; a flag's
-help never shows a default (``--no-beat (default: True)`` read as if both
+help never shows a default (``--no-sweeper (default: True)`` read as if both
 were on).
 """
 
@@ -79,8 +79,9 @@ def test_the_defaults_users_asked_for_are_shown() -> None:
     relay = commands["relay"]
     assert _help_of(commands["migrate"], "--revision").count("default") == 1
     assert "(default: 1)" in _help_of(relay, "--concurrency")
-    beat = _help_of(relay, "--no-beat")
-    assert "True" not in beat and "each worker runs one" in beat and "harmless" in beat
+    sweeper = _help_of(relay, "--no-sweeper")
+    assert "True" not in sweeper and "each worker runs one" in sweeper and "harmless" in sweeper
+    assert "--no-beat" not in relay.format_help()  # the old name works, unlisted
 
 
 @pytest.mark.timeout(60)

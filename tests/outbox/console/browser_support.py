@@ -1,61 +1,26 @@
-"""A headless Debian Chromium driven by Selenium, and the traffic the console tests watch.
+"""The console tests' browser (:func:`support.browser.chromium`), its console errors, and
+screenshots: into docs/console/ when ``ROCKETBOX_UPDATE_SCREENSHOTS=1`` (how the README's
+pictures are refreshed), otherwise into a temporary folder, so a test run never changes
+tracked files.
 
-:func:`chromium` starts ``/usr/bin/chromium`` through ``/usr/bin/chromedriver``
-with a fresh profile and every background service off; it skips (fails in
-CI) when either binary is missing. :func:`console_errors` returns the
-browser console's SEVERE entries since the last call.
+:func:`console_errors` returns the browser console's SEVERE entries since the
+last call.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
+from support.browser import chromium
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
+__all__ = ["chromium", "console_errors", "screenshot"]
+
 REPO = Path(__file__).resolve().parents[3]
-SHOTS = REPO / "docs" / "console"
-
-
-def _missing(reason: str) -> None:
-    if os.environ.get("CI", "").strip().lower() in {"true", "1", "yes"}:
-        pytest.fail(f"{reason} (CI=true, so a missing browser is a failure)", pytrace=False)
-    pytest.skip(reason)
-
-
-@contextlib.contextmanager
-def chromium() -> Iterator[Any]:
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        _missing("selenium is not installed (pip install 'rocketbox[dev]')")
-    for binary in (CHROMIUM, CHROMEDRIVER):
-        if not binary.exists():
-            _missing(f"{binary} is missing (apt-get install chromium chromium-driver)")
-    profile = tempfile.mkdtemp(prefix="rocketbox-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--window-size=1280,900",
-                 f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
-    try:
-        driver.set_page_load_timeout(30)
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
+SHOTS = (REPO / "docs" / "console" if os.environ.get("ROCKETBOX_UPDATE_SCREENSHOTS") == "1"
+         else Path(tempfile.gettempdir()) / "rocketbox-console-shots")
 
 
 def console_errors(driver: Any) -> list[str]:
@@ -65,7 +30,7 @@ def console_errors(driver: Any) -> list[str]:
 
 
 def screenshot(driver: Any, name: str) -> Path:
-    """The whole page (up to 2400 px tall) as docs/console/NAME.png."""
+    """The whole page (up to 2400 px tall) as NAME.png in :data:`SHOTS`."""
     height = int(driver.execute_script(
         "return Math.max(document.body.scrollHeight, document.documentElement.scrollHeight)"))
     metrics = {"width": 1280, "height": min(max(height, 600), 2400), "deviceScaleFactor": 1,

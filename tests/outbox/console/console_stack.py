@@ -2,7 +2,7 @@
 
 PostgreSQL (the outbox and inbox tables), Redis (Celery's broker), broker_lite
 (check-backs after 1 s, retries 100x faster, no topic auto-create), a real
-``rocketbox relay`` subprocess (Celery worker with beat and the check-back
+``rocketbox relay`` subprocess (Celery worker, its sweeper thread and the check-back
 responder), an inbox consumer group ``billing`` and a group ``shipping`` that
 dead-letters messages tagged ``fragile``, and the console on a free port.
 Traffic, made before the tests run and waited for:

@@ -6,6 +6,7 @@ A real broker_lite and the console on a real socket; requests over HTTP.
 from __future__ import annotations
 
 import base64
+import http.cookiejar
 import logging
 import re
 import subprocess
@@ -26,10 +27,20 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def _get(url: str, headers: dict[str, str] | None = None,
-         data: dict[str, str] | None = None) -> tuple[int, str]:
+         data: dict[str, str] | None = None, *,
+         jar: http.cookiejar.CookieJar | None = None) -> tuple[int, str]:
+    """GET (POST with ``data``: with the console's own Origin, as a browser sends it);
+    ``jar`` keeps the session cookie between calls, as a browser does."""
     body = urllib.parse.urlencode(data).encode() if data is not None else None
-    request = urllib.request.Request(url, data=body, headers=headers or {})
-    opener = urllib.request.build_opener(_NoRedirect)
+    headers = dict(headers or {})
+    if body is not None:
+        parts = urllib.parse.urlsplit(url)
+        headers.setdefault("Origin", f"{parts.scheme}://{parts.netloc}")
+    request = urllib.request.Request(url, data=body, headers=headers)
+    handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
+    if jar is not None:
+        handlers.append(urllib.request.HTTPCookieProcessor(jar))
+    opener = urllib.request.build_opener(*handlers)
     try:
         with opener.open(request, timeout=10) as response:
             return response.status, response.read().decode()
@@ -83,15 +94,18 @@ def test_off_loopback_a_request_without_credentials_gets_401(
     # a write: the first POST only asks; without the page's CSRF token nothing happens
     caplog.set_level(logging.INFO, logger="rocketbox.console.actions")
     alice = _basic("alice", "s3cret")
-    status, page = _get(url + "/topics/create", alice, {"topic": "Audited", "queues": "2"})
+    jar = http.cookiejar.CookieJar()
+    status, page = _get(url + "/topics/create", alice, {"topic": "Audited", "queues": "2"},
+                        jar=jar)
     assert status == 200 and "You are about to" in page
     status, _ = _get(url + "/topics/create", alice,
-                     {"topic": "Audited", "queues": "2", "confirm": "yes", "csrf": "forged"})
+                     {"topic": "Audited", "queues": "2", "confirm": "yes", "csrf": "forged"},
+                     jar=jar)
     assert status == 403
     csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
     assert csrf is not None
     status, _ = _get(url + "/topics/create", alice, {"topic": "Audited", "queues": "2",
-                                                     "confirm": "yes", "csrf": csrf[1]})
+                                                     "confirm": "yes", "csrf": csrf[1]}, jar=jar)
     assert status == 303
     _, topics = _get(url + "/topics", alice)
     assert "Audited" in topics

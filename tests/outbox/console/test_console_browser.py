@@ -1,8 +1,9 @@
 """The console in a real headless Chromium, against real servers and real traffic.
 
 Every page is reached by links from ``/``, shows the stack's data, logs no
-browser console error, and is saved as docs/console/NAME.png (the README's
-pictures). The write actions are done by clicking, confirmation included:
+browser console error, and is saved as NAME.png (into docs/console/, the README's
+pictures, when ROCKETBOX_UPDATE_SCREENSHOTS=1). The write actions are done by
+clicking, confirmation included:
 creating a topic and replaying the parked row relays it exactly once;
 resending the dead letter gets it to ``shipping``; a tx_id looked up shows
 its whole trace, check-back and inbox row included.

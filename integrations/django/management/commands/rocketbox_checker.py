@@ -15,13 +15,13 @@ class Command(BaseCommand):
     help = "Answer the broker's check-backs for orphaned halves, until SIGTERM."
 
     def handle(self, *args: Any, **options: Any) -> None:
+        from integrations.django.db import startup_checks
         from outbox.checker import run_checker
-        from outbox.cli_commands import preflight
 
         try:
             outbox = state().base_outbox
         except ConfigurationError as exc:
-            raise CommandError(str(exc)) from exc
+            raise CommandError(str(exc), returncode=2) from exc
         if int(options.get("verbosity", 1)) > 1:
             logging.basicConfig(level=logging.INFO)
 
@@ -31,7 +31,7 @@ class Command(BaseCommand):
             self.stdout.flush()
 
         try:
-            preflight("checker", outbox)
+            startup_checks("checker", outbox)
         except ConfigurationError as exc:
             raise CommandError(str(exc), returncode=2) from None
         run_checker(outbox, on_ready=ready)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import Any
 
@@ -16,25 +17,28 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--concurrency", type=int, default=1)
-        parser.add_argument("--no-beat", dest="beat", action="store_false")
+        parser.add_argument("--no-sweeper", dest="beat", action="store_false",
+                            help="do not run the sweeper lane in this worker")
+        parser.add_argument("--no-beat", dest="beat", action="store_false",
+                            help=argparse.SUPPRESS)  # the old name of --no-sweeper
         parser.add_argument("--no-checker", dest="checker", action="store_false")
         parser.add_argument("--loglevel", default="INFO")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        from integrations.django.db import startup_checks
         from outbox.celery import run_worker
-        from outbox.cli_commands import preflight
 
         if options["concurrency"] < 1:
             raise CommandError(f"--concurrency must be >= 1, got {options['concurrency']}")
         try:
             current = state()
         except ConfigurationError as exc:
-            raise CommandError(str(exc)) from exc
+            raise CommandError(str(exc), returncode=2) from exc
         if not current.celery_broker:
             raise CommandError("ROCKETBOX['CELERY_BROKER'] is '': the relay worker needs a "
                                "Celery broker")
         try:
-            preflight("relay", current.base_outbox)
+            startup_checks("relay", current.base_outbox)
         except ConfigurationError as exc:
             raise CommandError(str(exc), returncode=2) from None
         code = run_worker(current.base_outbox, celery_broker=current.celery_broker,
