@@ -213,7 +213,8 @@ def demo_acl() -> dict[str, Any]:
         account("admin", admin=True),
         account("relay", allow("Topic:Orders", "Pub"), allow("Group:shop", "Pub"),
                 allow("Group:shop-relay", "Pub")),
-        account("checker", allow("Topic:Orders", "Pub"), allow("Group:shop", "Pub")),
+        account("checker", allow("Topic:Orders", "Pub"), allow("Group:shop", "Pub"),
+                allow("Group:shop-relay", "Pub")),  # its start-up probe connects as that
         account("inventory", allow("Topic:Orders", "Sub"), allow("Group:inventory", "Sub")),
     ]}
 
