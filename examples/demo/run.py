@@ -209,13 +209,16 @@ def demo_acl() -> dict[str, Any]:
     # the relay sends halves (producer group "shop") and ends them, connected as group
     # "shop-relay" so that check-backs go to the checker, which answers them (Pub on the
     # producer group and on the halves' topic, Orders); the inventory consumes Orders
+    # (to a RocketMQ proxy the start-up probe asks the route of "rocketbox-probe": Get)
+    probe = allow("Topic:rocketbox-probe", "Get")
     return {"version": 2, "accounts": [
         account("admin", admin=True),
         account("relay", allow("Topic:Orders", "Pub"), allow("Group:shop", "Pub"),
-                allow("Group:shop-relay", "Pub")),
+                allow("Group:shop-relay", "Pub"), probe),
         account("checker", allow("Topic:Orders", "Pub"), allow("Group:shop", "Pub"),
-                allow("Group:shop-relay", "Pub")),  # its start-up probe connects as that
-        account("inventory", allow("Topic:Orders", "Sub"), allow("Group:inventory", "Sub")),
+                allow("Group:shop-relay", "Pub"), probe),  # its start-up probe: shop-relay
+        account("inventory", allow("Topic:Orders", "Sub"), allow("Group:inventory", "Sub"),
+                probe),
     ]}
 
 
