@@ -40,6 +40,10 @@ from broker_lite.protocol import messages as m
 __all__ = ["BrokerConsume", "BrokerSend", "BrokerTx", "preload_broker"]
 
 
+#: ``(access key, secret key)`` a workload signs with (``bench/broker.py --acl``)
+Keys = tuple[str | None, str | None]
+
+
 class _Commit:
     """A local transaction that commits at once (the benchmark's listener)."""
 
@@ -53,9 +57,11 @@ class _Commit:
 class BrokerSend:
     """``send_batch`` (per_request > 1) or ``send`` with ``window`` requests in flight."""
 
-    def __init__(self, address: str, spec: CaseSpec, topic: str) -> None:
+    def __init__(self, address: str, spec: CaseSpec, topic: str, *,
+                 keys: Keys = (None, None)) -> None:
         self.spec = spec
-        self.producer = AsyncProducer(GROUP, address, timeout=REQUEST_TIMEOUT)
+        self.producer = AsyncProducer(GROUP, address, timeout=REQUEST_TIMEOUT,
+                                      access_key=keys[0], secret_key=keys[1])
         self.message = Message(topic, BODY)
         self.stored = 0
 
@@ -88,10 +94,12 @@ class BrokerSend:
 class BrokerTx:
     """Half + commit per transaction: the batch forms, or ``send_message_in_transaction``."""
 
-    def __init__(self, address: str, spec: CaseSpec, topic: str) -> None:
+    def __init__(self, address: str, spec: CaseSpec, topic: str, *,
+                 keys: Keys = (None, None)) -> None:
         self.spec = spec
         self.producer = AsyncTransactionProducer(GROUP, _Commit(), address,
-                                                 timeout=REQUEST_TIMEOUT)
+                                                 timeout=REQUEST_TIMEOUT,
+                                                 access_key=keys[0], secret_key=keys[1])
         self.message = Message(topic, BODY)
         self.committed = 0
 

@@ -64,19 +64,21 @@ class ServerProcess(Process):
 _BROKER_READY = re.compile(r"^broker_lite ready native=(\S+)", re.MULTILINE)
 
 
-def start_broker(root: Path, flush: FlushMode) -> tuple[ServerProcess, str]:
+def start_broker(root: Path, flush: FlushMode, *, extra: Sequence[str] = (),
+                 label: str = "") -> tuple[ServerProcess, str]:
     """``broker-lite serve --port 0`` on a fresh data dir; returns it and its native address.
 
     Run as ``python -m broker_lite`` from the scratch directory, so that the
     code measured is what this process imports (``--at-commit`` sets
     ``PYTHONPATH``; the current directory would otherwise come first).
     """
-    data_dir = root / f"broker-{flush}"
+    data_dir = root / f"broker-{flush}{label}"
     shutil.rmtree(data_dir, ignore_errors=True)
     argv = [sys.executable, "-m", "broker_lite", "serve", "--data-dir", str(data_dir),
-            "--port", "0", "--flush", flush, "--log-level", "warning", *auto_create_topics()]
-    server = ServerProcess(f"broker-lite serve --flush {flush}", argv,
-                           root / f"broker-{flush}.log", cwd=root)
+            "--port", "0", "--flush", flush, "--log-level", "warning", *auto_create_topics(),
+            *extra]
+    server = ServerProcess(f"broker-lite serve --flush {flush} {' '.join(extra)}".strip(),
+                           argv, root / f"broker-{flush}{label}.log", cwd=root)
     try:
         return server, server.wait_for(_BROKER_READY, READY_TIMEOUT).group(1)
     except BaseException:

@@ -3,7 +3,7 @@
 Usage::
 
     .venv/bin/python bench/broker.py [--messages N] [--repeat K] [--quick] [--cases a,b]
-                                     [--profile] [--at-commit REV] [--render]
+                                     [--profile] [--at-commit REV] [--render] [--acl]
 
 It starts ``broker-lite serve`` and ``redis-server`` as child processes, each
 with its data under ``bench/results/tmp/`` (Redis with its append-only file
@@ -46,9 +46,10 @@ flipping each repetition; medians and the median of the paired ratios
 Full runs write ``bench/results/broker.json`` and the generated part of
 ``bench/README.md``; ``--quick`` and ``--cases`` runs only print.
 ``--at-commit REV`` measures ``broker_lite`` (client and server) as
-committed at REV. ``--profile`` also samples the broker process and this
-process with py-spy during one extra run of ours per case and prints where
-the time goes.
+committed at REV. ``--acl`` compares broker_lite with itself instead, an ACL
+on and off (``_broker_acl``: the send and transaction cases, paired rounds).
+``--profile`` also samples the broker process and this process with py-spy
+during one extra run of ours per case and prints where the time goes.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
+from _broker_acl import print_acl_report, run_acl_compare
 from _broker_cases import (
     BATCH,
     BATCH_WINDOW,
@@ -103,6 +105,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="measure broker_lite as committed at REV, not the working tree")
     parser.add_argument("--render", action="store_true",
                         help="only rewrite the README section from bench/results/broker.json")
+    parser.add_argument("--acl", action="store_true",
+                        help="instead of Redis, compare broker_lite with an ACL and without "
+                             "(two brokers, the same send and transaction cases, paired "
+                             "rounds); prints the ACL on/off ratios, writes no files")
     parser.add_argument("--profile", action="store_true",
                         help="also run ours once more per case under py-spy (broker process "
                              "and load generator) and print where the time goes")
@@ -165,7 +171,28 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def measure_acl(args: argparse.Namespace) -> int:
+    """``--acl``: the send and transaction cases with the ACL on and off, same run."""
+    load_before = load_at_start(console)
+    cases = [c for c in select_cases(build_cases(args.messages), args.cases, name_known=True)
+             if c.spec.kind in ("send", "tx")]
+    with scratch_dir("broker-acl") as root:
+        announce("broker --acl", root, console)
+        progress = progress_bar(console)
+        with progress:
+            task = progress.add_task("starting", total=args.repeat * len(cases) * 2)
+            pairs = run_acl_compare(root, cases, args.repeat, progress, task)
+    print_acl_report(console, pairs)
+    load_after = load_at_start(console)
+    console.print(f"load average at start {load_before}, at the end {load_after}",
+                  highlight=False)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if "--acl" in args_list:
+        return measure_acl(parse_args(args_list))
     return benchmark_main(__file__, "broker", list(sys.argv[1:] if argv is None else argv),
                           parse_args, measure, markdown_section)
 

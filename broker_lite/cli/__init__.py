@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     from broker_lite.cli import (
+        acl_cmd,
         bench,
         consume,
         demo,
@@ -31,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
         topic,
     )
 
-    for module in (serve, send, consume, topic, bench, inspect_cmd, migrate_cmd, demo):
+    for module in (serve, send, consume, topic, bench, inspect_cmd, migrate_cmd, demo,
+                   acl_cmd):
         module.register(sub)
     return parser
 

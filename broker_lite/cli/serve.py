@@ -25,6 +25,7 @@ from broker_lite.cli import serve_console
 from broker_lite.cli.arg_types import positive_float
 from broker_lite.core import BrokerConfig
 from broker_lite.core.acl import Acl, AclFileError
+from broker_lite.core.log_safe import escape_handlers
 from broker_lite.errors import BrokerError
 from broker_lite.grpc_door.config import GrpcDoorConfig
 from broker_lite.protocol import DEFAULT_MAX_FRAME_SIZE
@@ -243,6 +244,7 @@ def _fail(message: str, code: int) -> int:
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    escape_handlers()  # a client's "\n" in an id never forges a log line
     try:
         acl = Acl.load(args.acl) if args.acl is not None else None
         check_bind_policy(args.host, acl=acl, insecure=args.insecure)

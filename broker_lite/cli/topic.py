@@ -62,8 +62,9 @@ def register(sub: Any) -> None:
     create = commands.add_parser(
         "create", help="create a topic (or grow its queues, change its permission)",
         description="Create a topic. Creating an existing topic grows its queue count (queues "
-                    "never shrink: they hold data) and sets its permission. Needs an admin "
-                    "account on a broker run with --acl.")
+                    "never shrink: they hold data) and sets its permission. On a broker run "
+                    "with --acl it needs Create on the topic (Update for an existing one); "
+                    "admin accounts have both. Names under %%RETRY%% and %%DLQ%% are refused.")
     add_connection_args(create)
     create.add_argument("--topic", required=True, help="topic name")
     create.add_argument("--queues", type=_queues, default=4, metavar="N",

@@ -1,49 +1,32 @@
-"""Access control: who may connect, publish to a topic, or consume in a group.
+"""Access control: who may connect, and what each account may do.
 
 Pure logic, no sockets: the native door (:mod:`broker_lite.server`) and the
-future gRPC door both authenticate and authorise through this module.
+gRPC door (:mod:`broker_lite.grpc_door`) both authenticate and authorise
+through this module. The model is RocketMQ 5's ACL 2.0
+(:mod:`~broker_lite.core.acl_policy`): subjects are accounts, resources are
+topics and groups (by name, prefix or ``*``), actions are Pub, Sub, Create,
+Update, Delete, Get and List, decisions Allow or Deny, and the default is
+deny. The file formats are in :mod:`~broker_lite.core.acl_file` and
+``docs/acl.md`` (with the table of what each request needs).
 
-The ACL file is JSON::
+Rules beyond the entries (the broker's, whatever a file says):
 
-    {
-      "accounts": [
-        {
-          "access_key": "ak",                    # required, unique
-          "secret_key": "sk",                    # required, non-empty
-          "admin": false,                        # may create topics, query any key
-          "topic_perms": {"Orders": "PUB|SUB", "Audit": "SUB"},
-          "group_perms": {"inventory": "SUB"},
-          "default_topic_perm": "DENY",          # topics not listed (default DENY)
-          "default_group_perm": "SUB"            # groups not listed (default SUB)
-        }
-      ],
-      "clock_skew_seconds": 300                  # accepted HELLO timestamp drift
-    }
-
-A permission is ``"DENY"``, ``"PUB"``, ``"SUB"`` or ``"PUB|SUB"`` (the same as
-``"SUB|PUB"``), as in RocketMQ's plain ACL. Unknown keys are refused, so a typo
-never silently widens or narrows access.
-
-Rules:
-
-- **Authentication.** A client proves it holds the secret of ``access_key``
-  by signing its HELLO: ``signature`` is hex HMAC-SHA256, keyed by the secret,
-  over ``f"{client_id}\\n{timestamp_ms}\\n{nonce}"`` (the formula is the native protocol's:
-  :mod:`broker_lite.protocol.signing`; the door passes a verifier in).
-  The timestamp must be within ``clock_skew_seconds`` of the broker's clock and
-  a nonce is accepted once per access key while its timestamp is still valid
-  (no replay).
-- **Topics.** ``PUB`` lets an account send to a topic, ``SUB`` lets it pull
-  from it. Retry and dead-letter topics (``%RETRY%G``, ``%DLQ%G``) belong to
-  their consumer group ``G``: they are governed by the group's permission.
-- **Groups.** A consumer group needs ``SUB`` (or ``PUB|SUB``).
-- **Producer groups and transactions.** Ending a transaction, answering a
-  check-back and registering a producer group are allowed for any account that
-  may publish to at least one topic (``PUB`` listed, or a default of ``PUB``);
-  the half message itself was already authorised when it was sent.
-- **Admin.** ``admin`` accounts may create topics and query messages by key
-  across all topics; topic and group permissions still apply to them for
-  sending and consuming, as in RocketMQ.
+- **Authentication.** A native client signs its HELLO (hex HMAC-SHA256 over
+  ``f"{client_id}\\n{timestamp_ms}\\n{nonce}"``, :mod:`broker_lite.protocol.
+  signing`); the timestamp must be within ``clock_skew_seconds`` and a nonce is
+  accepted once per access key while its timestamp is valid. An unknown access
+  key and a wrong signature get the same answer.
+- **Retry and dead-letter topics** (``%RETRY%G``, ``%DLQ%G``) belong to group
+  ``G``: reading one needs Sub on ``Group:G``; nobody sends to one (the broker
+  writes them when a member of ``G`` sends a message back), and nobody creates
+  a topic under those prefixes. The broker's own topics (``RMQ_SYS_*``,
+  ``SCHEDULE_TOPIC_XXXX``) are read by admins only.
+- **Producer groups** are groups: acting as one (registering, receiving its
+  check-backs, ending its transactions) needs Pub on ``Group:G``; a check-back
+  and an end also need Pub on the half's real topic.
+- **Admin** accounts may Create, Update, Delete, Get and List everything an
+  entry does not deny, and run the operations requests; Pub and Sub still come
+  from their entries, as in RocketMQ's plain ACL.
 
 Errors: :class:`AclFileError` (a ``ValueError``) for a malformed file, naming
 the field; :class:`~broker_lite.errors.UnauthorizedError` for bad credentials;
@@ -53,72 +36,55 @@ the field; :class:`~broker_lite.errors.UnauthorizedError` for bad credentials;
 from __future__ import annotations
 
 import heapq
+import hmac
 import json
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import IntFlag
 from pathlib import Path
 from typing import Any, Literal
 
-from broker_lite.errors import ConfigurationError, NoPermissionError, UnauthorizedError
+from broker_lite.core.acl_file import (
+    DEFAULT_CLOCK_SKEW_SECONDS,
+    AccountSpec,
+    AclFileError,
+    Perm,
+    parse_document,
+    parse_perm,
+)
+from broker_lite.core.acl_policy import ActionName, PolicyEntry, ResourceKind, decide
+from broker_lite.core.log_safe import printable
+from broker_lite.errors import NoPermissionError, UnauthorizedError
 
 __all__ = [
+    "BAD_CREDENTIALS",
     "DLQ_PREFIX",
     "RETRY_PREFIX",
     "Account",
     "Acl",
     "AclFileError",
+    "Action",
     "Perm",
+    "group_of_system_topic",
     "parse_perm",
+    "printable",
 ]
+
+log = logging.getLogger("broker_lite.acl")
 
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
-DEFAULT_CLOCK_SKEW_SECONDS = 300.0
+_BROKER_TOPICS = ("RMQ_SYS_", "SCHEDULE_TOPIC_XXXX")
+_SPECIAL_TOPICS = ("%", *_BROKER_TOPICS)
+_REAL_TOPIC = "REAL_TOPIC"
+_RETRY_TOPIC = "RETRY_TOPIC"
+_MANAGEMENT: frozenset[ActionName] = frozenset({"Create", "Update", "Delete", "Get", "List"})
+_CACHE_LIMIT = 4096
+#: the one answer to an unknown access key and to a wrong signature (no key probing)
+BAD_CREDENTIALS = "the signature does not match (or the access key is unknown)"
 
-Action = Literal["PUB", "SUB"]
-
-
-class AclFileError(ConfigurationError):
-    """The ACL file is missing, not JSON, or has a malformed field (named in the message).
-
-    ``path`` is the file when known (it is in the message then).
-    """
-
-    def __init__(self, message: str, *, path: str = "") -> None:
-        super().__init__(message, setting="acl")
-        self.path = path
-
-
-class Perm(IntFlag):
-    """Permission bits of a topic or group."""
-
-    DENY = 0
-    PUB = 1
-    SUB = 2
-
-    @property
-    def label(self) -> str:
-        if self == Perm.DENY:
-            return "DENY"
-        return "|".join(p.name or "" for p in (Perm.PUB, Perm.SUB) if p in self)
-
-
-def parse_perm(text: str, *, where: str = "permission") -> Perm:
-    """``"PUB|SUB"`` -> ``Perm.PUB | Perm.SUB``; raises :class:`AclFileError` naming ``where``."""
-    if not isinstance(text, str):
-        raise AclFileError(f"{where}: expected a string such as 'PUB|SUB', got {text!r}")
-    parts = [p.strip().upper() for p in text.split("|")]
-    if parts == ["DENY"]:
-        return Perm.DENY
-    perm = Perm.DENY
-    for part in parts:
-        if part not in ("PUB", "SUB"):
-            raise AclFileError(
-                f"{where}: {text!r} is not one of 'DENY', 'PUB', 'SUB', 'PUB|SUB'")
-        perm |= Perm[part]
-    return perm
+Action = Literal["Pub", "Sub"]
 
 
 def group_of_system_topic(topic: str) -> str | None:
@@ -129,6 +95,11 @@ def group_of_system_topic(topic: str) -> str | None:
     return None
 
 
+def is_broker_topic(topic: str) -> bool:
+    """One of the broker's own topics (halves, op records, schedules, discarded halves)."""
+    return topic.startswith(_BROKER_TOPICS)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Account:
     """One access key and what it may do."""
@@ -136,76 +107,176 @@ class Account:
     access_key: str
     secret_key: str = field(repr=False)
     admin: bool = False
-    topic_perms: Mapping[str, Perm] = field(default_factory=dict)
-    group_perms: Mapping[str, Perm] = field(default_factory=dict)
-    default_topic_perm: Perm = Perm.DENY
-    default_group_perm: Perm = Perm.SUB
+    entries: tuple[PolicyEntry, ...] = ()
+    _decisions: dict[tuple[str, str, str], bool] = field(
+        default_factory=dict, repr=False, compare=False)
 
-    def topic_perm(self, topic: str) -> Perm:
-        return self.topic_perms.get(topic, self.default_topic_perm)
+    @classmethod
+    def from_spec(cls, spec: AccountSpec) -> Account:
+        return cls(access_key=spec.access_key, secret_key=spec.secret_key, admin=spec.admin,
+                   entries=spec.entries)
 
-    def group_perm(self, group: str) -> Perm:
-        return self.group_perms.get(group, self.default_group_perm)
+    @classmethod
+    def revoked(cls, access_key: str) -> Account:
+        """What a connection authenticated as ``access_key`` may do once the key is
+        removed from the file: nothing."""
+        return cls(access_key=access_key, secret_key="")
+
+    # -- the decision -------------------------------------------------------------------
+
+    def allows(self, kind: ResourceKind, name: str, action: ActionName) -> bool:
+        """Whether the entries allow ``action`` on ``kind:name`` (admins: management too)."""
+        key = (kind, name, action)
+        hit = self._decisions.get(key)
+        if hit is None:
+            entry = decide(self.entries, kind, name, action)
+            if entry is None:
+                hit = self.admin and action in _MANAGEMENT
+            else:
+                hit = entry.decision.value == "Allow"
+            if len(self._decisions) >= _CACHE_LIMIT:
+                self._decisions.clear()
+            self._decisions[key] = hit
+        return hit
+
+    def check(self, kind: ResourceKind, name: str, action: ActionName, doing: str) -> None:
+        """Raise :class:`NoPermissionError` unless ``action`` on ``kind:name`` is allowed."""
+        if self.allows(kind, name, action):
+            return
+        entry = decide(self.entries, kind, name, action)
+        why = (f"denied by '{entry}'" if entry is not None
+               else "no entry allows it; the default is deny")
+        raise NoPermissionError(
+            f"access key {printable(self.access_key)!r} may not {doing}: that needs {action} "
+            f"on {kind}:{printable(name)} ({why})")
+
+    # -- what the doors ask -------------------------------------------------------------
 
     def check_topic(self, topic: str, action: Action) -> None:
-        """Raise :class:`NoPermissionError` unless ``action`` is allowed on ``topic``.
+        """Send (Pub) to or read (Sub) ``topic``; retry/DLQ topics follow their group."""
+        if topic.startswith(_SPECIAL_TOPICS):
+            self._check_special_topic(topic, action)
+        elif not self.allows("Topic", topic, action):
+            self.check("Topic", topic, action,
+                       f"{'send to' if action == 'Pub' else 'read'} topic {printable(topic)!r}")
 
-        A retry or dead-letter topic is checked as its consumer group.
-        """
+    def _check_special_topic(self, topic: str, action: Action) -> None:
         group = group_of_system_topic(topic)
         if group is not None:
-            self.check_group(group)
+            if action == "Pub":
+                raise NoPermissionError(
+                    f"{printable(topic)!r} is not sent to: the broker writes it when a member "
+                    f"of group {printable(group)!r} sends a message back")
+            if not self.allows("Group", group, "Sub"):
+                self.check("Group", group, "Sub", f"read {printable(topic)!r}, which belongs "
+                                                  f"to group {printable(group)!r}")
             return
-        if Perm[action] not in self.topic_perm(topic):
-            raise NoPermissionError(
-                f"access key {self.access_key!r} has no {action} permission on topic "
-                f"{topic!r} (it has {self.topic_perm(topic).label})")
+        if is_broker_topic(topic):
+            if action == "Sub" and self.admin:
+                return
+            raise NoPermissionError(f"{printable(topic)!r} is one of the broker's own topics")
+        if not self.allows("Topic", topic, action):
+            self.check("Topic", topic, action,
+                       f"{'send to' if action == 'Pub' else 'read'} topic {printable(topic)!r}")
 
     def check_group(self, group: str) -> None:
-        """Raise :class:`NoPermissionError` unless the account may consume in ``group``."""
-        if Perm.SUB not in self.group_perm(group):
-            raise NoPermissionError(
-                f"access key {self.access_key!r} has no SUB permission on consumer group "
-                f"{group!r} (it has {self.group_perm(group).label})")
+        """Consume in ``group`` (pull, offsets, acks, send-back): Sub on the group."""
+        if not self.allows("Group", group, "Sub"):
+            self.check("Group", group, "Sub", f"consume in group {printable(group)!r}")
 
-    def can_publish(self) -> bool:
-        """True if the account may publish to at least one topic."""
-        return Perm.PUB in self.default_topic_perm or any(
-            Perm.PUB in p for p in self.topic_perms.values())
+    def check_consume(self, topic: str, group: str) -> None:
+        self.check_group(group)
+        self.check_topic(topic, "Sub")
 
     def check_producer(self, producer_group: str) -> None:
-        """Producer groups (transactions, check-back): any account that can publish somewhere."""
-        if not self.can_publish():
+        """Register as ``producer_group``: Pub on the group."""
+        if not self.allows("Group", producer_group, "Pub"):
+            self.check("Group", producer_group, "Pub",
+                       f"act as producer group {printable(producer_group)!r}")
+
+    def may_produce(self, producer_group: str, topic: str) -> bool:
+        """May act for ``producer_group`` on a half of ``topic`` (get its check-back, end it)."""
+        return (self.allows("Group", producer_group, "Pub")
+                and group_of_system_topic(topic) is None and not is_broker_topic(topic)
+                and self.allows("Topic", topic, "Pub"))
+
+    def check_transaction(self, producer_group: str, topic: str) -> None:
+        """End a transaction of ``producer_group`` whose half is on ``topic``."""
+        self.check_producer(producer_group)
+        self.check_topic(topic, "Pub")
+
+    def check_create_topic(self, topic: str, *, exists: bool) -> None:
+        """Create (or, when it ``exists``, update) ``topic``: never under %RETRY%/%DLQ%."""
+        if group_of_system_topic(topic) is not None or is_broker_topic(topic):
             raise NoPermissionError(
-                f"access key {self.access_key!r} may not publish to any topic, so it may not "
-                f"act for producer group {producer_group!r}")
+                f"topic {printable(topic)!r} is reserved: the broker creates retry, "
+                "dead-letter and system topics itself")
+        action: ActionName = "Update" if exists else "Create"
+        self.check("Topic", topic, action,
+                   f"{'update' if exists else 'create'} topic {printable(topic)!r}")
+
+    def check_auto_create(self, topic: str) -> None:
+        """A send that creates ``topic``: Create on it, or Pub granted on that exact name (a
+        prefix or ``*`` grant does not bound how many topics a send could create)."""
+        entry = decide(self.entries, "Topic", topic, "Pub")
+        if entry is not None and not entry.resource.prefixed \
+                and entry.decision.value == "Allow":
+            return
+        self.check_create_topic(topic, exists=False)
+
+    def may_read_message(self, topic: str, properties: Mapping[str, str]) -> bool:
+        """A key or id lookup shows a message only to who may read its real topic."""
+        real = topic
+        if topic.startswith(_BROKER_TOPICS) and _REAL_TOPIC in properties:
+            real = properties[_REAL_TOPIC]  # a half: its topic once committed
+        try:
+            if group_of_system_topic(topic) is not None:
+                self.check_topic(topic, "Sub")  # the group's
+                real = properties.get(_RETRY_TOPIC, "")
+                if not real:
+                    return self.admin
+            self.check_topic(real, "Sub")
+        except NoPermissionError:
+            return False
+        return True
 
     def check_admin(self, operation: str) -> None:
         if not self.admin:
             raise NoPermissionError(
-                f"{operation} needs an admin account; access key {self.access_key!r} is not one")
+                f"{operation} needs an admin account; access key "
+                f"{printable(self.access_key)!r} is not one")
 
 
 class Acl:
     """The accounts of an ACL file, and the nonce memory that stops replays.
 
-    Thread-safe: both doors may authenticate concurrently.
+    Thread-safe: both doors may authenticate concurrently. :meth:`reload_if_changed`
+    swaps in a new version of the file in place, so every holder sees it.
     """
 
     def __init__(self, accounts: list[Account], *,
                  clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS) -> None:
         if clock_skew_seconds <= 0:
             raise AclFileError(f"clock_skew_seconds must be positive, got {clock_skew_seconds}")
-        self._accounts: dict[str, Account] = {}
-        for account in accounts:
-            if account.access_key in self._accounts:
-                raise AclFileError(f"access_key {account.access_key!r} is listed twice")
-            self._accounts[account.access_key] = account
+        self._accounts = self._by_key(accounts)
         self.clock_skew_ms = int(clock_skew_seconds * 1000)
         self._lock = threading.Lock()
         # (access_key, nonce) -> expiry; the heap orders expiries for pruning
         self._seen: set[tuple[str, str]] = set()
         self._expiries: list[tuple[int, tuple[str, str]]] = []
+        self.path: Path | None = None
+        self._stamp: tuple[float, int] | None = None
+        #: the file format: 2 (policies) or 1 (the older topic_perms/group_perms)
+        self.version = 2
+
+    @staticmethod
+    def _by_key(accounts: list[Account]) -> dict[str, Account]:
+        by_key: dict[str, Account] = {}
+        for account in accounts:
+            if account.access_key in by_key:
+                raise AclFileError(f"access_key {account.access_key!r} is listed twice")
+            by_key[account.access_key] = account
+        return by_key
 
     @property
     def accounts(self) -> list[Account]:
@@ -215,33 +286,54 @@ class Acl:
     def load(cls, path: str | Path) -> Acl:
         """Read an ACL file; :class:`AclFileError` names the file and the bad field."""
         path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise AclFileError(f"cannot read ACL file {path}: {exc.strerror or exc}",
-                               path=str(path)) from exc
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise AclFileError(f"ACL file {path} is not valid JSON: {exc}",
-                               path=str(path)) from exc
-        try:
-            return cls.from_dict(data)
-        except AclFileError as exc:
-            raise AclFileError(f"ACL file {path}: {exc}", path=str(path)) from None
+        stamp = _stamp(path)
+        acl = cls.from_dict(_read(path), where=str(path))
+        acl.path, acl._stamp = path, stamp
+        return acl
 
     @classmethod
-    def from_dict(cls, data: Any) -> Acl:
-        """Build from the parsed JSON document (see the module docstring)."""
-        if not isinstance(data, dict):
-            raise AclFileError("the top level must be an object with an 'accounts' list")
-        _no_unknown_keys(data, {"accounts", "clock_skew_seconds"}, "top level")
-        raw_accounts = data.get("accounts")
-        if not isinstance(raw_accounts, list):
-            raise AclFileError("'accounts' must be a list of account objects")
-        skew = data.get("clock_skew_seconds", DEFAULT_CLOCK_SKEW_SECONDS)
-        if isinstance(skew, bool) or not isinstance(skew, int | float) or skew <= 0:
-            raise AclFileError(f"clock_skew_seconds must be a positive number, got {skew!r}")
-        accounts = [_parse_account(raw, f"accounts[{i}]") for i, raw in enumerate(raw_accounts)]
-        return cls(accounts, clock_skew_seconds=float(skew))
+    def from_dict(cls, data: Any, *, where: str = "") -> Acl:
+        """Build from the parsed JSON document (either format, see docs/acl.md)."""
+        try:
+            doc = parse_document(data)
+        except AclFileError as exc:
+            if not where:
+                raise
+            raise AclFileError(f"ACL file {where}: {exc}", path=where) from None
+        acl = cls([Account.from_spec(s) for s in doc.accounts],
+                  clock_skew_seconds=doc.clock_skew_seconds)
+        acl.version = doc.version
+        return acl
+
+    def reload_if_changed(self) -> bool:
+        """Read the file again if it changed since loaded; True when new accounts apply.
+
+        A file that no longer parses is logged (naming the field) and the
+        accounts in force stay.
+        """
+        if self.path is None:
+            return False
+        try:
+            stamp = _stamp(self.path)
+        except AclFileError as exc:
+            if self._stamp is not None:
+                log.error("ACL file not reloaded, the accounts in force stay: %s", exc)
+                self._stamp = None
+            return False
+        if stamp == self._stamp:
+            return False
+        try:
+            fresh = Acl.from_dict(_read(self.path), where=str(self.path))
+        except AclFileError as exc:
+            log.error("ACL file not reloaded, the accounts in force stay: %s", exc)
+            self._stamp = stamp
+            return False
+        with self._lock:
+            self._accounts = fresh._accounts
+            self.clock_skew_ms = fresh.clock_skew_ms
+            self._stamp = stamp
+        log.info("ACL file %s reloaded: %d account(s)", self.path, len(fresh._accounts))
+        return True
 
     def secret_for(self, access_key: str) -> str | None:
         """The secret of ``access_key`` (the gRPC door verifies MQv2-HMAC-SHA1 with it)."""
@@ -251,25 +343,31 @@ class Acl:
     def account(self, access_key: str) -> Account | None:
         return self._accounts.get(access_key)
 
+    def current(self, access_key: str) -> Account:
+        """The account in force for a connection that authenticated as ``access_key``
+        (after a reload that removed the key: one that may do nothing)."""
+        account = self._accounts.get(access_key)
+        return account if account is not None else Account.revoked(access_key)
+
     def authenticate(self, access_key: str, timestamp_ms: int, nonce: str, now_ms: int, *,
                      signed_by: Callable[[str], bool]) -> Account:
         """Check a signed HELLO and return its account.
 
         ``signed_by(secret)`` says whether the request was signed with that
         secret key; the door that received it knows its signature formula.
-        Raises :class:`UnauthorizedError` for an unknown or missing key, a bad
-        signature, a timestamp outside the allowed clock skew, or a nonce seen
-        before. The messages never reveal the expected signature.
+        Raises :class:`UnauthorizedError` for a missing key, an unknown key or
+        a bad signature (one answer for both), a timestamp outside the allowed
+        clock skew, or a nonce seen before.
         """
         if not access_key:
             raise UnauthorizedError("credentials required: HELLO carries no access_key")
-        account = self._accounts.get(access_key)
-        if account is None:
-            raise UnauthorizedError(f"unknown access key {access_key!r}")
         if not nonce:
             raise UnauthorizedError("HELLO carries no nonce")
-        if not signed_by(account.secret_key):
-            raise UnauthorizedError(f"bad signature for access key {access_key!r}")
+        account = self._accounts.get(access_key)
+        # an unknown key costs the same HMAC as a known one: its answer tells nothing
+        signed = signed_by(account.secret_key if account is not None else _NO_SECRET)
+        if account is None or not signed:
+            raise UnauthorizedError(BAD_CREDENTIALS)
         if abs(now_ms - timestamp_ms) > self.clock_skew_ms:
             raise UnauthorizedError(
                 f"HELLO timestamp {timestamp_ms} is {abs(now_ms - timestamp_ms)} ms away from "
@@ -278,7 +376,8 @@ class Acl:
         with self._lock:
             self._prune(now_ms)
             if key in self._seen:
-                raise UnauthorizedError(f"nonce {nonce!r} was already used (replayed HELLO)")
+                raise UnauthorizedError(
+                    f"nonce {printable(nonce)!r} was already used (replayed HELLO)")
             self._seen.add(key)
             heapq.heappush(self._expiries, (timestamp_ms + self.clock_skew_ms, key))
         return account
@@ -290,47 +389,24 @@ class Acl:
             self._seen.discard(key)
 
 
-_ACCOUNT_KEYS = {"access_key", "secret_key", "admin", "topic_perms", "group_perms",
-                 "default_topic_perm", "default_group_perm"}
+_NO_SECRET = hmac.new(b"broker_lite", b"no such account", "sha256").hexdigest()
 
 
-def _parse_account(raw: Any, where: str) -> Account:
-    if not isinstance(raw, dict):
-        raise AclFileError(f"{where} must be an object, got {type(raw).__name__}")
-    _no_unknown_keys(raw, _ACCOUNT_KEYS, where)
-    access_key = _required_str(raw, "access_key", where)
-    secret_key = _required_str(raw, "secret_key", where)
-    admin = raw.get("admin", False)
-    if not isinstance(admin, bool):
-        raise AclFileError(f"{where}.admin must be true or false, got {admin!r}")
-    return Account(
-        access_key=access_key,
-        secret_key=secret_key,
-        admin=admin,
-        topic_perms=_perm_map(raw.get("topic_perms", {}), f"{where}.topic_perms"),
-        group_perms=_perm_map(raw.get("group_perms", {}), f"{where}.group_perms"),
-        default_topic_perm=parse_perm(raw.get("default_topic_perm", "DENY"),
-                                      where=f"{where}.default_topic_perm"),
-        default_group_perm=parse_perm(raw.get("default_group_perm", "SUB"),
-                                      where=f"{where}.default_group_perm"),
-    )
+def _stamp(path: Path) -> tuple[float, int]:
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise AclFileError(f"cannot read ACL file {path}: {exc.strerror or exc}",
+                           path=str(path)) from exc
+    return st.st_mtime, st.st_size
 
 
-def _required_str(raw: dict[str, Any], name: str, where: str) -> str:
-    value = raw.get(name)
-    if not isinstance(value, str) or not value:
-        raise AclFileError(f"{where}.{name} is required and must be a non-empty string")
-    return value
-
-
-def _perm_map(raw: Any, where: str) -> dict[str, Perm]:
-    if not isinstance(raw, dict):
-        raise AclFileError(f"{where} must be an object of name -> permission")
-    return {name: parse_perm(value, where=f"{where}[{name!r}]") for name, value in raw.items()}
-
-
-def _no_unknown_keys(raw: dict[str, Any], allowed: set[str], where: str) -> None:
-    unknown = sorted(set(raw) - allowed)
-    if unknown:
-        raise AclFileError(f"{where}: unknown field(s) {', '.join(map(repr, unknown))} "
-                           f"(allowed: {', '.join(sorted(allowed))})")
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise AclFileError(f"cannot read ACL file {path}: {exc.strerror or exc}",
+                           path=str(path)) from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise AclFileError(f"ACL file {path} is not valid JSON: {exc}",
+                           path=str(path)) from exc

@@ -20,10 +20,12 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from broker_lite.core.acl import group_of_system_topic
 from broker_lite.core.clients import Channel, ClientRegistry, allocate_averagely
 from broker_lite.core.config import BrokerConfig
 from broker_lite.core.filtering import parse_tag_expr
 from broker_lite.core.ids import new_msg_id
+from broker_lite.core.log_safe import printable
 from broker_lite.core.model import (
     FOUND,
     NO_NEW_MESSAGE,
@@ -234,6 +236,10 @@ class Broker:
                 self._arrived(topic, queue_id)
         return results
 
+    def transaction_topic(self, transaction_id: str, commit_log_offset: int = -1) -> str | None:
+        """The real topic of the half an end names; ``None`` when there is no such half."""
+        return self.transactions.real_topic(transaction_id, commit_log_offset)
+
     def end_transaction(self, request: EndRequest) -> Ended:
         response, end = self.transactions.end(request)
         return Ended(response, end)
@@ -333,7 +339,10 @@ class Broker:
         record = self._message_at(request.topic, request.queue_id, request.queue_offset,
                                   request.msg_id)
         props = dict(record.properties)
-        props.setdefault(RETRY_TOPIC, request.topic)
+        if group_of_system_topic(request.topic) is None:  # never the sender's say
+            props[RETRY_TOPIC] = request.topic
+        else:
+            props.setdefault(RETRY_TOPIC, request.topic)
         props.setdefault(ORIGIN_MESSAGE_ID, request.msg_id)
         reconsume = record.reconsume_times + 1
         limit = min(request.max_reconsume_times, self.config.max_reconsume_times)
@@ -346,7 +355,8 @@ class Broker:
                 reconsume_times=reconsume))
             self._arrived(dlq, 0)
             end = put.end_offset
-            log.info("message %s moved to %s after %d deliveries", request.msg_id, dlq, reconsume)
+            log.info("message %s moved to %s after %d deliveries", printable(request.msg_id),
+                     printable(dlq), reconsume)
         else:
             retry = RETRY_PREFIX + request.group
             self.topics.ensure(retry, for_write=True)
@@ -368,8 +378,9 @@ class Broker:
                 self.topics.ensure(RETRY_PREFIX + group, for_write=True)
         self.clients.register(registration, channel)
 
-    def unregister(self, client_id: str) -> None:
-        self.clients.unregister(client_id)
+    def unregister(self, client_id: str, channel: Channel | None = None) -> None:
+        """Forget a client; given its ``channel``, only the registration that channel made."""
+        self.clients.unregister(client_id, channel)
 
     def channel_closed(self, channel: Channel) -> None:
         self.clients.channel_closed(channel)

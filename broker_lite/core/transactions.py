@@ -192,6 +192,12 @@ class TransactionService:
         """Every half stored under ``transaction_id`` (more than one only with ``dedupe=False``)."""
         return list(self._table.halves(transaction_id))
 
+    def real_topic(self, transaction_id: str, commit_log_offset: int = -1) -> str | None:
+        """The topic of the half an end names (``None``: no such half); doors authorise
+        the end by it. No lock: a half's topic never changes, and a dict read is atomic."""
+        entry = self._table.find(transaction_id, commit_log_offset)
+        return entry.real_topic if entry is not None else None
+
     @property
     def pending_count(self) -> int:
         return len(self._table.pending)
@@ -426,7 +432,8 @@ class TransactionService:
                 if entry.check_times >= self._config.tx_check_max or age > max_age_ms:
                     self._discard(entry)
                     continue
-                channel = self._clients.producer_channel(entry.producer_group)
+                channel = self._clients.producer_channel(entry.producer_group,
+                                                        entry.real_topic)
                 if channel is None:
                     continue  # nobody to ask: neither counted nor lost
                 entry.check_times += 1

@@ -24,29 +24,46 @@ counts. RocketMQ itself checks no skew; there is no nonce, so a captured
 header can be replayed within the skew window (use TLS in front of the door
 where that matters).
 
+An unknown access key and a wrong signature get the same answer
+(:data:`~broker_lite.core.acl.BAD_CREDENTIALS`), so the door tells nobody
+which keys exist.
+
 Permissions come from :mod:`broker_lite.core.acl`; a refusal is answered with
-UNAUTHORIZED, as RocketMQ answers an ``AuthorizationException``.
+UNAUTHORIZED, as RocketMQ answers an ``AuthorizationException``. A gRPC
+producer's producer group is the topic (the proxy's convention): Pub on the
+topic is what lets it end a transaction of the topic and get its check-backs.
+
+Under an ACL a client id belongs to the account that first used it
+(:class:`ClientOwners`) until it has been idle for the broker's client
+expiry: a call by another account under that id is refused, so nobody can
+heartbeat for, or terminate, another account's client.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from broker_lite.core.acl import Account, Acl, Action
+from broker_lite.core.acl import BAD_CREDENTIALS, Account, Acl, Action
+from broker_lite.core.log_safe import printable
 from broker_lite.errors import NoPermissionError, UnauthorizedError
 from broker_lite.grpc_door.status import Code, GrpcDoorError
 
 __all__ = [
     "Authenticator",
     "Caller",
+    "ClientOwners",
     "check_consume",
+    "check_end",
     "check_producer",
     "check_route",
+    "check_send",
     "check_topic",
     "metadata_dict",
     "sign",
@@ -126,11 +143,11 @@ class Authenticator:
         if not date_time:
             raise UnauthorizedError(f"the request carries no {DATE_TIME} metadata to verify")
         account = self._acl.account(access_key)
-        if account is None:
-            raise UnauthorizedError(f"unknown access key {access_key!r}")
-        expected = sign(account.secret_key, date_time)
-        if not hmac.compare_digest(expected.encode(), signature.lower().encode()):
-            raise UnauthorizedError(f"bad signature for access key {access_key!r}")
+        # an unknown key costs the same HMAC as a known one, and gets the same answer
+        expected = sign(account.secret_key if account is not None else "", date_time)
+        if not hmac.compare_digest(expected.encode(), signature.lower().encode()) \
+                or account is None:
+            raise UnauthorizedError(BAD_CREDENTIALS)
         self._check_skew(date_time, now)
         return account
 
@@ -190,28 +207,88 @@ def check_topic(account: Account | None, topic: str, action: Action) -> None:
             raise _refused(exc) from None
 
 
+def check_send(account: Account | None, topic: str, *, creates: bool) -> None:
+    """Pub on the topic; when the send ``creates`` it, Create too (or Pub on that exact
+    name)."""
+    if account is not None:
+        try:
+            account.check_topic(topic, "Pub")
+            if creates:
+                account.check_auto_create(topic)
+        except NoPermissionError as exc:
+            raise _refused(exc) from None
+
+
 def check_consume(account: Account | None, topic: str, group: str) -> None:
     if account is not None:
         try:
-            account.check_group(group)
-            account.check_topic(topic, "SUB")
+            account.check_consume(topic, group)
         except NoPermissionError as exc:
             raise _refused(exc) from None
 
 
 def check_producer(account: Account | None, producer_group: str) -> None:
-    if account is not None:
-        try:
-            account.check_producer(producer_group)
-        except NoPermissionError as exc:
-            raise _refused(exc) from None
+    """A gRPC producer's group is its topic: Pub on that topic."""
+    check_topic(account, producer_group, "Pub")
+
+
+def check_end(account: Account | None, producer_group: str, real_topic: str | None) -> None:
+    """Ending a transaction: Pub on the group (the topic) and on the half's real topic."""
+    check_producer(account, producer_group)
+    if real_topic is not None and real_topic != producer_group:
+        check_topic(account, real_topic, "Pub")
+
+
+def may_check(account: Account | None, producer_group: str, topic: str) -> bool:
+    """Whether a gRPC producer may get a check-back of ``producer_group``'s half of ``topic``."""
+    if account is None:
+        return True
+    try:
+        account.check_topic(producer_group, "Pub")
+        account.check_topic(topic, "Pub")
+    except NoPermissionError:
+        return False
+    return True
 
 
 def check_route(account: Account | None, topic: str) -> None:
-    """A route is for whoever may publish to or subscribe to the topic."""
+    """A route is for whoever may publish to, subscribe to, or Get the topic."""
     if account is None or account.admin:
         return
     try:
-        account.check_topic(topic, "PUB")
+        account.check_topic(topic, "Pub")
+        return
     except NoPermissionError:
-        check_topic(account, topic, "SUB")
+        pass
+    try:
+        account.check_topic(topic, "Sub")
+    except NoPermissionError as exc:
+        if not account.allows("Topic", topic, "Get"):
+            raise _refused(exc) from None
+
+
+class ClientOwners:
+    """Which account each client id belongs to (under an ACL), until idle for ``expiry``."""
+
+    def __init__(self, expiry_seconds: float) -> None:
+        self._expiry = expiry_seconds
+        self._lock = threading.Lock()
+        self._owners: dict[str, tuple[str, float]] = {}
+
+    def claim(self, client_id: str, access_key: str) -> None:
+        """Note a call by ``access_key`` as ``client_id``; UnauthorizedError if the id is
+        another account's."""
+        now = time.monotonic()
+        with self._lock:
+            owner = self._owners.get(client_id)
+            if owner is not None and owner[0] != access_key and now - owner[1] < self._expiry:
+                raise UnauthorizedError(
+                    f"client id {printable(client_id)!r} belongs to another account; "
+                    "pick a client id of your own")
+            self._owners[client_id] = (access_key, now)
+
+    def prune(self) -> None:
+        cutoff = time.monotonic() - self._expiry
+        with self._lock:
+            for client_id in [c for c, (_k, seen) in self._owners.items() if seen < cutoff]:
+                del self._owners[client_id]

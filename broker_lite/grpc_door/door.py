@@ -21,7 +21,8 @@ import contextlib
 import logging
 from typing import Any
 
-from broker_lite.grpc_door.auth import Authenticator, Caller, metadata_dict
+from broker_lite.core.log_safe import printable
+from broker_lite.grpc_door.auth import Authenticator, Caller, ClientOwners, metadata_dict
 from broker_lite.grpc_door.config import GrpcDoorConfig
 from broker_lite.grpc_door.pop import PopService
 from broker_lite.grpc_door.pop_state import FILE_NAME, PopRecord, load_records, save_records
@@ -54,6 +55,8 @@ class GrpcDoor:
         self.config = config or GrpcDoorConfig()
         self.auth = Authenticator(ctx.acl, clock_skew_seconds=self.config.clock_skew_seconds)
         self.clients = ClientRegistry(self.broker.config.client_expiry)
+        #: under an ACL: which account each client id belongs to
+        self.owners = ClientOwners(self.broker.config.client_expiry)
         self.pop = PopService(self.broker, self.config, client_alive=self.clients.alive)
         self.waker = Waker(ctx.loop)
         self.broker.add_arrival_listener(self.waker.arrived)
@@ -72,8 +75,12 @@ class GrpcDoor:
         return self.broker.config.store.store_host
 
     def caller(self, context: Any) -> Caller:
-        """Who sent this call; GrpcDoorError / UnauthorizedError when refused."""
-        return self.auth.caller(metadata_dict(context.invocation_metadata()), context.peer())
+        """Who sent this call; GrpcDoorError / UnauthorizedError when refused (also when
+        the client id belongs to another account)."""
+        caller = self.auth.caller(metadata_dict(context.invocation_metadata()), context.peer())
+        if caller.account is not None:
+            self.owners.claim(caller.client_id, caller.account.access_key)
+        return caller
 
     def start(self) -> None:
         """Take back the in-flight messages of the last run, start the door's rounds."""
@@ -138,7 +145,7 @@ class GrpcDoor:
 
     def terminated(self, client_id: str) -> None:
         info = self.clients.remove(client_id)
-        self.broker.unregister(client_id)
+        self.broker.unregister(client_id, info.channel if info is not None else None)
         self.release(client_id, info)
 
     def release(self, client_id: str, info: ClientInfo | None) -> None:
@@ -151,7 +158,8 @@ class GrpcDoor:
         while True:
             await asyncio.sleep(_HOUSEKEEPING_SECONDS)
             for client_id in self.clients.expire():
-                log.info("gRPC client %s expired (no heartbeat)", client_id)
+                log.info("gRPC client %s expired (no heartbeat)", printable(client_id))
                 self.pop.client_gone(client_id)
+            self.owners.prune()
             if self.proxy is not None:
                 self.proxy.housekeeping()

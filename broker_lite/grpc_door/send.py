@@ -33,7 +33,7 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 
 from broker_lite.core.model import EndRequest, Message, Sent, TxState
 from broker_lite.errors import BrokerError
-from broker_lite.grpc_door.auth import Caller, check_producer, check_topic
+from broker_lite.grpc_door.auth import Caller, check_end, check_send
 from broker_lite.grpc_door.convert import to_message
 from broker_lite.grpc_door.door import GrpcDoor
 from broker_lite.grpc_door.route import validate_topic_name
@@ -66,7 +66,9 @@ async def send_message(door: GrpcDoor, caller: Caller, request: Any) -> Any:
         raise GrpcDoorError(Code.MESSAGE_CORRUPTED, "no message to send")
     first = request.messages[0].topic
     topic = validate_topic_name(first.name)
-    check_topic(caller.account, topic, "PUB")
+    broker = door.broker
+    check_send(caller.account, topic, creates=broker.config.auto_create_topics
+               and broker.topics.get(topic) is None)
     max_body = door.broker.config.store.max_message_size
     now = int(time.time() * 1000)
     # compression never lets a request carry more than an uncompressed one could
@@ -114,7 +116,8 @@ async def end_transaction(door: GrpcDoor, caller: Caller, request: Any) -> Any:
     transaction_id = request.transaction_id.strip()
     if not transaction_id:
         raise GrpcDoorError(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
-    check_producer(caller.account, topic)
+    if caller.account is not None:
+        check_end(caller.account, topic, door.broker.transaction_topic(transaction_id))
     state = _STATES.get(int(request.resolution), TxState.UNKNOWN)
     from_check = request.source == pb.TransactionSource.SOURCE_SERVER_CHECK
     if door.proxy is not None:

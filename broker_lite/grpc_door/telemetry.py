@@ -39,8 +39,9 @@ from typing import Any
 
 from rocketmq.grpc_protocol import service_pb2 as spb
 
+from broker_lite.core.acl import Account, Acl
 from broker_lite.core.model import CheckRequest
-from broker_lite.grpc_door.auth import Caller, check_consume, check_producer
+from broker_lite.grpc_door.auth import Caller, check_consume, check_producer, may_check
 from broker_lite.grpc_door.convert import to_proto
 from broker_lite.grpc_door.door import GrpcDoor
 from broker_lite.grpc_door.route import validate_group, validate_topic_name
@@ -59,8 +60,11 @@ class TelemetryChannel:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, client_id: str, remote_address: str,
                  store_host: str, *,
-                 on_check: Callable[[CheckRequest], CheckRequest] | None = None) -> None:
+                 on_check: Callable[[CheckRequest], CheckRequest] | None = None,
+                 acl: Acl | None = None, access_key: str = "") -> None:
         self.client_id = client_id
+        self._acl = acl
+        self._access_key = access_key
         self.remote_address = remote_address
         self._loop = loop
         self._store_host = store_host
@@ -71,6 +75,16 @@ class TelemetryChannel:
 
     def __repr__(self) -> str:
         return f"<TelemetryChannel {self.client_id} {self.remote_address}>"
+
+    @property
+    def account(self) -> Account | None:
+        """The stream's account as the ACL has it now (``None`` without an ACL)."""
+        return self._acl.current(self._access_key) if self._acl is not None else None
+
+    def may_check(self, producer_group: str, topic: str) -> bool:
+        """Only a producer with Pub on the group (its topic) and the half's topic gets
+        its check-back, and the half's body with it."""
+        return may_check(self.account, producer_group, topic)
 
     def is_alive(self) -> bool:
         return self._alive
@@ -166,7 +180,9 @@ async def telemetry(door: GrpcDoor, commands: AsyncIterator[Any],
         yield spb.TelemetryCommand(status=status_for(exc, what="Telemetry"))
         return
     channel = TelemetryChannel(door.ctx.loop, caller.client_id, caller.peer, door.store_host,
-                               on_check=door.proxy.check_sent if door.proxy else None)
+                               on_check=door.proxy.check_sent if door.proxy else None,
+                               acl=door.ctx.acl,
+                               access_key=caller.account.access_key if caller.account else "")
     door.channels.add(channel)
     reader = asyncio.ensure_future(_read(door, caller, channel, commands))
     try:

@@ -40,6 +40,9 @@ from broker_lite.serving.longpoll import ArrivalHub
 
 __all__ = ["BindRefused", "BrokerRuntime", "check_bind_policy", "is_loopback", "serve"]
 
+#: how often the ACL file is looked at; a change applies to every request after it
+ACL_RELOAD_SECONDS = 1.0
+
 log = logging.getLogger("broker_lite.server")
 
 _SHUTDOWN_GRACE = 10.0
@@ -125,8 +128,15 @@ class BrokerRuntime:
             sock.close()
             await self._teardown()
             raise
-        self._periodic = [Periodic(name, fn, every) for name, fn, every
-                          in schedule_for(self.broker)]
+        jobs = schedule_for(self.broker)
+        if self.acl is not None and self.acl.version == 1:
+            log.warning("ACL file %s is in the older format: it loads translated to policies, "
+                        "with default_group_perm DENY unless written (docs/acl.md); "
+                        "`broker-lite acl check FILE` shows what each account may do",
+                        self.acl.path)
+        if self.acl is not None and self.acl.path is not None:
+            jobs.append(("reload_acl", self.acl.reload_if_changed, ACL_RELOAD_SECONDS))
+        self._periodic = [Periodic(name, fn, every) for name, fn, every in jobs]
         for task in self._periodic:
             task.start()
         log.info("broker %r ready: native=%s grpc=%s data_dir=%s flush=%s acl=%s",

@@ -91,7 +91,8 @@ class Connection:
         peer = writer.get_extra_info("peername")
         self.remote_address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.client_id = ""
-        self.account: Account | None = None
+        #: the access key the HELLO was signed with (``None`` without an ACL)
+        self._access_key: str | None = None
         self._alive = True
         self._closed = False
         self._registered = False
@@ -112,7 +113,19 @@ class Connection:
     def __repr__(self) -> str:
         return f"<Connection {self.remote_address} client_id={self.client_id!r}>"
 
+    @property
+    def account(self) -> Account | None:
+        """The account as the ACL has it now (a reload applies to open connections)."""
+        acl = self._ctx.acl
+        if acl is None or self._access_key is None:
+            return None
+        return acl.current(self._access_key)
+
     # -- Channel (the broker core calls these, possibly from other threads) ---------
+
+    def may_check(self, producer_group: str, topic: str) -> bool:
+        account = self.account
+        return account is None or account.may_produce(producer_group, topic)
 
     def is_alive(self) -> bool:
         return self._alive
@@ -253,7 +266,7 @@ class Connection:
             raise _Closing
         try:
             hello = decode(body, m.HelloRequest)
-            self.account = authenticate(self._ctx, hello)
+            account = authenticate(self._ctx, hello)
         except BodyError as exc:
             await self._write_error(rid, ResponseCode.MALFORMED_REQUEST, str(exc))
             raise _Closing from None
@@ -262,6 +275,7 @@ class Connection:
             await self._write_error(rid, exc.code, str(exc), retriable=exc.retriable)
             raise _Closing from None
         self.client_id = hello.client_id
+        self._access_key = account.access_key if account is not None else None
         log.debug("HELLO from %s as %r", self.remote_address, self.client_id)
         await self._write(FrameKind.RESPONSE, ResponseCode.SUCCESS, rid,
                           encode(welcome(self._ctx)))

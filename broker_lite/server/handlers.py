@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 
 from broker_lite.core import Ended, Sent
-from broker_lite.core.acl import Action
+from broker_lite.core.acl import Account
 from broker_lite.core.model import NO_NEW_MESSAGE
 from broker_lite.errors import (
     BrokerError,
@@ -80,20 +80,42 @@ InlineHandler = Callable[[ServerContext, Session, Any], "tuple[Any, int] | None"
 # -- helpers -----------------------------------------------------------------------
 
 
-def _check_topic(session: Session, topic: str, action: Action) -> None:
-    if session.account is not None:
-        session.account.check_topic(topic, action)
+def _check_send(ctx: ServerContext, account: Account | None, topic: str, producer_group: str,
+                transactional: bool) -> None:
+    """Pub on the topic; Create too when the send would create it; a half: Pub on its
+    producer group (whose check-backs it will get)."""
+    if account is None:
+        return
+    account.check_topic(topic, "Pub")
+    if transactional:
+        account.check_producer(producer_group)
+    broker = ctx.broker
+    if broker.config.auto_create_topics and broker.topics.get(topic) is None:
+        account.check_auto_create(topic)
 
 
 def _check_consume(session: Session, topic: str, group: str) -> None:
-    if session.account is not None:
-        session.account.check_group(group)
-        session.account.check_topic(topic, "SUB")
+    account = session.account
+    if account is not None:
+        account.check_consume(topic, group)
 
 
 def _check_producer(session: Session, producer_group: str) -> None:
-    if session.account is not None:
-        session.account.check_producer(producer_group)
+    account = session.account
+    if account is not None:
+        account.check_producer(producer_group)
+
+
+def _check_end(ctx: ServerContext, session: Session, producer_group: str, transaction_id: str,
+               commit_log_offset: int) -> None:
+    """Ending a transaction: Pub on its producer group and on the half's real topic."""
+    account = session.account
+    if account is None:
+        return
+    account.check_producer(producer_group)
+    topic = ctx.broker.transaction_topic(transaction_id, commit_log_offset)
+    if topic is not None:
+        account.check_topic(topic, "Pub")
 
 
 def _check_client(session: Session, client_id: str, what: str) -> None:
@@ -123,7 +145,7 @@ async def heartbeat(ctx: ServerContext, session: Session, req: m.HeartbeatReques
 
 async def unregister(ctx: ServerContext, session: Session, req: m.HeartbeatRequest) -> m.Empty:
     _check_client(session, req.client_id, "unregister")
-    ctx.broker.unregister(req.client_id)
+    ctx.broker.unregister(req.client_id, session)
     return m.Empty()
 
 
@@ -131,7 +153,8 @@ async def unregister(ctx: ServerContext, session: Session, req: m.HeartbeatReque
 
 
 def send_now(ctx: ServerContext, session: Session, req: m.SendRequest) -> tuple[m.SendResult, int]:
-    _check_topic(session, req.message.topic, "PUB")
+    _check_send(ctx, session.account, req.message.topic, req.producer_group,
+                req.message.transactional)
     sent: Sent = ctx.broker.send(req.producer_group, message_in(req.message),
                                  born_host=session.remote_address)
     return send_result_out(sent.result), sent.end_offset
@@ -146,9 +169,15 @@ async def send(ctx: ServerContext, session: Session, req: m.SendRequest) -> m.Se
 def send_batch_now(ctx: ServerContext, session: Session,
                    req: m.SendBatchRequest) -> tuple[m.SendBatchResponse, int]:
     """Every message stored or refused on its own; durable up to the last one stored."""
-    if session.account is not None:
+    account = session.account
+    if account is not None:  # once per (topic, half or not): a batch is mostly one topic
+        checked: set[tuple[str, bool]] = set()
         for message in req.messages:
-            _check_topic(session, message.topic, "PUB")
+            key = (message.topic, message.transactional)
+            if key not in checked:
+                _check_send(ctx, account, message.topic, req.producer_group,
+                            message.transactional)
+                checked.add(key)
     outcomes = ctx.broker.send_batch(req.producer_group,
                                      [message_in(message) for message in req.messages],
                                      born_host=session.remote_address)
@@ -178,7 +207,7 @@ async def send_batch(ctx: ServerContext, session: Session,
 
 def end_transaction_now(ctx: ServerContext, session: Session, req: m.EndTransactionRequest
                         ) -> tuple[m.EndTransactionResponse, int]:
-    _check_producer(session, req.producer_group)
+    _check_end(ctx, session, req.producer_group, req.transaction_id, req.commit_log_offset)
     ended: Ended = ctx.broker.end_transaction(end_in(req))
     return end_out(ended.response), ended.end_offset
 
@@ -200,7 +229,8 @@ def end_transaction_batch_now(ctx: ServerContext, session: Session,
     end_transaction = ctx.broker.end_transaction
     for item in req.items:
         try:
-            _check_producer(session, item.producer_group)
+            _check_end(ctx, session, item.producer_group, item.transaction_id,
+                       item.commit_log_offset)
             ended = end_transaction(end_in(item))
         except BrokerError as exc:
             codes.append(exc.code)
@@ -286,43 +316,49 @@ async def send_back(ctx: ServerContext, session: Session, req: m.SendBackRequest
 
 async def topic_create(ctx: ServerContext, session: Session,
                        req: m.TopicCreateRequest) -> m.TopicInfo:
-    if session.account is not None:
-        session.account.check_admin(f"creating topic {req.topic!r}")
+    account = session.account
+    if account is not None:
+        account.check_create_topic(req.topic, exists=ctx.broker.topics.get(req.topic) is not None)
     return topic_info_out(ctx.broker.create_topic(new_topic_in(req)))
 
 
 async def topic_list(ctx: ServerContext, session: Session, req: m.Empty) -> m.TopicListResponse:
-    return m.TopicListResponse(topics=[topic_info_out(t) for t in ctx.broker.list_topics()])
+    """Every topic the account may send to, read, Get or List (all, without an ACL)."""
+    account = session.account
+    topics = ctx.broker.list_topics()
+    if account is not None:
+        topics = [t for t in topics if _may_see(account, t.topic)]
+    return m.TopicListResponse(topics=[topic_info_out(t) for t in topics])
+
+
+def _may_see(account: Account, topic: str) -> bool:
+    try:
+        account.check_topic(topic, "Sub")
+        return True
+    except BrokerError:
+        pass
+    return any(account.allows("Topic", topic, action) for action in ("Pub", "Get", "List"))
 
 
 async def topic_route(ctx: ServerContext, session: Session,
                       req: m.TopicRouteRequest) -> m.TopicInfo:
     account = session.account
-    if account is not None and not account.admin:
-        try:
-            account.check_topic(req.topic, "PUB")
-        except BrokerError:
-            account.check_topic(req.topic, "SUB")
+    if account is not None and not _may_see(account, req.topic):
+        account.check("Topic", req.topic, "Get", f"see the route of {req.topic!r}")
     return topic_info_out(ctx.broker.topic_route(req.topic))
 
 
 async def query_by_key(ctx: ServerContext, session: Session,
                        req: m.QueryByKeyRequest) -> m.QueryByKeyResponse:
+    """Messages by key or id: only those whose real topic the account may read (an admin:
+    all, as it may browse every queue with the operations requests)."""
     found = ctx.broker.query_by_key(key_query_in(req))
     account = session.account
     if account is not None and not account.admin:
-        found = [msg for msg in found if _may_read(session, msg.topic)]
+        found = [msg for msg in found if account.may_read_message(msg.topic, msg.properties)]
     messages = [delivered_out(view) for view in found]
     keep = fit(messages, ctx.config.max_frame_size)
     return m.QueryByKeyResponse(messages=messages[:keep])
-
-
-def _may_read(session: Session, topic: str) -> bool:
-    try:
-        _check_topic(session, topic, "SUB")
-    except BrokerError:
-        return False
-    return True
 
 
 HANDLERS: dict[int, Handler] = {

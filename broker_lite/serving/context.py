@@ -78,8 +78,16 @@ class Session(Protocol):
 
     client_id: str
     remote_address: str
-    #: the authenticated account; ``None`` when the broker runs without an ACL
-    account: Account | None
+
+    @property
+    def account(self) -> Account | None:
+        """The authenticated account as the ACL has it now; ``None`` without an ACL."""
+        ...
+
+    def may_check(self, producer_group: str, topic: str) -> bool:
+        """Whether this connection may get the check-backs of ``producer_group``'s halves
+        of ``topic`` (and their bodies)."""
+        ...
 
     def is_alive(self) -> bool: ...
 

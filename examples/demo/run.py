@@ -196,20 +196,67 @@ _BROKER_FLAGS = {
 }
 
 
-def _broker_address(target: str, native: str, grpc: str) -> str:
+def demo_acl() -> dict[str, Any]:
+    """``--acl``: one account per part, each with only what it needs (docs/acl.md)."""
+
+    def allow(resource: str, *actions: str) -> dict[str, Any]:
+        return {"resource": resource, "actions": list(actions)}
+
+    def account(name: str, *policies: dict[str, Any], admin: bool = False) -> dict[str, Any]:
+        return {"access_key": name, "secret_key": f"{name}-{uuid.uuid4().hex}",
+                "admin": admin, "policies": list(policies)}
+
+    # the relay sends halves (producer group "shop") and ends them, connected as group
+    # "shop-relay" so that check-backs go to the checker, which answers them (Pub on the
+    # producer group and on the halves' topic, Orders); the inventory consumes Orders
+    # (to a RocketMQ proxy the start-up probe asks the route of "rocketbox-probe": Get)
+    probe = allow("Topic:rocketbox-probe", "Get")
+    return {"version": 2, "accounts": [
+        account("admin", admin=True),
+        account("relay", allow("Topic:Orders", "Pub"), allow("Group:shop", "Pub"),
+                allow("Group:shop-relay", "Pub"), probe),
+        account("checker", allow("Topic:Orders", "Pub"), allow("Group:shop", "Pub"),
+                allow("Group:shop-relay", "Pub"), probe),  # its start-up probe: shop-relay
+        account("inventory", allow("Topic:Orders", "Sub"), allow("Group:inventory", "Sub"),
+                probe),
+    ]}
+
+
+def _keys(acl: dict[str, Any] | None, name: str) -> tuple[str, str] | None:
+    if acl is None:
+        return None
+    found = next(a for a in acl["accounts"] if a["access_key"] == name)
+    return found["access_key"], found["secret_key"]
+
+
+def _as(env: dict[str, str], keys: tuple[str, str] | None, *,
+        prefix: str = "SHOP_") -> dict[str, str]:
+    """``env`` signed as an account (``SHOP_ACCESS_KEY``...), or as it is without an ACL."""
+    if keys is None:
+        return env
+    return {**env, f"{prefix}ACCESS_KEY": keys[0], f"{prefix}SECRET_KEY": keys[1]}
+
+
+def _broker_address(target: str, native: str, grpc: str,
+                    admin: tuple[str, str] | None = None) -> str:
     """What the shop's parts are given: broker_lite's native door, or a RocketMQ proxy."""
-    if target == "broker-lite":
+    if target == "broker-lite" and admin is None:
         return native
     from broker_lite.client import Admin
     from examples.flask_shop.inventory import TOPIC
 
-    with Admin(native) as admin:
-        admin.create_topic(TOPIC, attributes={"message.type": "TRANSACTION"})
+    access_key, secret_key = admin if admin is not None else (None, None)
+    with Admin(native, access_key=access_key, secret_key=secret_key) as admin_client:
+        if target == "broker-lite":
+            if admin is not None:  # under an ACL topics are made by an admin, not on first use
+                admin_client.create_topic(TOPIC)
+            return native
+        admin_client.create_topic(TOPIC, attributes={"message.type": "TRANSACTION"})
     return f"rocketmq://{grpc}"
 
 
 def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str,
-        spark_timeout: float = 600.0, target: str = "broker-lite") -> int:
+        spark_timeout: float = 600.0, target: str = "broker-lite", acl: bool = False) -> int:
     started = time.monotonic()
     if work.exists():
         shutil.rmtree(work)
@@ -220,21 +267,30 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
     with _terminating(demo):
         console.print(f"[b]rocketbox demo[/b]: {orders} orders to {target}, everything in "
                       f"{work}")
+        accounts = demo_acl() if acl else None
+        acl_flags: list[str] = []
+        if accounts is not None:
+            (work / "acl.json").write_text(json.dumps(accounts, indent=1))
+            (work / "acl.json").chmod(0o600)
+            acl_flags = ["--acl", str(work / "acl.json")]
         broker = demo.part("broker", [python, "-m", "broker_lite", "serve", "--data-dir",
                                       str(work / "broker"), "--port", "0", "--grpc-port", "0",
-                                      *_BROKER_FLAGS[target]],
+                                      *_BROKER_FLAGS[target], *acl_flags],
                            dict(os.environ, PYTHONUNBUFFERED="1"))
         ready = broker.wait_for(_READY, 60)
         native = ready.group(1)
-        env = _env(work, _broker_address(target, native, ready.group(2)))
+        env = _env(work, _broker_address(target, native, ready.group(2),
+                                         _keys(accounts, "admin")))
         migrated = subprocess.run([python, "-m", SHOP, "migrate"], env=env, cwd=REPO,
                                   capture_output=True, text=True, timeout=120)
         if migrated.returncode != 0:
             raise DemoError(f"migrate failed:\n{migrated.stdout}{migrated.stderr}")
-        checker = demo.part("checker", [python, "-m", SHOP, "checker"], env)
-        inventory = demo.part("inventory", [python, "-m", SHOP, "inventory"], env)
+        checker = demo.part("checker", [python, "-m", SHOP, "checker"],
+                            _as(env, _keys(accounts, "checker")))
+        inventory = demo.part("inventory", [python, "-m", SHOP, "inventory"],
+                              _as(env, _keys(accounts, "inventory"), prefix="SHOP_INVENTORY_"))
         relay = demo.part("relay", [python, "-m", SHOP, "relay", "--demo-crash-dir",
-                                    str(work / "crashed")], env)
+                                    str(work / "crashed")], _as(env, _keys(accounts, "relay")))
         web = demo.part("web", [python, "-m", SHOP, "web", "--port", "0"], env)
         checker.wait_for("checker ready", 90)
         inventory.wait_for("inventory ready", 90)
@@ -342,6 +398,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "rocketmq-proxy: broker_lite's gRPC door behaving as Apache "
                              "RocketMQ 5's proxy (--grpc-proxy-semantics), reached through "
                              "the official RocketMQ client, as a RocketMQ cluster would be")
+    parser.add_argument("--acl", action="store_true",
+                        help="run the broker with an ACL: the relay, the check-back responder "
+                             "and the inventory consumer each sign as an account of their own, "
+                             "with only what it needs (written to DIR/acl.json; docs/acl.md)")
     parser.add_argument("--dir", type=Path, default=Path(".demo"),
                         help="working directory, wiped first (default: .demo)")
     parser.add_argument("--spark", choices=("auto", "on", "off"), default="auto",
@@ -366,7 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         spark = args.spark if args.spark != "auto" else ("off" if args.quick else "on")
         return run(orders, args.dir.resolve(), console, timeout=args.timeout, spark=spark,
-                   spark_timeout=args.spark_timeout, target=args.target)
+                   spark_timeout=args.spark_timeout, target=args.target, acl=args.acl)
     except (DemoError, ProcessError) as exc:
         print(f"rocketbox demo: {exc}", file=sys.stderr)
         return 2

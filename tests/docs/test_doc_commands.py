@@ -91,7 +91,7 @@ SHORT = tuple(re.compile(p) for p in (
     r"^python -m examples\.\w+\.(run|manage) (migrate|check|rocketbox_status|createsuperuser)\b",
     r"^(rocketbox|python -m outbox) (migrate|status|replay|retention)\b",
     r"^flask --app \S+ rocketbox (status|migrate)\b",
-    r"^(broker-lite|python -m broker_lite) (topic|inspect|send)\b",
+    r"^(broker-lite|python -m broker_lite) (topic|inspect|send|acl)\b",
 ))
 
 #: read-only commands: run again until they show the page's output

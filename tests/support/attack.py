@@ -46,10 +46,13 @@ def acl_broker(root: Path, extra_args: Sequence[str] = ()) -> Iterator[BrokerLit
         yield broker
 
 
-def grpc_metadata(account: str, client_id: str = "attack-client", *,
+def grpc_metadata(account: str, client_id: str | None = None, *,
                   date_time: str | None = None) -> list[tuple[str, str]]:
     """The signed metadata the official client sends for ``account``; ``date_time``
-    (``20240501T101500Z``) signs that ``x-mq-date-time`` instead of the client's now."""
+    (``20240501T101500Z``) signs that ``x-mq-date-time`` instead of the client's now.
+    The client id is ``attack-<account>`` by default: under an ACL a client id belongs
+    to the account that first used it."""
+    client_id = client_id or f"attack-{account}"
 
     class _Config:
         credentials = Credentials(account, SECRETS[account])

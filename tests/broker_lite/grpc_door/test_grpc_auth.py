@@ -53,9 +53,9 @@ def test_without_an_acl_only_the_client_id_is_needed() -> None:
 
 
 @pytest.mark.parametrize(("headers", "why"), [
-    (_headers(sk="wrong"), "bad signature"),
+    (_headers(sk="wrong"), "signature does not match"),
     (_headers(ak="", sk=""), "credentials required"),
-    (_headers(ak="who"), "unknown access key 'who'"),
+    (_headers(ak="who"), "signature does not match"),
     (_headers(scheme="HMAC-SHA256"), "unsupported authorization scheme"),
     ({"x-mq-client-id": "c1"}, "no 'authorization' metadata"),
     (_headers(date_time="yesterday"), "is not in the form"),

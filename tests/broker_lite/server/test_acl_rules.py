@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from broker_lite.core.acl import Acl, AclFileError, Perm, parse_perm
+from broker_lite.core.acl import BAD_CREDENTIALS, Acl, AclFileError, Perm, parse_perm
 from broker_lite.errors import NoPermissionError, ResponseCode, UnauthorizedError
 from broker_lite.protocol.signing import hello_signature_ok, sign_hello
 
@@ -49,7 +49,8 @@ def test_load_reads_the_documented_format(tmp_path: Path) -> None:
     assert acl.secret_for("app") == "s3cret" and acl.secret_for("nobody") is None
     assert acl.clock_skew_ms == 60_000
     app = acl.account("app")
-    assert app is not None and app.topic_perm("Orders") == Perm.PUB | Perm.SUB
+    assert app is not None and app.allows("Topic", "Orders", "Pub")
+    assert app.allows("Topic", "Orders", "Sub") and not app.allows("Topic", "Audit", "Pub")
     assert "s3cret" not in repr(app)
 
 
@@ -114,10 +115,10 @@ def test_right_signature_authenticates(acl: Acl) -> None:
 @pytest.mark.timeout(10)
 @pytest.mark.parametrize(("kwargs", "reason"), [
     ({"key": ""}, "no access_key"),
-    ({"key": "ghost"}, "unknown access key"),
-    ({"secret": "wrong"}, "bad signature"),
-    ({"signature": "00" * 32}, "bad signature"),
-    ({"signature": "not hex at all"}, "bad signature"),
+    ({"key": "ghost"}, BAD_CREDENTIALS),
+    ({"secret": "wrong"}, BAD_CREDENTIALS),
+    ({"signature": "00" * 32}, BAD_CREDENTIALS),
+    ({"signature": "not hex at all"}, BAD_CREDENTIALS),
     ({"nonce": ""}, "no nonce"),
     ({"ts": NOW - 61_000}, "away from the broker's clock"),
     ({"ts": NOW + 61_000}, "away from the broker's clock"),
@@ -145,22 +146,28 @@ def test_a_nonce_is_accepted_once_while_its_timestamp_is_valid(acl: Acl) -> None
 def test_topic_and_group_permissions(acl: Acl) -> None:
     app, reader = acl.account("app"), acl.account("reader")
     assert app is not None and reader is not None
-    app.check_topic("Orders", "PUB")
-    app.check_topic("Audit", "SUB")
-    with pytest.raises(NoPermissionError, match="no PUB permission on topic 'Audit'"):
-        app.check_topic("Audit", "PUB")
-    with pytest.raises(NoPermissionError, match="topic 'Other'"):
-        app.check_topic("Other", "SUB")
+    app.check_topic("Orders", "Pub")
+    app.check_topic("Audit", "Sub")
+    with pytest.raises(NoPermissionError, match="needs Pub on Topic:Audit"):
+        app.check_topic("Audit", "Pub")
+    with pytest.raises(NoPermissionError, match="Topic:Other"):
+        app.check_topic("Other", "Sub")
     app.check_group("inventory")
-    app.check_group("anything")  # default_group_perm SUB
-    with pytest.raises(NoPermissionError, match="consumer group 'banned'"):
+    app.check_group("anything")  # default_group_perm SUB, written in the file
+    with pytest.raises(NoPermissionError, match="Group:banned"):
         app.check_group("banned")
-    # retry and dead-letter topics follow their group
-    app.check_topic("%RETRY%inventory", "SUB")
-    with pytest.raises(NoPermissionError, match="'banned'"):
-        app.check_topic("%DLQ%banned", "SUB")
-    # producer groups: any account that may publish somewhere
+    with pytest.raises(NoPermissionError, match="Group:inventory"):
+        reader.check_group("inventory")  # the older format's default is now DENY
+    # retry and dead-letter topics are their group's: read with Sub on it, never sent to
+    app.check_topic("%RETRY%inventory", "Sub")
+    with pytest.raises(NoPermissionError, match="Group:banned"):
+        app.check_topic("%DLQ%banned", "Sub")
+    with pytest.raises(NoPermissionError, match="sends a message back"):
+        app.check_topic("%RETRY%inventory", "Pub")
+    # producer groups (older format): an account that may publish may act for one, but
+    # check-backs and ends need Pub on the half's topic too
     app.check_producer("pg")
+    assert app.may_produce("pg", "Orders") and not app.may_produce("pg", "Audit")
     with pytest.raises(NoPermissionError, match="producer group 'pg'"):
         reader.check_producer("pg")
 

@@ -17,9 +17,9 @@ ACL = {
     "accounts": [
         {"access_key": "app", "secret_key": "app-secret",
          "topic_perms": {"Orders": "PUB|SUB", "Audit": "SUB"},
-         "group_perms": {"blocked": "DENY"}},
+         "group_perms": {"blocked": "DENY"}, "default_group_perm": "SUB"},
         {"access_key": "root", "secret_key": "root-secret", "admin": True,
-         "default_topic_perm": "PUB|SUB"},
+         "default_topic_perm": "PUB|SUB", "default_group_perm": "SUB"},
     ],
 }
 
@@ -106,7 +106,8 @@ def test_permissions_are_checked_per_request(secured: BrokerLiteServer) -> None:
             group="blocked", topic="Orders", queue_id=0, offset=0))
         assert error.code == ResponseCode.NO_PERMISSION and "'blocked'" in error.body.message
         error = app.error_of(RequestCode.TOPIC_CREATE, m.TopicCreateRequest(topic="Mine"))
-        assert error.code == ResponseCode.NO_PERMISSION and "admin" in error.body.message
+        assert error.code == ResponseCode.NO_PERMISSION
+        assert "Create on Topic:Mine" in error.body.message
         error = app.error_of(RequestCode.HEARTBEAT, m.HeartbeatRequest(
             client_id="app-1", consumers=[m.ConsumerSubscription(group="g", topic="Secret")]))
         assert error.code == ResponseCode.NO_PERMISSION

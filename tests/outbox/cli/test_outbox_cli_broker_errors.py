@@ -55,7 +55,7 @@ def test_refused_credentials_and_permissions_fail_at_once(db_url: str, tmp_path:
         cases = [
             (["relay", *base], "refused the credentials (no --access-key/--secret-key given)"),
             (["checker", *base, "--access-key", "shop", "--secret-key", "wrong"],
-             "refused the credentials (--access-key/--secret-key): bad signature"),
+             "refused the credentials (--access-key/--secret-key): the signature does not match"),
             (["relay", *base, "--access-key", "reader", "--secret-key", "reader-secret"],
              "refused the account for producer group 'rocketbox' (--access-key, --group"),
         ]

@@ -73,7 +73,7 @@ def test_a_row_refused_by_the_acl_fails_alone_and_its_batch_is_relayed(
         assert {rows[tx][1] for tx in ids if tx != typo} == {None}
         attempts, error, relayed = rows[typo]
         assert (attempts, relayed) == (1, False)
-        assert error is not None and "'Oders'" in error and "PUB" in error
+        assert error is not None and "'Oders'" in error and "needs Pub on Topic:Oders" in error
         records = broker_records(broker.data_dir)
     assert commit_counts(records) == {tx: 1 for tx in ids if tx != typo}
 

@@ -266,7 +266,8 @@ def test_wrong_credentials_are_one_config_error_and_nothing_is_relayed(
     assert (report.relayed, report.failed) == (0, 1)
     row = _row(pg_engine, tx_id)
     assert row["relayed_at"] is None and row["half_message_id"] is None
-    assert "bad signature" in str(row["last_error"])  # the proxy's own words (UNAUTHORIZED)
+    # the proxy's own words (UNAUTHORIZED)
+    assert "the signature does not match" in str(row["last_error"])
 
 
 def test_refusals_say_what_fixes_them() -> None:
