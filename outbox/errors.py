@@ -13,7 +13,9 @@ there. The web-framework integrations add their own branch
     ├── ConfigurationError        a setting is missing or wrong: ``setting``
     │   ├── BrokerAddressError    [targets.address] a broker address that does not parse:
     │   │                         ``setting``, ``value``
-    │   └── ConsoleConfigError    [console.config] a setting the console cannot run with
+    │   ├── ConsoleConfigError    [console.config] a setting the console cannot run with
+    │   └── DatabaseNotReady      [cli_commands] at start: the database does not answer or
+    │                             is not at the Alembic head: ``setting``
     │
     │  fix the input
     ├── InvalidMessageError       publish(): the broker would refuse it: ``field``,
