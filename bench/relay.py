@@ -385,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "peer" in args.sides:
         name = f"relay-{args.save_as}" if args.save_as else "relay"
         path = save_result(name, result, markdown_section(result))
-        print(f"wrote {path} and the relay section of bench/README.md")
+        print(f"wrote {path} and the {name} section of bench/README.md")
     if frozenset(args.sides) == {"rocketmq"}:
         path = save_result("relay-rocketmq-client", result, client_section(result))
         print(f"wrote {path} and the relay-rocketmq-client section of bench/README.md")
