@@ -84,9 +84,10 @@ class CelerySettings:
     #: many seconds per process; commits in between share the next task
     #: (0: one task per commit; see :mod:`outbox.celery.hooks`)
     enqueue_window: float = 0.02
-    #: PostgreSQL, opt-in: the on_commit hook also sends ``NOTIFY rocketbox_relay`` and each
-    #: worker listens for it and relays at once (:mod:`outbox.celery.listen`); the
-    #: tasks and the sweeper stay as they are. Ignored on SQLite (no NOTIFY)
+    #: PostgreSQL, opt-in: the on_commit hook sends ``NOTIFY rocketbox_relay`` instead
+    #: of a task and each worker listens for it and relays at once
+    #: (:mod:`outbox.celery.listen`); the sweeper relays what a lost notification
+    #: left. Ignored on SQLite (no NOTIFY)
     listen: bool = False
 
     def __post_init__(self) -> None:

@@ -11,9 +11,10 @@ enqueues at most one task per window, whatever its commit rate, and a row
 waits at most one window longer than it would have. ``enqueue_window = 0``
 gives the old one-task-per-commit hook.
 
-On PostgreSQL (unless ``CelerySettings.listen`` is off) the hook first sends
-``NOTIFY rocketbox_relay`` with no window: the workers' listeners relay the
-rows at once, and the task is the fallback (:mod:`outbox.celery.listen`).
+With ``CelerySettings.listen`` on PostgreSQL the hook sends no task: it
+sends ``NOTIFY rocketbox_relay`` at once, the workers' listeners relay the
+rows, and the sweeper relays whatever a lost notification left
+(:mod:`outbox.celery.listen`).
 
 It never raises into the caller's commit: when the Celery broker (Redis, or
 the SQLite queue table) cannot take the task, it logs a warning and returns,
@@ -67,23 +68,21 @@ def celery_on_commit(app: Celery, *,
                 log.warning("could not enqueue %s for %d message(s), the sweeper will relay "
                             "them: %s", RELAY_TASK, len(part), exc, extra={"tx_ids": part})
 
-    enqueue: Callable[[Sequence[str]], None]
+    if state.settings.listen and can_listen(state.outbox.engine):
+        engine = state.outbox.engine
+
+        def wake(tx_ids: Sequence[str]) -> None:
+            if tx_ids:
+                notify(engine)  # the listening workers relay at once (outbox.celery.listen)
+
+        return wake
     if window <= 0:
-        def enqueue(tx_ids: Sequence[str]) -> None:
+        def on_commit(tx_ids: Sequence[str]) -> None:
             if tx_ids:
                 send(list(tx_ids))
-    else:
-        enqueue = CoalescingHook(send, window)
-    if not (state.settings.listen and can_listen(state.outbox.engine)):
-        return enqueue
-    engine = state.outbox.engine
 
-    def wake_then_enqueue(tx_ids: Sequence[str]) -> None:
-        if tx_ids:
-            notify(engine)  # the listening workers relay at once (outbox.celery.listen)
-        enqueue(tx_ids)
-
-    return wake_then_enqueue
+        return on_commit
+    return CoalescingHook(send, window)
 
 
 class CoalescingHook:

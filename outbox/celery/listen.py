@@ -5,9 +5,12 @@ on_commit hook waits for its ``enqueue_window``, pushes the task to Redis,
 the worker pops it and hands it to a pool thread. That is most of a row's
 commit-to-visible time at a steady load, and none of it is the relay's work.
 
-So on PostgreSQL the on_commit hook also sends ``NOTIFY rocketbox_relay``
-(:func:`notify`, one autocommit statement on a pooled connection, at once,
-no window), and every worker runs a :class:`Listener` on a thread of its
+So with ``CelerySettings.listen`` on PostgreSQL the on_commit hook sends
+``NOTIFY rocketbox_relay`` instead of a task (:func:`notify`, one autocommit
+statement on a pooled connection, at once, no window; a first version sent
+both, and the tasks' empty claims and Celery's per-task work cost the
+listener more than they saved, bench/README.md), and every worker runs a
+:class:`Listener` on a thread of its
 main process: one connection of its own that ``LISTEN`` s on the channel and,
 when woken, relays every due row right away (passes until a claim comes
 back short). Notifications that arrive during a pass are taken together by
@@ -20,10 +23,11 @@ claims (``SKIP LOCKED`` and the lease), and it relays nothing the status
 table does not say is due. PostgreSQL delivers a notification only after its
 transaction commits, to sessions listening then; one that is lost (the
 listener reconnecting, the notifying statement failing, a worker restarted)
-only leaves its rows to their task or to the next sweep. Tasks are still
-enqueued, so nothing depends on the listener. On SQLite there is no NOTIFY:
-the hook sends nothing and no listener starts
-(``CelerySettings.listen`` turns both off on PostgreSQL too).
+only leaves its rows to the next sweep (the sweeper lane, as for a task lost
+with Redis: within about ``sweep_interval + sweep_min_age``). The tasks stay
+registered (``rocketbox.sweep``, a hook made with ``listen`` off). On SQLite
+there is no NOTIFY: the setting is ignored, the hook enqueues tasks and no
+listener starts.
 """
 
 from __future__ import annotations
