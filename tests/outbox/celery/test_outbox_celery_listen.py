@@ -9,6 +9,7 @@ was relayed by its wake-up.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import json
 import logging
@@ -19,6 +20,7 @@ import pytest
 from rocketbox_celery_support import (
     CELERY,
     CeleryStack,
+    Proc,
     broker_records,
     commit,
     commit_counts,
@@ -38,7 +40,9 @@ WAKE = CelerySettings(sweep_interval=0, listen=True)
 SILENT = CelerySettings(sweep_interval=0, listen=False)
 
 
-def listen_worker(name: str, stack: CeleryStack, broker: str, *, sweep: str = "0"):  # type: ignore[no-untyped-def]
+def listen_worker(name: str, stack: CeleryStack, broker: str, *,
+                  sweep: str = "0") -> contextlib.AbstractContextManager[Proc]:
+    """``celery -A rocketbox_listen_app worker`` (the listener on; no sweeper unless ``sweep``)."""
     argv = [str(CELERY), "-A", "rocketbox_listen_app", "worker", "--pool=threads",
             "--concurrency=2", "--loglevel=INFO", "--without-mingle", "--without-gossip",
             "--without-heartbeat", "-n", f"{name}@%h"]
