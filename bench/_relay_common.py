@@ -34,6 +34,7 @@ __all__ = [
     "BODY_SIZE",
     "ENQUEUE_WINDOW_ENV",
     "ID_RE",
+    "LISTEN_ENV",
     "PEER_QUEUE",
     "PEER_TABLE",
     "PRODUCER_GROUP",
@@ -63,6 +64,8 @@ READY_TIMEOUT = 60.0
 SIDES = ("ours", "rocketmq", "peer")
 #: --enqueue-window reaches the producer and worker children through this variable
 ENQUEUE_WINDOW_ENV = "ROCKETBOX_BENCH_ENQUEUE_WINDOW"
+#: --listen ("1"): our hook NOTIFYs and our worker listens (outbox.celery.listen)
+LISTEN_ENV = "ROCKETBOX_BENCH_LISTEN"
 
 
 def body(i: int) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from typing import Any
 from _relay_common import (
     BACKLOG_TX,
     ENQUEUE_WINDOW_ENV,
+    LISTEN_ENV,
     PRODUCER_GROUP,
     Env,
     Seen,
@@ -48,7 +49,10 @@ def celery_settings() -> Any:
     # no beat schedule: the benchmark enqueues the sweep itself; one sweep drains any backlog
     settings = CelerySettings(sweep_interval=0, sweep_passes=1_000_000)
     window = os.environ.get(ENQUEUE_WINDOW_ENV)
-    return dataclasses.replace(settings, enqueue_window=float(window)) if window else settings
+    if window:
+        settings = dataclasses.replace(settings, enqueue_window=float(window))
+    # --listen: the hook NOTIFYs and the worker listens (outbox.celery.listen)
+    return dataclasses.replace(settings, listen=os.environ.get(LISTEN_ENV) == "1")
 
 
 def ours_celery_app(env: Env, side: str = "ours") -> Any:
@@ -66,11 +70,13 @@ def ours_celery_app(env: Env, side: str = "ours") -> Any:
 
 def ours_relay_main(args: argparse.Namespace) -> int:
     """The relay worker, as ``rocketbox relay`` runs it (beat off: the bench enqueues sweeps)."""
+    from _relay_legs import ObservedPublisher, recorder, watch_worker_tasks
     from celery.signals import worker_ready
     from sqlalchemy import create_engine
 
     from outbox import Outbox, RelaySettings
     from outbox.celery import run_worker
+    from outbox.targets.choose import publisher_for
 
     engine = create_engine(args.db, pool_size=args.concurrency + 2)
     outbox = Outbox(engine=engine, broker=args.broker, producer_group=PRODUCER_GROUP,
@@ -81,13 +87,21 @@ def ours_relay_main(args: argparse.Namespace) -> int:
         Path(args.ready).write_text("ready", encoding="utf-8")
 
     worker_ready.connect(ready, weak=False)
+    rec = recorder()
+    factory = None
+    if rec is not None:  # the leg breakdown: a bench-only observer at the publisher seam
+        watch_worker_tasks(rec)
+
+        def factory(outbox: Outbox) -> Any:
+            return ObservedPublisher(publisher_for(outbox), rec)
+
     return run_worker(outbox, celery_broker=args.redis, celery_backend=None,
                       concurrency=args.concurrency, beat=False, loglevel="WARNING",
                       checker=False,
-                      settings=celery_settings())
+                      settings=celery_settings(), publisher_factory=factory)
 
 
-def ours_producer(args: argparse.Namespace) -> list[tuple[int, float]]:
+def ours_producer(args: argparse.Namespace) -> list[tuple[int, float, str]]:
     from sqlalchemy import create_engine, event
     from sqlalchemy.orm import Session, sessionmaker
 
@@ -98,11 +112,16 @@ def ours_producer(args: argparse.Namespace) -> list[tuple[int, float]]:
     engine = create_engine(args.db)
     outbox = Outbox(engine=engine, broker=args.broker, producer_group=PRODUCER_GROUP)
     if args.mode == "paced":
+        from _relay_legs import recorder, watch_enqueues
+
+        rec = recorder()
+        if rec is not None:
+            watch_enqueues(rec)
         app = make_celery(outbox, broker_url=args.redis, settings=celery_settings())
         outbox = dataclasses.replace(outbox, on_commit=celery_on_commit(app))
         app.connection_for_write().ensure_connection()
     sessions = sessionmaker(engine)
-    stamps: list[tuple[int, float]] = []
+    stamps: list[tuple[int, float, str]] = []
     if args.mode == "backlog":
         for start in range(0, args.count, BACKLOG_TX):
             with sessions.begin() as session:
@@ -119,8 +138,8 @@ def ours_producer(args: argparse.Namespace) -> list[tuple[int, float]]:
         # registered before publish() adds the outbox's own hook: it runs first
         event.listen(session, "after_commit", stamp)
         with session, session.begin():
-            publish(session, args.topic, body(i), outbox=outbox)
-        stamps.append((i, committed[-1]))
+            tx_id = publish(session, args.topic, body(i), outbox=outbox)
+        stamps.append((i, committed[-1], tx_id))
     return stamps
 
 

@@ -94,7 +94,13 @@ def summarise(args: argparse.Namespace, tp: dict[str, list[dict[str, Any]]],
                        "ratio_meaning": "ours rows/s / peer rows/s, median of paired reps",
                        "ratio_median": median(ratios) if ratios else None,
                        "ratio_samples": ratios},
-        "latency": {"ours": ours_lat, "peer": peer_lat},
+        "latency": {"ours": ours_lat, "peer": peer_lat,
+                    "ratio_meaning": "ours / peer of paired repetitions, median (below 1: "
+                                     "ours is faster)",
+                    "ratios": {key: {"median": median(x), "samples": x}
+                               for key in ("p50_ms", "p99_ms")
+                               for x in [ratio_of_pairs(lat["ours"], lat["peer"], key)]}
+                    if lat["ours"] and lat["peer"] else {}},
         "rocketmq": rocketmq_summary(tp, lat, tp_side, lat_side),
         "targets": targets,
     }
@@ -141,6 +147,8 @@ def report(result: dict[str, Any]) -> None:
             print(f"  {side:8} p50 {s['p50_ms']:7.1f}  p99 {s['p99_ms']:7.1f}  max "
                   f"{s['max_ms']:7.1f}  committed {s['committed_per_s']:.0f}/s  kept up: "
                   f"{s['kept_up_all']}")
+    for line in floor_lines(result):
+        print(line)
     for t in result["targets"]:
         print(f"target: {t['description']}: goal {t['target']}{t['unit']}, measured "
               f"{t['measured']:.2f}{t['unit']}: {'met' if t['met'] else 'NOT met'}")
@@ -199,8 +207,36 @@ def markdown_section(result: dict[str, Any]) -> str:
         lines += ["", f"Peer settings tried ({p['peer']['tuning_rows']:,} rows, one run each): "
                   + ", ".join(f"{t['label']}: {t['per_s']:,.0f} rows/s" for t in trials)
                   + " (max_workers/fetch_batch_size/terminal_flush_batch_size)."]
+    lines += ["", *floor_lines(result, markdown=True)]
     lines += markdown_targets(result["targets"], _target_cell)
     return "\n".join(lines)
+
+
+def floor_lines(result: Mapping[str, Any], *, markdown: bool = False) -> list[str]:
+    """The paired latency ratios, our legs and the SQL-only bound (text or Markdown)."""
+    out: list[str] = []
+    ratios = result["latency"].get("ratios") or {}
+    if ratios:
+        out.append("latency ours/peer (median of paired reps): " + ", ".join(
+            f"{k.removesuffix('_ms')} {r['median']:.2f}x ("
+            + ", ".join(f"{x:.2f}" for x in r["samples"]) + ")" for k, r in ratios.items()))
+    legs = result.get("legs") or {}
+    shown = {k: v for k, v in (legs.get("p50_ms") or {}).items() if v is not None}
+    if shown:
+        if markdown:
+            out += ["", "| leg of our commit-to-visible (median of the runs' p50) | ms |",
+                    "|---|---:|", *(f"| {k} | {v:.2f} |" for k, v in shown.items()), ""]
+        else:
+            out.append("our legs, p50 ms (median of runs): "
+                       + ", ".join(f"{k} {v:.2f}" for k, v in shown.items()))
+    bound = result.get("sql_bound")
+    if bound:
+        out.append(f"SQL-only bound (claim SKIP LOCKED + mark relayed per batch, no broker): "
+                   f"{bound['per_s_median']:,.0f} rows/s; ours/bound "
+                   f"{bound['ratio_median']:.2f}x ("
+                   + ", ".join(f"{x:.2f}" for x in bound["ratios"]) + ")")
+    out.append(f"our wake-up listener (--listen): {'on' if result.get('listen') else 'off'}")
+    return out
 
 
 def _target_cell(target: Mapping[str, Any], key: str) -> str:

@@ -24,12 +24,14 @@ from typing import Any
 
 from _common import settle
 from _relay_common import PEER_TABLE, SIDES, Env, Seen, child, freeze_heap
+from _relay_legs import leg_summary, read_records, sql_bound
 from _relay_ours import consume_ours, ours_celery_app, ours_producer
 from _relay_peer import PeerConfig, consume_peer, peer_producer, peer_relay
 from _relay_rocketmq import consume_rocketmq, create_tx_topic
 
 __all__ = [
     "WARMUP_SECONDS",
+    "bound_once",
     "consumer",
     "count_unrelayed",
     "harness",
@@ -163,6 +165,8 @@ async def latency_once(env: Env, side: str, rate: float, seconds: float, peer_cf
     warm = int(rate * WARMUP_SECONDS)
     count = int(rate * seconds)
     total = warm + count
+    legs_file = env.work / "legs.jsonl"  # the leg records of ours (bench/_relay_legs.py)
+    legs_file.unlink(missing_ok=True)
     settle()
     async with contextlib.AsyncExitStack() as stack:
         seen = await stack.enter_async_context(consumer(env, side, name))
@@ -176,7 +180,11 @@ async def latency_once(env: Env, side: str, rate: float, seconds: float, peer_cf
         complete = await seen.wait_for(total, 120.0)
         drained_after = (max(seen.times.values()) - produced_at) if seen.times else float("nan")
     stamps = produced["stamps"]
-    lat = [seen.times[i] - t for i, t in stamps if i in seen.times and i >= warm]
+    lat = [seen.times[s[0]] - s[1] for s in stamps if s[0] in seen.times and s[0] >= warm]
+    legs = None
+    if side != "peer":
+        legs = leg_summary([(s[2], s[1], seen.times[s[0]]) for s in stamps
+                            if s[0] in seen.times and s[0] >= warm], read_records(legs_file))
     lat_ms = [x * 1000 for x in lat]
     achieved = total / produced["seconds"]
     tail = lat_ms[-max(1, len(lat_ms) // 10):]
@@ -190,7 +198,16 @@ async def latency_once(env: Env, side: str, rate: float, seconds: float, peer_cf
             "first_tenth_p50_ms": percentile(head, 50),
             "last_tenth_p50_ms": percentile(tail, 50),
             "missing": total - len(seen.times), "duplicates": seen.duplicates,
-            "drained_s_after_last_commit": drained_after, "kept_up": bool(kept_up)}
+            "drained_s_after_last_commit": drained_after, "kept_up": bool(kept_up),
+            "legs": legs}
+
+
+async def bound_once(env: Env, rows: int, batch_size: int) -> dict[str, Any]:
+    """The SQL-only bound (bench/_relay_legs.py) over a backlog of ``rows`` of our table."""
+    reset_tables(env)
+    await run_producer(env, "ours", "backlog", rows, topic="RelayBound")
+    settle()
+    return await asyncio.to_thread(sql_bound, env.db, batch_size, rows)
 
 
 def prepare_schema(env: Env) -> None:

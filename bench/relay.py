@@ -59,13 +59,22 @@ from importlib import metadata as importlib_metadata
 from typing import Any
 
 from _common import git_state, load_average, median, render_saved, save_result, scratch_dir
-from _relay_common import ENQUEUE_WINDOW_ENV, SIDES, Env
+from _relay_common import ENQUEUE_WINDOW_ENV, LISTEN_ENV, SIDES, Env
+from _relay_legs import LEGS, LEGS_ENV
 from _relay_ours import ours_celery_app, ours_relay_main, start_ours_worker, stop_ours_worker
 from _relay_peer import PEER_PACKAGES, PeerConfig, peer_relay_main, require_peer
 from _relay_raw import raw_best
 from _relay_report import markdown_section, report, rocketmq_section, run_header, summarise
 from _relay_rocketmq import PROXY_FLAGS, other_redis_db
-from _relay_runs import harness, latency_once, order_for, producer_main, throughput_once, tune_peer
+from _relay_runs import (
+    bound_once,
+    harness,
+    latency_once,
+    order_for,
+    producer_main,
+    throughput_once,
+    tune_peer,
+)
 from _report import announce, busy_warning, result_head
 
 #: the side combinations a full run saves, and where
@@ -94,6 +103,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         say(f"warning: {warning}")
     with scratch_dir("relay", keep=args.keep_logs) as work:
         machine = announce("relay", work)
+        os.environ[LEGS_ENV] = str(work / "legs.jsonl")  # our children record their legs
         git = git_state()
         with harness(work, "relaybench") as env, contextlib.ExitStack() as stack:
             if "rocketmq" in args.sides:
@@ -114,13 +124,17 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     start_ours_worker(env, args.concurrency, args.batch_size,
                                       args.drain_lanes, side)
             try:
-                tp, lat, raw = run_sides(args, env, best, say)
+                tp, lat, raw, bound = run_sides(args, env, best, say)
             finally:
                 stop_ours_worker(env)
             bl_version = "broker_lite (this repository)"
     if args.restricted:
         return {}
     result = summarise(args, tp, lat, best, trials)
+    result["listen"] = args.listen
+    result["legs"] = legs_result(lat["ours"])
+    if bound:
+        result["sql_bound"] = bound_summary(tp["ours"], bound)
     if raw:
         result["rocketmq_client"] = client_summary(tp["rocketmq"], raw, args.raw_rows)
     result.update({
@@ -128,6 +142,29 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "versions": versions(), "broker": bl_version,
     })
     return result
+
+
+def legs_result(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median over the latency runs of each leg's p50 (ms), and the samples behind it."""
+    out: dict[str, Any] = {"meaning": "p50 per leg of commit-to-visible (ms), median over "
+                                      "the latency runs; a row relayed by the wake-up "
+                                      "listener has no task legs (bench/_relay_legs.py)",
+                           "p50_ms": {}, "runs": [r.get("legs") for r in runs]}
+    for name in LEGS:
+        values = [r["legs"]["p50_ms"][name] for r in runs
+                  if r.get("legs") and r["legs"]["p50_ms"][name] is not None]
+        out["p50_ms"][name] = median(values) if values else None
+    return out
+
+
+def bound_summary(ours: list[dict[str, Any]], bound: list[dict[str, Any]]) -> dict[str, Any]:
+    ratios = [o["per_s"] / b["per_s"] if b["per_s"] else float("nan")
+              for o, b in zip(ours, bound, strict=True)]
+    return {"meaning": "our relay's rows/s / the SQL-only bound's (claim with SKIP LOCKED "
+                       "+ mark relayed per batch, one psycopg connection, no broker), "
+                       "measured right after each of our throughput runs",
+            "runs": bound, "per_s_median": median([b["per_s"] for b in bound]),
+            "ratios": ratios, "ratio_median": median(ratios)}
 
 
 def client_summary(target: list[dict[str, Any]], raw: list[dict[str, Any]],
@@ -166,12 +203,14 @@ def client_section(result: dict[str, Any]) -> str:
 
 def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
               ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]],
-                         list[dict[str, Any]]]:
+                         list[dict[str, Any]], list[dict[str, Any]]]:
     """The throughput, then the latency repetitions of every side asked for: their runs,
-    and the official client's baseline measured after each rocketmq throughput run."""
+    the official client's baseline measured after each rocketmq throughput run, and the
+    SQL-only bound measured after each of ours."""
     tp: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
     lat: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
     raw: list[dict[str, Any]] = []
+    bound: list[dict[str, Any]] = []
     for rep in range(args.repeat if "throughput" in args.cases else 0):
         for side in order_for(rep, args.sides):
             r = asyncio.run(throughput_once(env, side, args.rows, best, args.timeout))
@@ -179,6 +218,12 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
             say(f"  throughput rep {rep + 1} {side:8}: {r['per_s']:8,.0f} rows/s "
                 f"({r['seconds']:.2f} s, missing {r['missing']}, "
                 f"duplicates {r['duplicates']})")
+            if side == "ours":
+                b = asyncio.run(bound_once(env, args.rows, args.batch_size))
+                bound.append(b)
+                say(f"  throughput rep {rep + 1} bound   : {b['per_s']:8,.0f} rows/s (SQL "
+                    f"only: claim SKIP LOCKED + mark relayed, {b['batches']} batches); "
+                    f"ours/bound {r['per_s'] / b['per_s']:.2f}x")
             if side == "rocketmq":
                 base = raw_best(env, args.raw_rows, args.timeout)
                 raw.append(base)
@@ -211,7 +256,14 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
                 "committed "
                 f"{r['committed_per_s']:.0f}/s, kept up: {r['kept_up']}, "
                 f"missing {r['missing']}")
-    return tp, lat, raw
+            if r.get("legs"):
+                say("    legs p50 ms: " + legs_line(r["legs"]))
+    return tp, lat, raw, bound
+
+
+def legs_line(legs: dict[str, Any]) -> str:
+    shown = [f"{name} {v:.1f}" for name, v in legs["p50_ms"].items() if v is not None]
+    return ", ".join(shown) + f" ({legs['via_listener']}/{legs['rows']} rows via the listener)"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -263,6 +315,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--enqueue-window", type=float, default=None,
                         help="our on_commit hook's CelerySettings.enqueue_window in seconds "
                              "(default: the library's)")
+    parser.add_argument("--listen", action="store_true",
+                        help="our on_commit hook NOTIFYs and our worker listens "
+                             "(CelerySettings.listen, outbox/celery/listen.py)")
+    parser.add_argument("--save-as", default="",
+                        help="save the full run as bench/results/relay-NAME.json (and the "
+                             "relay-NAME section of bench/README.md) instead of relay.json")
     parser.add_argument("--keep-logs", action="store_true",
                         help="keep bench/results/tmp/relay-PID (child logs) afterwards")
     parser.add_argument("--render", action="store_true",
@@ -309,6 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         require_peer()
     if args.enqueue_window is not None:
         os.environ[ENQUEUE_WINDOW_ENV] = str(args.enqueue_window)
+    os.environ[LISTEN_ENV] = "1" if args.listen else "0"
     result = measure(args)
     if args.restricted:
         print("--cases/--sides subset: results not saved")
@@ -324,8 +383,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("quick run: results not saved")
         return 0
     if "peer" in args.sides:
-        path = save_result("relay", result, markdown_section(result))
-        print(f"wrote {path} and the relay section of bench/README.md")
+        name = f"relay-{args.save_as}" if args.save_as else "relay"
+        path = save_result(name, result, markdown_section(result))
+        print(f"wrote {path} and the {name} section of bench/README.md")
     if frozenset(args.sides) == {"rocketmq"}:
         path = save_result("relay-rocketmq-client", result, client_section(result))
         print(f"wrote {path} and the relay-rocketmq-client section of bench/README.md")

@@ -84,6 +84,11 @@ class CelerySettings:
     #: many seconds per process; commits in between share the next task
     #: (0: one task per commit; see :mod:`outbox.celery.hooks`)
     enqueue_window: float = 0.02
+    #: PostgreSQL, opt-in: the on_commit hook sends ``NOTIFY rocketbox_relay`` instead
+    #: of a task and each worker listens for it and relays at once
+    #: (:mod:`outbox.celery.listen`); the sweeper relays what a lost notification
+    #: left. Ignored on SQLite (no NOTIFY)
+    listen: bool = False
 
     def __post_init__(self) -> None:
         if self.sweep_interval < 0 or self.retry_base <= 0 or self.retry_max <= 0:
@@ -226,6 +231,7 @@ def make_celery(outbox: Outbox, *, broker_url: str, backend_url: str | None = No
     """
     # imported here: tasks and bootstep import this module
     from outbox.celery.bootstep import CheckbackStep, SuperviseStep
+    from outbox.celery.listen import ListenStep, can_listen
     from outbox.celery.sweeper import SweeperStep
     from outbox.celery.tasks import register_tasks
 
@@ -258,6 +264,8 @@ def make_celery(outbox: Outbox, *, broker_url: str, backend_url: str | None = No
     app.steps["worker"].add(SuperviseStep)
     if settings.sweep_interval > 0:
         app.steps["worker"].add(SweeperStep)
+    if settings.listen and can_listen(outbox.engine):
+        app.steps["worker"].add(ListenStep)
     if settings.checker:
         app.steps["worker"].add(CheckbackStep)
 

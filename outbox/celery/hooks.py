@@ -11,6 +11,11 @@ enqueues at most one task per window, whatever its commit rate, and a row
 waits at most one window longer than it would have. ``enqueue_window = 0``
 gives the old one-task-per-commit hook.
 
+With ``CelerySettings.listen`` on PostgreSQL the hook sends no task: it
+sends ``NOTIFY rocketbox_relay`` at once, the workers' listeners relay the
+rows, and the sweeper relays whatever a lost notification left
+(:mod:`outbox.celery.listen`).
+
 It never raises into the caller's commit: when the Celery broker (Redis, or
 the SQLite queue table) cannot take the task, it logs a warning and returns,
 and the beat sweeper relays the rows a few seconds later. Ids collected but
@@ -46,6 +51,7 @@ def celery_on_commit(app: Celery, *,
     0 enqueues one task per commit.
     """
     from outbox.celery.app import rocketbox_state
+    from outbox.celery.listen import can_listen, notify
 
     state = rocketbox_state(app)
     window = state.settings.enqueue_window if window is None else window
@@ -62,6 +68,14 @@ def celery_on_commit(app: Celery, *,
                 log.warning("could not enqueue %s for %d message(s), the sweeper will relay "
                             "them: %s", RELAY_TASK, len(part), exc, extra={"tx_ids": part})
 
+    if state.settings.listen and can_listen(state.outbox.engine):
+        engine = state.outbox.engine
+
+        def wake(tx_ids: Sequence[str]) -> None:
+            if tx_ids:
+                notify(engine)  # the listening workers relay at once (outbox.celery.listen)
+
+        return wake
     if window <= 0:
         def on_commit(tx_ids: Sequence[str]) -> None:
             if tx_ids:

@@ -1,0 +1,143 @@
+"""The wake-up lane (outbox/celery/listen.py): PostgreSQL LISTEN/NOTIFY next to the tasks.
+
+Real PostgreSQL, broker_lite and Celery workers on Redis. The web side's
+Celery broker is a port where nothing listens, so no ``rocketbox.relay``
+task can be enqueued: a row relayed promptly by a worker without a sweeper
+was relayed by its wake-up.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import json
+import logging
+import time
+from pathlib import Path
+
+import pytest
+from rocketbox_celery_support import (
+    CELERY,
+    CeleryStack,
+    Proc,
+    broker_records,
+    commit,
+    commit_counts,
+    hooked_outbox,
+    relayed_ids,
+    running,
+    wait_relayed,
+)
+from sqlalchemy import create_engine, text
+from support import BrokerLiteServer, free_port, wait_until
+
+from outbox import Outbox, RelaySettings, metadata
+from outbox.celery import CelerySettings, celery_on_commit, make_celery, rocketbox_state
+from outbox.celery.listen import CHANNEL, Listener, ListenStep
+
+WAKE = CelerySettings(sweep_interval=0, listen=True)
+SILENT = CelerySettings(sweep_interval=0, listen=False)
+
+
+def listen_worker(name: str, stack: CeleryStack, broker: str, *,
+                  sweep: str = "0") -> contextlib.AbstractContextManager[Proc]:
+    """``celery -A rocketbox_listen_app worker`` (the listener on; no sweeper unless ``sweep``)."""
+    argv = [str(CELERY), "-A", "rocketbox_listen_app", "worker", "--pool=threads",
+            "--concurrency=2", "--loglevel=INFO", "--without-mingle", "--without-gossip",
+            "--without-heartbeat", "-n", f"{name}@%h"]
+    return running(name, argv, stack.env(broker, RB_TEST_SWEEP=sweep,
+                                         RB_TEST_SWEEP_MIN_AGE="0.2"), stack.tmp)
+
+
+def listening_backends(stack: CeleryStack) -> list[int]:
+    with stack.engine.connect() as conn:
+        return list(conn.execute(text(
+            "SELECT pid FROM pg_stat_activity WHERE query = :q AND pid <> pg_backend_pid()"),
+            {"q": f"LISTEN {CHANNEL}"}).scalars())
+
+
+@pytest.mark.timeout(120)
+def test_a_wake_up_relays_at_once_without_a_task_or_a_sweep(
+        stack: CeleryStack, broker: BrokerLiteServer, caplog: pytest.LogCaptureFixture) -> None:
+    engine = stack.engine
+    dead_redis = f"redis://127.0.0.1:{free_port()}/0"  # no task can be enqueued
+    waking = hooked_outbox(engine, broker.native, dead_redis, settings=WAKE)
+    silent = hooked_outbox(engine, broker.native, dead_redis, settings=SILENT)
+    with listen_worker("listen", stack, broker.native) as worker:  # no sweeper
+        wait_until(lambda: listening_backends(stack), timeout=20,
+                   message=lambda: worker.log_tail())
+        # a commit whose wake-up was lost: nothing in this setup can relay it yet
+        lost = commit(engine, silent, 1, "Woken")
+        assert "the sweeper will relay them" in caplog.text
+        assert relayed_ids(engine) == set()
+        started = time.monotonic()
+        woken = commit(engine, waking, 3, "Woken")
+        # the next wake-up relays every due row, the lost one's too
+        wait_relayed(engine, {*lost, *woken}, worker, timeout=20)
+        took = time.monotonic() - started
+    assert commit_counts(broker_records(broker.data_dir)) == {tx: 1 for tx in [*lost, *woken]}
+    assert took < 10, took
+
+
+@pytest.mark.timeout(120)
+def test_a_lost_wake_up_is_relayed_by_the_sweep(
+        stack: CeleryStack, broker: BrokerLiteServer) -> None:
+    engine = stack.engine
+    dead_redis = f"redis://127.0.0.1:{free_port()}/0"
+    silent = hooked_outbox(engine, broker.native, dead_redis, settings=SILENT)
+    with listen_worker("listen-sweep", stack, broker.native, sweep="0.5") as worker:
+        wait_until(lambda: listening_backends(stack), timeout=20,
+                   message=lambda: worker.log_tail())
+        ids = commit(engine, silent, 3, "Swept")  # no NOTIFY, no task
+        wait_relayed(engine, set(ids), worker, timeout=30)
+    assert commit_counts(broker_records(broker.data_dir)) == {tx: 1 for tx in ids}
+
+
+@pytest.mark.timeout(120)
+def test_the_listener_listens_again_after_its_connection_is_killed(
+        stack: CeleryStack, broker: BrokerLiteServer) -> None:
+    engine = stack.engine
+    dead_redis = f"redis://127.0.0.1:{free_port()}/0"
+    outbox = Outbox(engine=engine, broker=broker.native, relay=RelaySettings(broker_timeout=2.0))
+    state = rocketbox_state(make_celery(outbox, broker_url=dead_redis, settings=WAKE))
+    fatal: list[str] = []
+    listener = Listener(state, on_fatal=fatal.append, retry_seconds=0.1, wait_seconds=0.1)
+    waking = dataclasses.replace(outbox, on_commit=celery_on_commit(
+        make_celery(outbox, broker_url=dead_redis, settings=WAKE)))
+    listener.start()
+    try:
+        wait_until(lambda: listening_backends(stack), timeout=20)
+        [first] = listening_backends(stack)
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": first}).scalar()
+        wait_until(lambda: [p for p in listening_backends(stack) if p != first], timeout=20)
+        ids = commit(engine, waking, 2, "Again")
+        wait_until(lambda: relayed_ids(engine) == set(ids), timeout=20)
+    finally:
+        listener.stop()
+    assert fatal == []
+    assert commit_counts(broker_records(broker.data_dir)) == {tx: 1 for tx in ids}
+
+
+@pytest.mark.timeout(60)
+def test_on_sqlite_nothing_listens_and_the_hook_only_enqueues(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 'app.sqlite'}")
+    metadata.create_all(engine)
+    queue_url = f"sqla+sqlite:///{tmp_path / 'celery.sqlite'}"
+    outbox = Outbox(engine=engine, broker="127.0.0.1:1")
+    app = make_celery(outbox, broker_url=queue_url,
+                      settings=dataclasses.replace(WAKE, polling_interval=0.05))
+    assert ListenStep not in app.steps["worker"]
+    hooked = dataclasses.replace(outbox, on_commit=celery_on_commit(app, window=0))
+    with caplog.at_level(logging.WARNING, logger="rocketbox.celery"):
+        ids = commit(engine, hooked, 2, "Embedded")
+    assert "notify" not in caplog.text.lower() and "could not" not in caplog.text
+    queue = create_engine(queue_url.removeprefix("sqla+"))
+    with queue.connect() as conn:
+        bodies = conn.execute(text("SELECT payload FROM kombu_message")).scalars().all()
+    queue.dispose()
+    tasks = [base64.b64decode(json.loads(b)["body"]).decode() for b in bodies]
+    assert len(tasks) == 2 and all(tx in task for tx, task in zip(ids, tasks, strict=True)), tasks
+    engine.dispose()
