@@ -371,7 +371,8 @@ def checker(args: argparse.Namespace) -> int:
     outbox = build_outbox(args)
     try:
         with stop_on_signals() as stop:
-            startup_checks("checker", outbox, db_setting="--db", migrate_with=_MIGRATE)
+            startup_checks("checker", outbox, db_setting="--db", migrate_with=_MIGRATE,
+                           group=outbox.producer_group)
             _serve_metrics(args, outbox)
             extra: dict[str, Any] = {}
             if _accepts(run_checker, "on_ready"):

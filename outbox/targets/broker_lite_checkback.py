@@ -29,7 +29,7 @@ from broker_lite.client import (
     ReceivedMessage,
     TransactionProducer,
 )
-from broker_lite.errors import BrokerError
+from broker_lite.errors import BrokerError, NoPermissionError, UnauthorizedError
 from outbox.checkback import (
     PG_XID_PROPERTY,
     CheckAnswer,
@@ -38,6 +38,7 @@ from outbox.checkback import (
     parse_pg_xid,
 )
 from outbox.config import Outbox
+from outbox.errors import ConfigurationError
 from outbox.targets.broker_lite import broker_client_config
 
 __all__ = ["CheckbackResponder", "StatusTableListener", "answer_check", "half_pg_xid",
@@ -140,7 +141,8 @@ def serve(outbox: Outbox, stop: threading.Event, on_ready: Callable[[], None] | 
 
     While the broker is unreachable at start it tries again after
     ``retry_interval`` seconds, doubling up to 2 s; ``on_ready`` is called once
-    connected.
+    connected. Refused credentials or a refused producer group are not an
+    outage: :class:`~outbox.errors.ConfigurationError`, naming the setting.
     """
     responder = CheckbackResponder(outbox, threads=threads)
     delay = retry_interval
@@ -148,6 +150,12 @@ def serve(outbox: Outbox, stop: threading.Event, on_ready: Callable[[], None] | 
         try:
             responder.start()
             break
+        except (UnauthorizedError, NoPermissionError) as exc:
+            responder.shutdown()
+            raise ConfigurationError(
+                f"broker {outbox.broker} refused the check-back responder as producer group "
+                f"{outbox.producer_group!r} (--access-key/--secret-key, --group; the broker's "
+                f"ACL): {exc}", setting="producer_group") from None
         except BrokerError as exc:
             log.warning("broker %s unreachable (%s); retrying in %.1fs", outbox.broker,
                         exc, delay)
