@@ -32,6 +32,10 @@ SOURCES = ("pyproject.toml", "README.md", "outbox", "broker_lite", "integrations
            "spark")
 #: what the plain install must not have
 EXTRA_ONLY = ("grpc", "google.protobuf", "rocketmq", "lz4", "zstandard")
+#: what a plain install serves: each must import there
+PLAIN_MODULES = ("outbox", "outbox.cli", "outbox.celery.worker", "outbox.checker",
+                 "outbox.inbox", "outbox.status_render", "outbox.metrics", "outbox.replay",
+                 "broker_lite.cli.serve", "broker_lite.runtime", "broker_lite.client")
 _READY = re.compile(r"^broker_lite ready native=(?P<native>\S+:\d+) grpc=(?P<grpc>\S+)\s*$",
                     re.MULTILINE)
 
@@ -79,9 +83,10 @@ def plain_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return python
 
 
-def test_the_plain_install_lacks_every_extra_only_package(plain_python: Path,
-                                                          tmp_path: Path) -> None:
-    code = ("import importlib.util, json\n"
+def test_the_plain_install_lacks_every_extra_only_package_and_imports_what_it_serves(
+        plain_python: Path, tmp_path: Path) -> None:
+    code = ("import importlib, importlib.util, json\n"
+            f"for m in {list(PLAIN_MODULES)!r}: importlib.import_module(m)\n"
             "def found(m):\n"
             "    try:\n"
             "        return importlib.util.find_spec(m) is not None\n"
