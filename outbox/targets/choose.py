@@ -7,7 +7,9 @@ moving to Apache RocketMQ is a change of that one setting.
 
 from __future__ import annotations
 
+from broker_lite.extras import missing_extra, needs_extra
 from outbox.config import Outbox
+from outbox.errors import ConfigurationError
 from outbox.targets.base import Publisher
 from outbox.targets.broker_lite import BrokerLitePublisher
 
@@ -23,6 +25,9 @@ def publisher_for(outbox: Outbox) -> Publisher:
     if outbox.target_address.is_rocketmq:
         # the official RocketMQ client (grpc, its OpenTelemetry exporters) is loaded only
         # for a rocketmq:// address, as SQLAlchemy loads a dialect for its URL's scheme
+        if missing_extra("rocketmq"):
+            raise ConfigurationError(needs_extra("the RocketMQ target", "rocketmq"),
+                                     setting="broker")
         from outbox.targets.rocketmq import RocketMQTarget
         from outbox.targets.rocketmq_checkback import StatusTableChecker
         from outbox.targets.runner import TargetPublisher
