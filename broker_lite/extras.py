@@ -23,7 +23,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "rocketmq": ("grpc", "google.protobuf", "rocketmq"),
     "compression": ("lz4", "zstandard"),
     "console": ("starlette", "jinja2", "multipart", "uvicorn"),
-    "spark": ("pyspark", "pyarrow"),
+    "spark": ("pyspark", "py4j", "pyarrow"),
     "otel": ("opentelemetry",),
     "django": ("django",),
     "flask": ("flask", "flask_sqlalchemy"),

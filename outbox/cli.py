@@ -321,7 +321,15 @@ def _pass_through(command: str, argv: list[str]) -> int:
                   file=sys.stderr)
             return 2
         raise
-    code: int | None = module.main(argv)
+    try:
+        code: int | None = module.main(argv)
+    except ModuleNotFoundError as exc:  # an extra the command loads once its arguments pass
+        extra = extra_for(exc)
+        if extra is None:
+            raise
+        print(f"rocketbox {command}: {needs_extra(EXTRA_USES.get(extra, 'it'), extra)}",
+              file=sys.stderr)
+        return 2
     return int(code or 0)
 
 

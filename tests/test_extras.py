@@ -101,3 +101,16 @@ def test_rocketbox_console_without_the_extra_says_which_extra(migrated_db: str,
     assert stderr_lines(done) == [
         "rocketbox console: the console needs the 'console' extra: "
         "pip install 'rocketbox[console]'"]
+
+
+@pytest.mark.timeout(200)
+def test_rocketbox_audit_without_the_spark_extra_says_which_extra(tmp_path: Path) -> None:
+    commitlog = tmp_path / "commitlog"
+    commitlog.mkdir()
+    argv = ["audit", "--jdbc-url", f"jdbc:sqlite:{tmp_path / 'outbox.db'}",
+            "--commitlog", str(commitlog)]
+    done = run_without(("pyspark", "py4j"),
+                       f"from outbox.cli import main\nsys.exit(main({argv!r}))", tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert stderr_lines(done) == [
+        "rocketbox audit: the audit needs the 'spark' extra: pip install 'rocketbox[spark]'"]
