@@ -59,3 +59,12 @@ def test_publish_stays_the_function_when_its_module_is_imported() -> None:
             "assert inspect.isfunction(publish) and inspect.isfunction(outbox.publish)\n"
             "assert publish is sys.modules['outbox.publish'].publish")
     assert loaded_after(code) == []
+
+
+@pytest.mark.timeout(60)
+def test_the_old_render_status_name_still_works_and_says_where_it_moved() -> None:
+    import outbox.status_render
+
+    with pytest.warns(DeprecationWarning, match="outbox.status_render.render_status"):
+        from outbox.status import render_status
+    assert render_status is outbox.status_render.render_status
