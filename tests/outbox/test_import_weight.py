@@ -68,3 +68,13 @@ def test_the_old_render_status_name_still_works_and_says_where_it_moved() -> Non
     with pytest.warns(DeprecationWarning, match="outbox.status_render.render_status"):
         from outbox.status import render_status
     assert render_status is outbox.status_render.render_status
+
+
+@pytest.mark.timeout(150)
+def test_submodules_are_reached_as_attributes_as_before() -> None:
+    """``import outbox`` then ``outbox.models.metadata``: the eager imports used to bind
+    the submodules; a name outbox lacks is still an AttributeError."""
+    code = ("import outbox\n"
+            "assert outbox.models.metadata is outbox.metadata\n"
+            "assert not hasattr(outbox, 'no_such_name')")
+    assert loaded_after(code) == []
