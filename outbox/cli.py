@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from sqlalchemy import make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
+from broker_lite.extras import extra_for, needs_extra
 from outbox import cli_commands
 from outbox.cli_commands import CommandError, NotConnected
 from outbox.errors import ConfigurationError, OutboxError
@@ -268,9 +269,10 @@ def _console_options(parser: argparse.ArgumentParser) -> None:
 def _console(args: argparse.Namespace) -> int:
     try:
         from outbox.console.command import run
-    except ImportError as exc:
-        raise CommandError(f"the console needs its extra: pip install 'rocketbox[console]' "
-                           f"({exc})") from None
+    except ModuleNotFoundError as exc:
+        if extra_for(exc) is None:
+            raise
+        raise CommandError(needs_extra("the console", "console")) from None
     return run(args)
 
 
@@ -313,12 +315,21 @@ def _pass_through(command: str, argv: list[str]) -> int:
         if exc.name and module_name.startswith(exc.name):
             print(f"rocketbox {command}: not available in this version yet", file=sys.stderr)
             return 2
-        if exc.name == "pyspark":
-            print(f"rocketbox {command}: needs PySpark: pip install 'rocketbox[spark]'",
+        extra = extra_for(exc)
+        if extra is not None:
+            print(f"rocketbox {command}: {needs_extra(EXTRA_USES.get(extra, 'it'), extra)}",
                   file=sys.stderr)
             return 2
         raise
-    code: int | None = module.main(argv)
+    try:
+        code: int | None = module.main(argv)
+    except ModuleNotFoundError as exc:  # an extra the command loads once its arguments pass
+        extra = extra_for(exc)
+        if extra is None:
+            raise
+        print(f"rocketbox {command}: {needs_extra(EXTRA_USES.get(extra, 'it'), extra)}",
+              file=sys.stderr)
+        return 2
     return int(code or 0)
 
 
@@ -363,6 +374,13 @@ def _run(args: argparse.Namespace) -> int:
         return code
 
 
+#: extra -> what of rocketbox's command line needs it (the one line a missing extra gives)
+EXTRA_USES = {"rocketmq": "the RocketMQ target", "console": "the console",
+              "spark": "the audit", "compression": "an LZ4 or ZSTD body", "otel": "tracing",
+              "django": "the Django integration", "flask": "the Flask integration",
+              "fastapi": "the FastAPI integration"}
+
+
 def _one_line(exc: Exception, args: argparse.Namespace) -> tuple[str, int]:
     if isinstance(exc, CommandError):
         return str(exc), exc.code
@@ -370,6 +388,8 @@ def _one_line(exc: Exception, args: argparse.Namespace) -> tuple[str, int]:
         return describe_db_error(exc.__cause__ or exc, args.db), 2
     if isinstance(exc, ConfigurationError | OutboxError):
         return str(exc), 2
+    if isinstance(exc, ModuleNotFoundError) and (extra := extra_for(exc)) is not None:
+        return needs_extra(EXTRA_USES.get(extra, "this command"), extra), 2
     if isinstance(exc, DBAPIError):
         first = (str(exc.orig) or type(exc.orig).__name__).strip().splitlines()[0]
         return f"database error: {first}", 1

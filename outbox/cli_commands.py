@@ -220,7 +220,8 @@ def _check(engine: Engine, url: str) -> int:
 
 
 def status(args: argparse.Namespace) -> int:
-    from outbox.status import read_status, render_status
+    from outbox.status import read_status
+    from outbox.status_render import render_status
 
     with _engine(args) as engine:
         result = read_status(engine, parked_limit=args.parked_limit)

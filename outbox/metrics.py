@@ -24,6 +24,10 @@ Metrics are per process: run the Celery relay with a solo or threads pool to
 export its latency histogram, or give each process its own port. To serve
 rocketbox's series from an application's existing ``/metrics``, register the
 whole registry there: ``prometheus_client.REGISTRY.register(registry())``.
+
+prometheus_client is loaded by the first metric recorded or served, not by
+``import outbox``: a process that never relays, checks back or scrapes never
+imports it.
 """
 
 from __future__ import annotations
@@ -33,16 +37,19 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Any
-from wsgiref.simple_server import WSGIServer
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from outbox.models import aware
 from outbox.status import OutboxStatus, read_status
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import GaugeMetricFamily
 
 __all__ = [
     "RELAY_LATENCY_BUCKETS",
@@ -67,6 +74,9 @@ class _Metrics:
     """The process's metric objects, made once (see :func:`_metrics`)."""
 
     def __init__(self) -> None:
+        # loaded here, on the first metric recorded or served (module docstring)
+        from prometheus_client import CollectorRegistry, Counter, Histogram
+
         self.registry = CollectorRegistry()
         self.relay_latency = Histogram(
             "rocketbox_relay_latency_seconds",
@@ -172,6 +182,8 @@ class OutboxCollector:
 
     def _families(self, status: OutboxStatus | None = None, *, up: bool = True
                   ) -> Iterator[GaugeMetricFamily]:
+        from prometheus_client.core import GaugeMetricFamily
+
         backlog = GaugeMetricFamily("rocketbox_outbox_backlog",
                                     "Unrelayed, unparked status rows.", labels=["topic"])
         in_flight = GaugeMetricFamily("rocketbox_outbox_in_flight",
@@ -230,6 +242,8 @@ def start_metrics_server(port: int, addr: str = "127.0.0.1", *,
     With ``engine``, the outbox gauges for that database are served too.
     Port 0 picks a free port; the returned server's ``server_port`` says which.
     """
+    from prometheus_client import start_http_server
+
     if engine is not None:
         watch_outbox(engine)
     server, _thread = start_http_server(port, addr, registry=registry())

@@ -4,7 +4,8 @@ Once both doors listen it prints exactly one line on stdout::
 
     broker_lite ready native=HOST:PORT grpc=HOST:PORT
 
-with the ports actually bound (``--port 0`` picks a free one). Everything else
+with the ports actually bound (``--port 0`` picks a free one; ``grpc=off`` on an
+install without the ``rocketmq`` extra, where only the native door runs). Everything else
 goes to stderr as log lines. SIGTERM or SIGINT shuts it down cleanly (exit 0).
 Exit 2 means the command line, the ACL file or the bind policy was refused;
 exit 1 means the broker could not start (port taken, unreadable data dir).
@@ -26,7 +27,8 @@ from broker_lite.cli.arg_types import positive_float
 from broker_lite.core import BrokerConfig
 from broker_lite.core.acl import Acl, AclFileError
 from broker_lite.core.log_safe import escape_handlers
-from broker_lite.errors import BrokerError
+from broker_lite.errors import BrokerError, ConfigurationError
+from broker_lite.extras import missing_extra, needs_extra
 from broker_lite.grpc_door.config import GrpcDoorConfig
 from broker_lite.protocol import DEFAULT_MAX_FRAME_SIZE
 from broker_lite.runtime import BindRefused, check_bind_policy, serve
@@ -50,7 +52,8 @@ Run a broker_lite broker on --data-dir. It serves two doors over one store:
           on --port;
   gRPC    the Apache RocketMQ 5 MessagingService (apache.rocketmq.v2), so the
           official RocketMQ 5 clients work unchanged, on --grpc-port (plaintext
-          HTTP/2; docs/grpc.md says what is served).
+          HTTP/2; docs/grpc.md says what is served). It needs the rocketmq
+          extra (pip install 'rocketbox[rocketmq]'); without it, grpc=off.
 
 Once both listen, one line goes to stdout:
   broker_lite ready native=HOST:PORT grpc=HOST:PORT
@@ -90,9 +93,10 @@ def register(sub: Any) -> None:
                             "address needs --acl or --insecure")
     where.add_argument("--port", type=_port, default=10911,
                        help="native protocol port (default: 10911; 0 picks a free port)")
-    where.add_argument("--grpc-port", type=_port, default=0,
-                       help="port of the RocketMQ 5 gRPC door (default: 0, a free port); "
-                            "official clients connect to HOST:PORT without TLS")
+    where.add_argument("--grpc-port", type=_port, default=None,
+                       help="port of the RocketMQ 5 gRPC door (default: a free port; no "
+                            "door without the 'rocketmq' extra); official clients connect "
+                            "to HOST:PORT without TLS")
     where.add_argument("--broker-name", default="broker-lite", metavar="NAME",
                        help="the name announced to clients in HELLO (default: broker-lite)")
 
@@ -227,13 +231,28 @@ def build_configs(args: argparse.Namespace) -> tuple[BrokerConfig, ServerConfig]
         tx_check_max=args.tx_check_max, tx_op_batch_interval=args.tx_op_batch_interval,
         delay_time_scale=args.delay_time_scale,
         client_expiry=args.client_expiry)
-    server = ServerConfig(host=args.host, port=args.port, grpc_port=args.grpc_port,
+    server = ServerConfig(host=args.host, port=args.port, grpc_port=_grpc_port(args.grpc_port),
                           max_frame_size=args.max_frame_size, insecure=args.insecure)
     if server.max_frame_size < store.max_message_size + 64 * 1024:
         log.warning("--max-frame-size %d leaves little room over --max-message-size %d: the "
                     "largest messages cannot be sent or pulled", server.max_frame_size,
                     store.max_message_size)
     return broker, server
+
+
+def _grpc_port(asked: int | None) -> int | None:
+    """The gRPC door's port: ``None`` (no door) on an install without the ``rocketmq`` extra.
+
+    Asked for a port without the extra, the one line says which extra to install.
+    """
+    if not missing_extra("rocketmq"):
+        return 0 if asked is None else asked
+    if asked is not None:
+        raise ConfigurationError(needs_extra("--grpc-port: the gRPC door", "rocketmq"),
+                                 setting="--grpc-port")
+    log.warning("no gRPC door: %s (the native door serves)",
+                needs_extra("the gRPC door", "rocketmq"))
+    return None
 
 
 def _fail(message: str, code: int) -> int:

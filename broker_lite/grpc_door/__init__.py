@@ -28,13 +28,37 @@ Modules, by idea:
 - :mod:`~broker_lite.grpc_door.proxy_mode`: ``--grpc-proxy-semantics``, the door as
   strict as RocketMQ's proxy (docs/grpc-proxy-semantics.md);
 - :mod:`~broker_lite.grpc_door.transaction_data`: its in-memory transaction data.
+
+The door needs the ``rocketmq`` extra (grpcio, protobuf, the official client).
+The names below load on first use (PEP 562), so ``broker-lite serve`` reads
+:class:`GrpcDoorConfig` on a plain install, where only the native door runs.
 """
 
 from __future__ import annotations
 
-from broker_lite.grpc_door.config import GrpcDoorConfig
-from broker_lite.grpc_door.door import GrpcDoor
-from broker_lite.grpc_door.service import MessagingService, add_to_server
-from broker_lite.grpc_door.status import GrpcDoorError
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from broker_lite.grpc_door.config import GrpcDoorConfig
+    from broker_lite.grpc_door.door import GrpcDoor
+    from broker_lite.grpc_door.service import MessagingService, add_to_server
+    from broker_lite.grpc_door.status import GrpcDoorError
 
 __all__ = ["GrpcDoor", "GrpcDoorConfig", "GrpcDoorError", "MessagingService", "add_to_server"]
+
+#: public name -> the module that defines it (imported on first use)
+_HOME = {
+    "GrpcDoor": "broker_lite.grpc_door.door",
+    "GrpcDoorConfig": "broker_lite.grpc_door.config",
+    "GrpcDoorError": "broker_lite.grpc_door.status",
+    "MessagingService": "broker_lite.grpc_door.service",
+    "add_to_server": "broker_lite.grpc_door.service",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

@@ -24,19 +24,19 @@ import logging
 import signal
 import socket
 from collections.abc import Callable
-from typing import Any
-
-import grpc
+from typing import TYPE_CHECKING, Any
 
 from broker_lite.core import Broker, BrokerConfig
 from broker_lite.core.acl import Acl
 from broker_lite.errors import ConfigurationError
-from broker_lite.grpc_door import GrpcDoor, add_to_server
-from broker_lite.grpc_door.config import GrpcDoorConfig
+from broker_lite.extras import missing_extra, needs_extra
 from broker_lite.runtime.periodic import Periodic, schedule_for
 from broker_lite.server.native import NativeServer, bind_socket, format_address
 from broker_lite.serving.context import ServerConfig, ServerContext
 from broker_lite.serving.longpoll import ArrivalHub
+
+if TYPE_CHECKING:
+    from broker_lite.grpc_door import GrpcDoor, GrpcDoorConfig
 
 __all__ = ["BindRefused", "BrokerRuntime", "check_bind_policy", "is_loopback", "serve"]
 
@@ -144,7 +144,18 @@ class BrokerRuntime:
                  self.broker_config.store.data_dir, self.broker_config.store.flush,
                  "on" if self.acl is not None else "off")
 
-    async def _start_grpc(self, ctx: ServerContext, host: str, port: int) -> str:
+    async def _start_grpc(self, ctx: ServerContext, host: str, port: int | None) -> str:
+        if port is None:
+            log.info("no gRPC door (grpc_port is None): native door only")
+            return "off"
+        if missing_extra("rocketmq"):
+            raise ConfigurationError(needs_extra("the gRPC door", "rocketmq"),
+                                     setting="grpc_port")
+        # the door's imports (grpcio, the official client's protobufs), loaded here only
+        import grpc
+
+        from broker_lite.grpc_door import GrpcDoor, add_to_server
+
         # grpc refuses requests over 4 MiB by default: room for the largest body the
         # store takes, plus its envelope (the door answers MESSAGE_BODY_TOO_LARGE itself)
         largest = self.broker_config.store.max_message_size + (1 << 20)

@@ -40,8 +40,8 @@ class ServerConfig:
     host: str = "127.0.0.1"
     #: native protocol port; 0 picks a free one
     port: int = 10911
-    #: gRPC port; 0 picks a free one
-    grpc_port: int = 0
+    #: gRPC port; 0 picks a free one; ``None``: no gRPC door (it needs the ``rocketmq`` extra)
+    grpc_port: int | None = 0
     #: frames (header included) over this many bytes are refused, both ways
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     #: requests of one connection being served at once; the reader waits beyond it
@@ -56,7 +56,7 @@ class ServerConfig:
     insecure: bool = False
 
     def __post_init__(self) -> None:
-        if not 0 <= self.port < 65536 or not 0 <= self.grpc_port < 65536:
+        if not 0 <= self.port < 65536 or not 0 <= (self.grpc_port or 0) < 65536:
             raise ConfigurationError(
                 f"ports must be in [0, 65535], got {self.port} and {self.grpc_port}",
                 setting="port, grpc_port")

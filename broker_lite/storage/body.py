@@ -24,13 +24,11 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-import lz4.frame
-import zstandard
-
-from broker_lite.errors import CorruptRecordError
+from broker_lite.errors import ConfigurationError, CorruptRecordError
 from broker_lite.storage.config import StoreConfig
 from broker_lite.storage.inflate import (
     InflatedTooLargeError,
+    codec,
     inflate_lz4,
     inflate_zlib,
     inflate_zstd,
@@ -80,9 +78,9 @@ def compress(body: bytes, kind: str) -> tuple[bytes, int]:
     if kind == "zlib":
         return zlib.compress(body), SysFlag.COMPRESSED | 0x300
     if kind == "lz4":
-        return lz4.frame.compress(body), SysFlag.COMPRESSED | 0x100
+        return codec("lz4").compress(body), SysFlag.COMPRESSED | 0x100
     if kind == "zstd":
-        return zstandard.ZstdCompressor().compress(body), SysFlag.COMPRESSED | 0x200
+        return codec("zstd").ZstdCompressor().compress(body), SysFlag.COMPRESSED | 0x200
     raise ValueError(f"compression must be zlib, lz4 or zstd, not {kind!r}")
 
 
@@ -105,6 +103,8 @@ def message_body(record: StoredRecord, *, limit: int = DEFAULT_INFLATE_LIMIT) ->
             return inflate_zstd(record.body, limit)
     except InflatedTooLargeError as exc:
         raise _unreadable(record, f"{COMPRESSION_NAMES[kind]} body: {exc}") from None
+    except ConfigurationError:  # no `compression` extra: the record is fine, the install not
+        raise
     except ValueError as exc:
         raise _unreadable(record, f"{COMPRESSION_NAMES[kind]} body does not decompress: "
                           f"{exc}") from exc

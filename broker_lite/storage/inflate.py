@@ -10,6 +10,11 @@ decompressor here streams its output and stops as soon as it would pass
 * :func:`inflate_lz4`: an LZ4 frame;
 * :func:`inflate_zstd`: a ZSTD frame.
 
+LZ4 and ZSTD come with the ``compression`` extra and load on the first body
+that needs them; without it, such a body raises a
+:class:`~broker_lite.errors.ConfigurationError` naming the extra (zlib and gzip
+need nothing).
+
 Each raises :class:`InflatedTooLargeError` (a
 :class:`~broker_lite.errors.MessageTooLargeError`, naming the limit) past the
 limit, and :class:`ValueError` for data that does not decompress.
@@ -17,15 +22,15 @@ limit, and :class:`ValueError` for data that does not decompress.
 
 from __future__ import annotations
 
+import importlib
 import io
 import zlib
+from types import ModuleType
 
-import lz4.frame
-import zstandard
+from broker_lite.errors import ConfigurationError, MessageTooLargeError, RequestError
+from broker_lite.extras import needs_extra
 
-from broker_lite.errors import MessageTooLargeError, RequestError
-
-__all__ = ["InflateBudget", "InflatedTooLargeError", "inflate_lz4", "inflate_zlib",
+__all__ = ["InflateBudget", "InflatedTooLargeError", "codec", "inflate_lz4", "inflate_zlib",
            "inflate_zstd"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -80,9 +85,20 @@ def inflate_zlib(data: bytes, limit: int, *, setting: str = "max_message_size") 
             return bytes(out)
 
 
+def codec(name: str) -> ModuleType:
+    """``lz4.frame`` or ``zstandard``, loaded now; without the ``compression`` extra, one
+    :class:`~broker_lite.errors.ConfigurationError` line naming it."""
+    module = {"lz4": "lz4.frame", "zstd": "zstandard"}[name]
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError:
+        raise ConfigurationError(needs_extra(f"a {name.upper()}-compressed body", "compression"),
+                                 setting="compression") from None
+
+
 def inflate_lz4(data: bytes, limit: int, *, setting: str = "max_message_size") -> bytes:
     """An LZ4 frame inflated, at most ``limit`` bytes."""
-    inflater = lz4.frame.LZ4FrameDecompressor()
+    inflater = codec("lz4").LZ4FrameDecompressor()
     try:
         out = inflater.decompress(data, max_length=limit + 1)
     except RuntimeError as exc:
@@ -96,6 +112,7 @@ def inflate_lz4(data: bytes, limit: int, *, setting: str = "max_message_size") -
 
 def inflate_zstd(data: bytes, limit: int, *, setting: str = "max_message_size") -> bytes:
     """A ZSTD frame inflated, at most ``limit`` bytes."""
+    zstandard = codec("zstd")
     reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
     try:
         out = bytearray()

@@ -59,7 +59,8 @@ def migrate_command(revision: str, sql: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of tables")
 @with_appcontext
 def status_command(as_json: bool) -> None:
-    from outbox.status import read_status, render_status
+    from outbox.status import read_status
+    from outbox.status_render import render_status
 
     outbox = _outbox()
     _check_database(outbox)

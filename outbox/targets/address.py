@@ -61,6 +61,8 @@ class KindTraits:
     #: when the kind is served by broker_lite's native door (then the address is written
     #: as a bare ``HOST:PORT``, the default kind's)
     consumer_hint: str | None = None
+    #: the rocketbox extra that installs its client (None: a plain install has it)
+    extra: str | None = None
 
 
 #: the kinds of broker, keyed by kind, the default first; a new target adds its entry
@@ -76,7 +78,8 @@ KINDS: dict[Kind, KindTraits] = {
         "rocketmq://HOST:PORT[,HOST:PORT...] (RocketMQ 5 proxies; rocketmqs:// for TLS)",
         "outbox.targets.rocketmq_support", frozenset({"outbox"}), "docs/rocketmq.md",
         consumer_hint="use outbox.inbox_rocketmq.RocketMQInbox with the official client's "
-                      "SimpleConsumer"),
+                      "SimpleConsumer",
+        extra="rocketmq"),
 }
 #: the default kind: a bare ``HOST:PORT``
 DEFAULT_KIND: Kind = BROKER_LITE

@@ -21,7 +21,9 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
+from broker_lite.extras import missing_extra, needs_extra
 from outbox.config import Outbox
+from outbox.errors import ConfigurationError
 from outbox.targets.address import KINDS, Kind
 from outbox.targets.base import Publisher
 
@@ -55,7 +57,11 @@ def support_for(outbox: Outbox) -> TargetSupport:
 
 
 def _support(kind: Kind) -> TargetSupport:
-    support: TargetSupport = importlib.import_module(KINDS[kind].support_module).SUPPORT
+    traits = KINDS[kind]
+    if traits.extra is not None and missing_extra(traits.extra):
+        raise ConfigurationError(needs_extra(f"the {traits.title} target", traits.extra),
+                                 setting="broker")
+    support: TargetSupport = importlib.import_module(traits.support_module).SUPPORT
     return support
 
 

@@ -10,7 +10,8 @@ from outbox_ops_support import OpsDb, mark_parked, mark_relayed, publish_rows, s
 from rich.console import Console
 
 from outbox.cli import main
-from outbox.status import read_status, render_status
+from outbox.status import read_status
+from outbox.status_render import render_status
 
 
 def _seed(db: OpsDb, now: datetime) -> dict[str, list[str]]:

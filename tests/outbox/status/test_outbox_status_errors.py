@@ -15,7 +15,8 @@ from outbox.broker_health import note_reachable, note_unreachable
 from outbox.cli import main
 from outbox.errors import BrokerUnreachableError
 from outbox.models import broker_state_table
-from outbox.status import read_status, render_status
+from outbox.status import read_status
+from outbox.status_render import render_status
 
 NO_TOPIC = "topic 'Orders' does not exist"
 

@@ -23,7 +23,8 @@ class Command(BaseCommand):
         parser.add_argument("--parked-limit", type=int, default=20)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from outbox.status import read_status, render_status
+        from outbox.status import read_status
+        from outbox.status_render import render_status
 
         if options["parked_limit"] < 0:
             raise CommandError(f"--parked-limit must be >= 0, got {options['parked_limit']}")
