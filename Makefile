@@ -62,7 +62,7 @@ lint: venv
 	$(VENV)/bin/ruff check broker_lite outbox integrations spark migrations procgroup examples bench tests docs
 	$(VENV)/bin/mypy --strict broker_lite outbox spark integrations procgroup
 	$(VENV)/bin/mypy --strict -p examples.demo
-	MYPYPATH=tests $(VENV)/bin/mypy --strict bench
+	$(VENV)/bin/mypy --strict bench
 	$(VENV)/bin/lint-imports --no-cache
 
 ## demo: the end-to-end demo on embedded defaults (with Java: the JDBC jars its Spark audit reads)

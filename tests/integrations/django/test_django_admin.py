@@ -12,7 +12,6 @@ import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
-import django_site  # noqa: F401  (configures Django before the imports below)
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import User
@@ -29,6 +28,7 @@ from integrations.django.conf import reset, state
 from integrations.django.db import sqlalchemy_connection
 from outbox import publish
 from outbox.models import transaction_table as t
+from tests.integrations.django import django_site  # noqa: F401  (configures Django before the imports below)
 
 urlpatterns = [path("admin/", admin.site.urls)]
 

@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
-from integrations_support import FAST_BROKER, Collector, http, relay_all, row_ids
 from sqlalchemy import Engine, text
 from sqlalchemy.ext.asyncio import AsyncSession
-from support import BrokerLiteServer, start_broker_lite, wait_until
-from support.asgi import async_database, serve_asgi
 
 from integrations.fastapi import Rocketbox, publish
 from outbox import ConfigurationError, NoTransactionError
+from tests.integrations.integrations_support import FAST_BROKER, Collector, http, relay_all, row_ids
+from tests.support import BrokerLiteServer, start_broker_lite, wait_until
+from tests.support.asgi import async_database, serve_asgi
 
 TOPIC = "FastOrders"
 #: the tests that never relay need no broker

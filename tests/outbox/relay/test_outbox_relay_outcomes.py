@@ -13,15 +13,20 @@ import logging
 from pathlib import Path
 
 import pytest
-from outbox_relay_support import FAST_BROKER, broker_records, commit_counts, relayed_ids
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
-from support import start_broker_lite, wait_until
 
 from broker_lite.client import Admin
 from outbox import BrokerLitePublisher, Outbox, Relay, RelaySettings, publish
 from outbox import relay as relay_module
 from outbox.models import transaction_table as t
+from tests.outbox.relay.outbox_relay_support import (
+    FAST_BROKER,
+    broker_records,
+    commit_counts,
+    relayed_ids,
+)
+from tests.support import start_broker_lite, wait_until
 
 SETTINGS = RelaySettings(batch_size=50, max_attempts=10, backoff_base=0.01, backoff_max=0.02,
                          jitter=0.0, broker_timeout=5.0)

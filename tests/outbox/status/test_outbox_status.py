@@ -6,11 +6,17 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from outbox_ops_support import OpsDb, mark_parked, mark_relayed, publish_rows, set_rows
 from rich.console import Console
 
 from outbox.cli import main
 from outbox.status import read_status, render_status
+from tests.outbox.status.outbox_ops_support import (
+    OpsDb,
+    mark_parked,
+    mark_relayed,
+    publish_rows,
+    set_rows,
+)
 
 
 def _seed(db: OpsDb, now: datetime) -> dict[str, list[str]]:
