@@ -45,7 +45,7 @@ def celery_on_commit(app: Celery, *,
     ``window`` (seconds) defaults to the app's ``CelerySettings.enqueue_window``;
     0 enqueues one task per commit.
     """
-    from outbox.celery.app import rocketbox_state
+    from outbox.celery.state import rocketbox_state
 
     state = rocketbox_state(app)
     window = state.settings.enqueue_window if window is None else window
