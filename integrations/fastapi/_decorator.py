@@ -25,7 +25,7 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from sqlalchemy.ext.asyncio import async_session
 from sqlalchemy.orm import Session
@@ -39,10 +39,9 @@ from integrations._unit import (
     running,
     session_connection,
 )
+from integrations.fastapi._request import Host, request_session
+from outbox.config import Mode
 from outbox.errors import ConfigurationError, NoTransactionError
-
-if TYPE_CHECKING:
-    from integrations.fastapi._extension import Rocketbox
 
 __all__ = ["publish", "transactional_message"]
 
@@ -50,13 +49,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def transactional_message(
-    rocketbox: Rocketbox, topic: str | None = None, *, tag: str | None = None,
+    rocketbox: Host, topic: str | None = None, *, tag: str | None = None,
     keys: Any = None, message_group: Any = None, headers: Mapping[str, Any] | None = None,
-    body: Callable[[Any], Any] | None = None,
+    mode: Mode | None = None, body: Callable[[Any], Any] | None = None,
 ) -> Callable[[F], F]:
     """Run the decorated ``async def`` view in one DB transaction with its messages."""
     spec = MessageSpec(topic=topic, tag=tag, keys=keys, message_group=message_group,
-                       headers=headers, body=body)
+                       headers=headers, mode=mode, body=body)
 
     def decorate(view: F) -> F:
         if not inspect.iscoroutinefunction(view):
@@ -91,14 +90,14 @@ def _close(_session: Session, unit: UnitOfWork, value: Any) -> None:
     unit.before_commit()
 
 
-async def _run(rocketbox: Rocketbox, spec: MessageSpec, view: Callable[..., Any],
+async def _run(rocketbox: Host, spec: MessageSpec, view: Callable[..., Any],
                args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    from integrations.fastapi._extension import request_session
-
     given = request_session(rocketbox)
+    mode: Mode = spec.mode or rocketbox.mode
     session = given if given is not None else rocketbox.sessions()
     unit = UnitOfWork(outbox=rocketbox.outbox, spec=spec,
-                      connection=session_connection(session.sync_session), mode="outbox",
+                      connection=session_connection(session.sync_session), mode=mode,
+                      publisher=rocketbox.publisher if mode == "half_first" else None,
                       celery_app=rocketbox.celery, session=session.sync_session)
     try:
         if not session.in_transaction():
