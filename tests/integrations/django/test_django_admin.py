@@ -7,6 +7,11 @@ with ``override_settings``.
 
 from __future__ import annotations
 
+# configures Django before the imports below
+from tests.integrations.django import django_site  # noqa: F401
+
+# isort: split
+
 import html
 import json
 from collections.abc import Iterator
@@ -28,7 +33,6 @@ from integrations.django.conf import reset, state
 from integrations.django.db import sqlalchemy_connection
 from outbox import publish
 from outbox.models import transaction_table as t
-from tests.integrations.django import django_site  # noqa: F401  (configures Django before the imports below)
 
 urlpatterns = [path("admin/", admin.site.urls)]
 

@@ -6,6 +6,11 @@ werkzeug's server around Django's ``WSGIHandler``.
 
 from __future__ import annotations
 
+# configures Django before the imports below
+from tests.integrations.django import django_site  # noqa: F401
+
+# isort: split
+
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +31,6 @@ from integrations.django.db import sqlalchemy_connection
 from outbox import migrate
 from outbox import publish as outbox_publish
 from outbox.at_commit import queued
-from tests.integrations.django import django_site  # noqa: F401  (configures Django before the imports below)
 from tests.integrations.django.django_site import TOPIC
 from tests.integrations.integrations_support import (
     Collector,

@@ -3,6 +3,11 @@
 
 from __future__ import annotations
 
+# configures Django before the imports below
+from tests.integrations.django import django_site  # noqa: F401
+
+# isort: split
+
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +18,6 @@ from django.test.utils import override_settings
 from integrations.django.conf import reset
 from integrations.django.management.commands.rocketbox_relay import Command as RelayCommand
 from outbox import migrate
-from tests.integrations.django import django_site  # noqa: F401  (configures Django before the imports below)
 from tests.support import free_port
 
 
