@@ -94,6 +94,8 @@ class RocketboxState:
     worker: Any = field(default=None, init=False)
     #: why the worker must stop with a failure (a lane or the responder died)
     fatal_error: str | None = field(default=None, init=False)
+    #: topics this worker's relays have relayed to: each new one is logged once
+    seen_topics: set[str] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
         self._publishers = ProcessPublishers(lambda: self.publisher_factory(self.outbox))
@@ -105,7 +107,8 @@ class RocketboxState:
     def relay(self, run_id: str | None = None) -> Relay:
         """A relay named after this worker and the run (its claims are its own)."""
         name = worker_id() + (f":{run_id}" if run_id else f":{threading.get_ident()}")
-        return Relay(self.outbox, self.publisher(), name=name[:255])
+        return Relay(self.outbox, self.publisher(), name=name[:255],
+                     seen_topics=self.seen_topics)
 
     def retry_delay(self, retries: int) -> float:
         return backoff_seconds(retries + 1, self.settings.retry_base, self.settings.retry_max,
