@@ -114,12 +114,14 @@ async def _run(rocketbox: Host, spec: MessageSpec, view: Callable[..., Any],
             await session.commit()
         except BaseException:
             await session.rollback()
+            if unit.tx_ids and mode == "half_first":  # halves sent before a failed commit
+                await asyncio.get_running_loop().run_in_executor(None, unit.after_rollback)
             raise
     finally:
         if given is None:
             await session.close()
-    if unit.tx_ids and rocketbox.outbox.on_commit is not None:
-        # the Celery enqueue may block on its broker: off the loop, like at_commit's hook
+    if unit.tx_ids and (mode == "half_first" or rocketbox.outbox.on_commit is not None):
+        # the Celery enqueue (or the halves' ends) may block on a broker: off the loop
         await asyncio.get_running_loop().run_in_executor(None, unit.after_commit)
     return value
 
