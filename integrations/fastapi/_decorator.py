@@ -42,6 +42,7 @@ from integrations._unit import (
 from integrations.fastapi._request import Host, request_session
 from outbox.config import Mode
 from outbox.errors import ConfigurationError, NoTransactionError
+from outbox.targets import HalfOutcome, OutgoingMessage
 
 __all__ = ["publish", "transactional_message"]
 
@@ -85,9 +86,14 @@ def _open(_session: Session, unit: UnitOfWork) -> None:
     unit.connection()  # refuses an autocommit database before the view writes
 
 
-def _close(_session: Session, unit: UnitOfWork, value: Any) -> None:
+def _close(_session: Session, unit: UnitOfWork, value: Any) -> list[OutgoingMessage]:
+    """The ``body=`` message, then (``half_first``) the halves to send."""
     unit.publish_result(value)
-    unit.before_commit()
+    return unit.halves_to_send()
+
+
+def _record(_session: Session, unit: UnitOfWork, results: list[HalfOutcome]) -> None:
+    unit.record_halves(results)
 
 
 async def _run(rocketbox: Host, spec: MessageSpec, view: Callable[..., Any],
@@ -99,6 +105,8 @@ async def _run(rocketbox: Host, spec: MessageSpec, view: Callable[..., Any],
                       connection=session_connection(session.sync_session), mode=mode,
                       publisher=rocketbox.publisher if mode == "half_first" else None,
                       celery_app=rocketbox.celery, session=session.sync_session)
+    loop = asyncio.get_running_loop()
+    committing = False
     try:
         if not session.in_transaction():
             await session.begin()
@@ -110,19 +118,25 @@ async def _run(rocketbox: Host, spec: MessageSpec, view: Callable[..., Any],
                                            rocketbox.rollback_on_error_status):
                     await session.rollback()
                     return value
-                await session.run_sync(_close, unit, value)
+                outgoing = await session.run_sync(_close, unit, value)
+                if outgoing:  # half_first: the broker round trip off the loop
+                    results = await loop.run_in_executor(None, unit.send_halves, outgoing)
+                    await session.run_sync(_record, unit, results)
+            committing = True
             await session.commit()
         except BaseException:
             await session.rollback()
-            if unit.tx_ids and mode == "half_first":  # halves sent before a failed commit
-                await asyncio.get_running_loop().run_in_executor(None, unit.after_rollback)
+            if not committing and unit.tx_ids and mode == "half_first":
+                # halves sent before the commit was reached: end them ROLLBACK (a failed
+                # commit may still have committed: its halves are left to the check-back)
+                await loop.run_in_executor(None, unit.after_rollback)
             raise
     finally:
         if given is None:
             await session.close()
     if unit.tx_ids and (mode == "half_first" or rocketbox.outbox.on_commit is not None):
         # the Celery enqueue (or the halves' ends) may block on a broker: off the loop
-        await asyncio.get_running_loop().run_in_executor(None, unit.after_commit)
+        await loop.run_in_executor(None, unit.after_commit)
     return value
 
 
