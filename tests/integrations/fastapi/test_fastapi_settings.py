@@ -65,6 +65,7 @@ def test_half_first_mode_and_max_body_size(tmp_path: Path, broker: BrokerLiteSer
             with engine.connect() as conn:
                 relayed = conn.execute(text("SELECT relayed_at FROM rocketbox_transaction"))
                 assert relayed.scalar() is not None
+            assert server.rocketbox_stalls() == [], server.report()  # the loop never waited
         # over max_body_size: refused at publish, naming the limit; nothing commits
         with serve_asgi(make_app(box, topic=topic, big_body=1000)) as server:
             assert http(server.address, "POST", "/orders", {"id": 3, "item": "big"})[0] == 500
