@@ -62,7 +62,7 @@ lint: venv
 	$(VENV)/bin/ruff check broker_lite outbox integrations spark migrations procgroup examples bench tests docs
 	$(VENV)/bin/mypy --strict broker_lite outbox spark integrations procgroup
 	$(VENV)/bin/mypy --strict -p examples.demo
-	MYPYPATH=tests $(VENV)/bin/mypy --strict bench
+	$(VENV)/bin/mypy --strict bench
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV_PY) -m pytest -q -p no:cacheprovider tests/test_target_seam.py  # no broker branch outside outbox/targets
 

@@ -31,7 +31,8 @@ from typing import Any
 from _chaos_cluster import READY_TIMEOUT, UNIT_TABLE, Cluster, python_env
 from _chaos_faults import Fault
 from _common import REPO_ROOT
-from support.commitlog import broker_records, commit_counts
+
+from tests.support.commitlog import broker_records, commit_counts
 
 __all__ = ["audit", "database_truth", "invariant", "timings"]
 

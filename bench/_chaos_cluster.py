@@ -31,17 +31,17 @@ import psycopg
 import redis
 from _common import REPO_ROOT
 from _latency_proxy import LatencyProxy
-from support.broker_server import BrokerLiteServer, start_broker_lite
-from support.servers import (
+
+from procgroup import Process
+from tests.support.broker_server import BrokerLiteServer, start_broker_lite
+from tests.support.servers import (
     LOOPBACK,
     PostgresServer,
     _postgres_account,
     free_port,
     start_postgres,
 )
-from support.waiting import wait_until
-
-from procgroup import Process
+from tests.support.waiting import wait_until
 
 __all__ = ["BROKER_DISK_MB", "Cluster", "Proxy", "Service", "cluster"]
 

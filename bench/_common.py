@@ -75,14 +75,15 @@ COMMIT_ENV = "ROCKETBOX_BENCH_COMMIT"
 
 
 def add_repository_paths() -> None:
-    """Let a script in bench/ import the repository's packages and tests/ (``support``).
+    """Let a script in bench/ import the repository's packages, the test helpers among them.
 
-    bench/ is ``sys.path[0]`` when a script runs; these go after it, so an
-    installed copy or ``PYTHONPATH`` (e.g. ``--at-commit``) still comes first.
+    The helpers are the package ``tests.support`` under the checkout's root (no
+    ``tests/`` on ``sys.path``). bench/ is ``sys.path[0]`` when a script runs; the
+    root goes after it, so an installed copy or ``PYTHONPATH`` (e.g.
+    ``--at-commit``) still comes first.
     """
-    for path in (str(REPO_ROOT), str(REPO_ROOT / "tests")):
-        if path not in sys.path:
-            sys.path.append(path)
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.append(str(REPO_ROOT))
 
 
 def auto_create_topics(source: Path | None = None) -> list[str]:

@@ -130,8 +130,9 @@ _ORDERS: Any = None
 
 
 def serve(app: Any) -> tuple[Any, int, threading.Thread]:
-    from support.servers import free_port
     from werkzeug.serving import WSGIRequestHandler, make_server
+
+    from tests.support.servers import free_port
 
     class Handler(WSGIRequestHandler):
         disable_nagle_algorithm = True

@@ -88,7 +88,8 @@ def make_app(url: str, orders: Any) -> Any:
 def serve_fastapi(url: str, orders: Any) -> tuple[int, Any]:
     """Serve the app with uvicorn in a thread; returns its port and a stop function."""
     import uvicorn
-    from support.servers import free_port
+
+    from tests.support.servers import free_port
 
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(make_app(url, orders),

@@ -85,8 +85,8 @@ def summarise(args: argparse.Namespace, tp: dict[str, list[dict[str, Any]]],
                      "driver": "asyncpg (LISTEN/NOTIFY)", "bus": "Redis stream (XADD)",
                      "handler": "async def relay(message: dict) -> dict: return message",
                      "tuning_rows": args.tune_rows, "tuning": trials},
-            "redis_persistence": "none (support.servers.start_redis)",
-            "postgres_settings": "support.servers.start_postgres: fsync=off, "
+            "redis_persistence": "none (tests.support.servers.start_redis)",
+            "postgres_settings": "tests.support.servers.start_postgres: fsync=off, "
                                  "synchronous_commit=off, full_page_writes=off",
         },
         "throughput": {"ours": tp_side(tp["ours"]) if tp["ours"] else None,

@@ -228,8 +228,8 @@ def prepare_schema(env: Env) -> None:
 def harness(work: Path, database: str) -> Iterator[Env]:
     """PostgreSQL (``database``, both outbox tables), Redis, broker_lite (async flush) and
     the Celery app that enqueues our sweeps, as an :class:`Env`; ``work`` holds their data."""
-    from support.broker_server import start_broker_lite
-    from support.servers import start_postgres, start_redis
+    from tests.support.broker_server import start_broker_lite
+    from tests.support.servers import start_postgres, start_redis
 
     with start_postgres() as pg, start_redis() as rds, \
             start_broker_lite(work / "broker", ["--flush", "async", "--log-level",

@@ -122,9 +122,9 @@ def round_trip_us(engine: Any) -> float:
 def measure_config(args: argparse.Namespace, config: str) -> dict[str, Any]:
     from _latency_proxy import LatencyProxy
     from sqlalchemy import create_engine, text
-    from support.servers import start_postgres
 
     from outbox import migrate
+    from tests.support.servers import start_postgres
 
     print(f"PostgreSQL configuration: {config}", flush=True)
     results: dict[str, Any] = {"cases": {}, "delay_us": DELAYS_US.get(config, 0)}

@@ -94,7 +94,7 @@ def versions() -> dict[str, str]:
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    from support.broker_server import start_broker_lite
+    from tests.support.broker_server import start_broker_lite
 
     say = print
     load_before = load_average()

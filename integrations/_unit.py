@@ -51,7 +51,7 @@ from outbox.errors import ConfigurationError, NoTransactionError, OutboxError
 from outbox.models import transaction_table as t
 from outbox.publish import publish as outbox_publish
 from outbox.serializers import to_body
-from outbox.targets import HalfStored, OutgoingMessage, Publisher, TxEnd, TxState
+from outbox.targets import HalfOutcome, HalfStored, OutgoingMessage, Publisher, TxEnd, TxState
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -223,8 +223,17 @@ class UnitOfWork:
 
     def before_commit(self) -> None:
         """``half_first``: send the halves now, and record them on the rows."""
+        outgoing = self.halves_to_send()
+        if outgoing:
+            self.record_halves(self.send_halves(outgoing))
+
+    # The three steps of before_commit, for a caller that must not block on the broker
+    # where it reads the database (FastAPI: the network step runs off the event loop).
+
+    def halves_to_send(self) -> list[OutgoingMessage]:
+        """``half_first``: the halves of this transaction's messages (database: its xid)."""
         if self.mode != "half_first" or not self._messages:
-            return
+            return []
         if self.publisher is None:
             raise ConfigurationError("half_first mode needs a broker publisher")
         conn = self.connection()
@@ -240,10 +249,19 @@ class UnitOfWork:
                 tx_id=sent.message.tx_id, topic=sent.message.topic, body=sent.message.body,
                 tag=sent.message.tag, keys=sent.message.keys,
                 message_group=sent.message.message_group, properties=properties))
+        return outgoing
+
+    def send_halves(self, outgoing: list[OutgoingMessage]) -> list[HalfOutcome]:
+        """Send ``outgoing`` to the broker (no database)."""
+        assert self.publisher is not None  # halves_to_send refused that
         try:
-            results = self.publisher().send_halves(outgoing)
+            return self.publisher().send_halves(outgoing)
         except OutboxError as exc:
             raise HalfFirstError(f"could not send the half message(s): {exc}") from exc
+
+    def record_halves(self, results: list[HalfOutcome]) -> None:
+        """Record each half on its row (database); a refused half ends the others."""
+        conn = self.connection()
         later = datetime.now(UTC) + timedelta(seconds=self.outbox.relay.sweep_after)
         for sent, result in zip(self._messages, results, strict=True):
             if isinstance(result, Exception):

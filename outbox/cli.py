@@ -17,7 +17,6 @@ options of the same meaning (keep secrets off the command line).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import logging
 import os
@@ -25,12 +24,11 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from broker_lite.extras import extra_for, needs_extra
 from outbox import cli_commands
-from outbox.cli_commands import CommandError, NotConnected
+from outbox.cli_commands import CommandError, NotConnected, describe_db_error
 from outbox.errors import ConfigurationError, OutboxError
 
 __all__ = ["build_parser", "describe_db_error", "main"]
@@ -286,25 +284,6 @@ def _version() -> str:
 
 
 # -- running --------------------------------------------------------------------------------
-
-
-def describe_db_error(exc: BaseException, url: str | None) -> str:
-    """``cannot connect to URL: reason`` from a driver error, password hidden."""
-    shown = url or "the database"
-    if url:
-        with contextlib.suppress(SQLAlchemyError):
-            shown = make_url(url).render_as_string(hide_password=True)
-    reason = str(getattr(exc, "orig", None) or exc)
-    lines = [line.strip() for line in reason.splitlines() if line.strip()]
-    reason = lines[0] if lines else type(exc).__name__
-    if "failed: " in reason:
-        reason = reason.rsplit("failed: ", 1)[1]
-    for prefix in ("FATAL:", "connection failed:"):
-        if reason.startswith(prefix):
-            reason = reason[len(prefix):].strip()
-    if len(reason) > 1 and reason[0].isupper() and reason[1].islower():
-        reason = reason[0].lower() + reason[1:]
-    return f"cannot connect to {shown}: {reason}"
 
 
 def _pass_through(command: str, argv: list[str]) -> int:

@@ -26,9 +26,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from sqlalchemy import Engine
+from sqlalchemy import Engine, make_url
 from sqlalchemy import inspect as inspect_db
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from outbox import migrate as migrations
 from outbox.config import Outbox
@@ -43,6 +43,7 @@ __all__ = [
     "build_outbox",
     "check_database",
     "checker",
+    "describe_db_error",
     "migrate",
     "open_engine",
     "relay",
@@ -76,6 +77,25 @@ class DatabaseNotReady(ConfigurationError):
     """
 
 
+def describe_db_error(exc: BaseException, url: str | None) -> str:
+    """``cannot connect to URL: reason`` from a driver error, password hidden."""
+    shown = url or "the database"
+    if url:
+        with contextlib.suppress(SQLAlchemyError):
+            shown = make_url(url).render_as_string(hide_password=True)
+    reason = str(getattr(exc, "orig", None) or exc)
+    lines = [line.strip() for line in reason.splitlines() if line.strip()]
+    reason = lines[0] if lines else type(exc).__name__
+    if "failed: " in reason:
+        reason = reason.rsplit("failed: ", 1)[1]
+    for prefix in ("FATAL:", "connection failed:"):
+        if reason.startswith(prefix):
+            reason = reason[len(prefix):].strip()
+    if len(reason) > 1 and reason[0].isupper() and reason[1].islower():
+        reason = reason[0].lower() + reason[1:]
+    return f"cannot connect to {shown}: {reason}"
+
+
 def check_database(engine: Engine, *, setting: str, migrate_with: str) -> None:
     """Fail at start unless ``engine``'s database answers and holds rocketbox's tables at
     the Alembic head this rocketbox ships (``migrate_with``: the command that fixes it).
@@ -83,7 +103,6 @@ def check_database(engine: Engine, *, setting: str, migrate_with: str) -> None:
     A database whose tables were made without Alembic (``metadata.create_all``)
     passes when every table is there.
     """
-    from outbox.cli import describe_db_error
     from outbox.models import metadata
 
     url = engine.url.render_as_string(hide_password=False)

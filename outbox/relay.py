@@ -124,11 +124,15 @@ _TX_STATES: dict[str, TxState] = {"COMMIT": "COMMIT", "ROLLBACK": "ROLLBACK"}
 class Relay:
     """Relays due rows of one outbox through a :class:`Publisher`."""
 
-    def __init__(self, outbox: Outbox, publisher: Publisher, *, name: str | None = None) -> None:
+    def __init__(self, outbox: Outbox, publisher: Publisher, *, name: str | None = None,
+                 seen_topics: set[str] | None = None) -> None:
         self.outbox = outbox
         self.publisher = publisher
         self.name = name or worker_id()
         self.settings = outbox.relay
+        #: topics relayed to (or tried) so far; a new one is logged once. Relays made one
+        #: after another by one worker share theirs (``seen_topics=``): once per worker.
+        self.seen_topics: set[str] = set() if seen_topics is None else seen_topics
 
     # -- 1. claim ------------------------------------------------------------
 
@@ -167,7 +171,7 @@ class Relay:
 
     def _send(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
               report: RelayReport) -> None:
-        _note_new_topics(rows)
+        _note_new_topics(rows, self.seen_topics)
         failed_groups: set[str] = set()
         # a row with a recorded half never gets a second one (RocketMQ stores every half)
         need_half = [r for r in rows if r.half_offset is None and r.half_message_id is None]
@@ -352,7 +356,8 @@ class Relay:
 
         others = [threading.Thread(target=run, name=f"rocketbox-drain-{lane}", daemon=True,
                                    args=(Relay(self.outbox, self.publisher,
-                                               name=f"{self.name}/{lane}"[:255]),))
+                                               name=f"{self.name}/{lane}"[:255],
+                                               seen_topics=self.seen_topics),))
                   for lane in range(1, lanes)]
         for thread in others:
             thread.start()
@@ -418,31 +423,24 @@ def _waves(ends: list[TxEnd], group_of: dict[str, str | None]) -> list[list[TxEn
     return waves
 
 
-#: topics this process has relayed to (or tried); a new one is logged once
-_seen_topics: set[str] = set()
-
-
-def _note_new_topics(rows: list[ClaimedRow]) -> None:
-    """Warn once per process for each topic it relays to the first time.
+def _note_new_topics(rows: list[ClaimedRow], seen: set[str]) -> None:
+    """Warn once for each topic not in ``seen`` (the relay's :attr:`Relay.seen_topics`).
 
     A typo in a topic name (``Oders``) is a new topic: on a broker that
     auto-creates topics it would silently become one. This line is the trace
     it leaves in the relay's log; ``broker-lite serve`` refuses unknown topics
     unless run with ``--auto-create-topics`` (docs/outbox.md).
     """
-    for topic in {row.topic for row in rows} - _seen_topics:
-        _seen_topics.add(topic)
+    for topic in {row.topic for row in rows} - seen:
+        seen.add(topic)
         log.warning("relaying to topic %r for the first time in this process; if that name "
                     "is a typo, the broker refuses it (unless it auto-creates topics)", topic,
                     extra={"topic": topic})
 
 
 def _observe_relayed(rows: list[ClaimedRow], outcomes: dict[str, Exception | None]) -> None:
-    """Commit-to-relayed latency for the Prometheus histogram, when metrics are installed."""
-    try:
-        from outbox.metrics import observe_relayed
-    except ImportError:  # pragma: no cover - the metrics module ships with the package
-        return
+    """Commit-to-relayed latency for the Prometheus histogram (:mod:`outbox.metrics`)."""
+    from outbox.metrics import observe_relayed  # on first use: prometheus_client loads late
     now = datetime.now(UTC)
     for row in rows:
         if row.tx_id in outcomes and outcomes[row.tx_id] is None:

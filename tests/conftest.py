@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import NoReturn, TypeVar
 
 import pytest
-from support import (
+
+from tests.support import (
     BrokerLiteServer,
     PostgresServer,
     RedisServer,

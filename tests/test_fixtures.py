@@ -11,7 +11,8 @@ import psycopg
 import pytest
 import redis
 import sqlalchemy
-from support import (
+
+from tests.support import (
     PostgresServer,
     ServerStartError,
     WaitTimeout,

@@ -62,6 +62,9 @@ def test_the_untouched_tree_keeps_every_contract(tmp_path: Path) -> None:
     # the outbox past the client's public names, into its plumbing
     ("outbox/_bad.py", "from broker_lite.client.loop_thread import LoopThread",
      "outbox._bad -> broker_lite.client.loop_thread"),
+    # ... which the contract named module by module, and missed this one
+    ("outbox/_bad.py", "from broker_lite.client.async_client import AsyncClient",
+     "outbox._bad -> broker_lite.client.async_client"),
     # an integration around the outbox
     ("integrations/_bad.py", "import broker_lite.client", "integrations._bad -> broker_lite"),
     # the library leaning on the checkout's process supervisor (not in the wheel)
@@ -77,6 +80,19 @@ def test_a_deliberately_bad_import_breaks_a_contract(tmp_path: Path, module: str
     assert result.returncode != 0
     assert "BROKEN" in result.stdout
     assert named in result.stdout, result.stdout
+
+
+@pytest.mark.timeout(300)
+def test_a_new_client_module_is_behind_the_public_api_without_listing_it(
+        tmp_path: Path) -> None:
+    tree = _copy_tree(tmp_path)
+    (tree / "broker_lite/client/fresh_part.py").write_text(
+        "from __future__ import annotations\n\nVALUE = 1\n")
+    (tree / "outbox/_bad.py").write_text(
+        "from __future__ import annotations\n\nfrom broker_lite.client.fresh_part import VALUE\n")
+    result = _lint(tree)
+    assert result.returncode != 0
+    assert "outbox._bad -> broker_lite.client.fresh_part" in result.stdout, result.stdout
 
 
 @pytest.mark.timeout(120)

@@ -21,9 +21,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from support.servers import REPO_ROOT
 
 from procgroup import Process
+from tests.support.servers import REPO_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import wait_until
 
 from procgroup import ExitedEarly, NotReady, Process
+from tests.support import wait_until
 
 PY = sys.executable
 

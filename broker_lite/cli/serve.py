@@ -19,12 +19,13 @@ import gc
 import logging
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from broker_lite.cli import serve_console
 from broker_lite.cli.arg_types import positive_float
-from broker_lite.core import BrokerConfig
+from broker_lite.core import Broker, BrokerConfig
 from broker_lite.core.acl import Acl, AclFileError
 from broker_lite.core.log_safe import escape_handlers
 from broker_lite.errors import BrokerError, ConfigurationError
@@ -260,7 +261,10 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, *, open_broker: Callable[[BrokerConfig], Broker] = Broker
+        ) -> int:
+    """``broker-lite serve``; ``open_broker`` opens the core (a test's fault hook passes its
+    own, e.g. tests/support/double_commit_broker.py)."""
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     escape_handlers()  # a client's "\n" in an id never forges a log line
@@ -290,7 +294,7 @@ def run(args: argparse.Namespace) -> int:
     console = serve_console.ConsoleProcess(command) if command is not None else None
     try:
         asyncio.run(serve(broker_config, server_config, acl=acl, ready=ready,
-                          grpc_config=grpc_config))
+                          grpc_config=grpc_config, open_broker=open_broker))
     except OSError as exc:
         return _fail(f"cannot start: {exc}", 1)
     except BrokerError as exc:

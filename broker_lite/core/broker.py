@@ -88,8 +88,15 @@ _NO_HOST = b"\x00" * 8
 _BORN_HOST_CACHE = 4096
 
 
+#: builds the broker's transaction service: :class:`TransactionService` itself, or a
+#: subclass of it (a test's fault, injected by construction)
+TransactionFactory = Callable[[MessageStore, BrokerConfig, ClientRegistry,
+                               Callable[[str, int], None]], TransactionService]
+
+
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, *,
+                 transactions: TransactionFactory = TransactionService) -> None:
         self.config = config
         root = Path(config.store.data_dir)
         self.store = MessageStore(config.store)
@@ -107,7 +114,7 @@ class Broker:
         self.clients = ClientRegistry(config.client_expiry)
         self.delays = DelayService(self.store, root / "delay_offsets.json",
                                    time_scale=config.delay_time_scale, notify=self._arrived)
-        self.transactions = TransactionService(self.store, config, self.clients, self._arrived)
+        self.transactions = transactions(self.store, config, self.clients, self._arrived)
         log.info("broker %s open on %s: log %d..%d, %d pending transactions",
                  config.broker_name, root, self.store.min_offset, self.store.max_offset,
                  self.transactions.pending_count)

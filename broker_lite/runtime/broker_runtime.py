@@ -84,8 +84,11 @@ class BrokerRuntime:
     """A running broker with its doors; start with :meth:`start`, end with :meth:`stop`."""
 
     def __init__(self, broker_config: BrokerConfig, server_config: ServerConfig, *,
-                 acl: Acl | None = None, grpc_config: GrpcDoorConfig | None = None) -> None:
+                 acl: Acl | None = None, grpc_config: GrpcDoorConfig | None = None,
+                 open_broker: Callable[[BrokerConfig], Broker] = Broker) -> None:
         self.broker_config = broker_config
+        #: opens the core (``Broker``; a test passes one built with a fault)
+        self.open_broker = open_broker
         self.server_config = server_config
         self.acl = acl
         self.grpc_config = grpc_config
@@ -116,7 +119,7 @@ class BrokerRuntime:
             self.native_address = format_address(sock)
             store = dataclasses.replace(self.broker_config.store, store_host=self.native_address)
             config = dataclasses.replace(self.broker_config, store=store)
-            self.broker = await asyncio.to_thread(Broker, config)
+            self.broker = await asyncio.to_thread(self.open_broker, config)
             hub = ArrivalHub(self._loop)
             self.broker.add_arrival_listener(hub.notify)
             self._ctx = ServerContext(broker=self.broker, config=cfg, acl=self.acl, hub=hub,
@@ -227,12 +230,15 @@ def _close_broker(broker: Broker) -> None:
 
 async def serve(broker_config: BrokerConfig, server_config: ServerConfig, *,
                 acl: Acl | None = None, ready: Callable[[str], None] = print,
-                grpc_config: GrpcDoorConfig | None = None) -> None:
+                grpc_config: GrpcDoorConfig | None = None,
+                open_broker: Callable[[BrokerConfig], Broker] = Broker) -> None:
     """Run a broker until SIGTERM or SIGINT, then shut it down gracefully.
 
-    ``ready`` receives the ready line once both doors listen.
+    ``ready`` receives the ready line once both doors listen; ``open_broker``
+    opens the core (see :class:`BrokerRuntime`).
     """
-    runtime = BrokerRuntime(broker_config, server_config, acl=acl, grpc_config=grpc_config)
+    runtime = BrokerRuntime(broker_config, server_config, acl=acl, grpc_config=grpc_config,
+                            open_broker=open_broker)
     loop = asyncio.get_running_loop()
     # Installed before start: a SIGTERM during recovery stops the broker right after.
     for sig in (signal.SIGTERM, signal.SIGINT):

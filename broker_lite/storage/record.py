@@ -73,7 +73,6 @@ __all__ = [
     "head_struct",
     "pack_host",
     "peek_route",
-    "read_header",
     "sysflag_name",
     "tag_hash",
     "verify_record",
@@ -227,12 +226,6 @@ class StoredRecord:
     @property
     def end_offset(self) -> int:
         return self.physical_offset + self.total_size
-
-
-def read_header(buf: Buffer, pos: int) -> tuple[int, int]:
-    """``(total_size, magic)`` at ``pos``; raises ``struct.error`` if out of bytes."""
-    total, magic = _TOTAL_MAGIC.unpack_from(buf, pos)
-    return int(total), int(magic)
 
 
 def _body_length_at(buf: Buffer, pos: int) -> int:

@@ -31,20 +31,18 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.core.signals import setting_changed
 
+from integrations._assembly import OutboxOptions, assemble
 from integrations.django.db import forget_engines, sqlalchemy_url
-from outbox.config import Outbox, RelaySettings
+from outbox.config import Outbox
 from outbox.errors import ConfigurationError
 from outbox.migrate import engine_for
-from outbox.serializers import JsonSerializer
 from outbox.targets import ProcessPublishers, Publisher
-from outbox.targets.address import parse_broker_address
 from outbox.targets.choose import publisher_for
-from outbox.validation import DEFAULT_MAX_BODY_SIZE
 
 if TYPE_CHECKING:
     from celery import Celery
 
-__all__ = ["DEFAULTS", "DjangoState", "options", "reset", "state"]
+__all__ = ["DEFAULTS", "DjangoState", "options", "reset", "startup_checks", "state"]
 
 DEFAULTS: dict[str, Any] = {
     "DATABASE": "default",
@@ -107,26 +105,23 @@ def _build() -> DjangoState:
     opts = options()
     url = opts["DATABASE_URL"] or sqlalchemy_url(opts["DATABASE"])
     engine = engine_for(url)
-    broker = str(parse_broker_address(opts["BROKER"], setting="ROCKETBOX['BROKER']"))
-    base = Outbox(engine=engine, broker=broker, producer_group=opts["PRODUCER_GROUP"],
-                  serializer=opts["SERIALIZER"] or JsonSerializer(),
-                  relay=opts["RELAY"] or RelaySettings(), mode=opts["MODE"],
-                  local_tx_timeout=float(opts["LOCAL_TX_TIMEOUT"]),
-                  access_key=opts["ACCESS_KEY"], secret_key=opts["SECRET_KEY"],
-                  max_body_size=(DEFAULT_MAX_BODY_SIZE if opts["MAX_BODY_SIZE"] is None
-                                 else int(opts["MAX_BODY_SIZE"])))
-    celery_broker = opts["CELERY_BROKER"]
-    if celery_broker is None:
-        celery_broker = "sqla+" + engine.url.render_as_string(hide_password=False)
-    outbox, celery = base, None
-    if celery_broker:
-        from outbox.celery import celery_on_commit, make_celery
+    built = assemble(engine, OutboxOptions(**{f.name: opts[f.name.upper()]
+                                              for f in dataclasses.fields(OutboxOptions)}),
+                     setting=lambda name: f"ROCKETBOX['{name}']")
+    return DjangoState(outbox=built.outbox, base_outbox=built.base_outbox, celery=built.celery,
+                       celery_broker=built.celery_broker, options=opts)
 
-        celery = make_celery(base, broker_url=celery_broker, backend_url=opts["CELERY_BACKEND"],
-                             settings=opts["CELERY_SETTINGS"])
-        outbox = dataclasses.replace(base, on_commit=celery_on_commit(celery))
-    return DjangoState(outbox=outbox, base_outbox=base, celery=celery,
-                       celery_broker=celery_broker or None, options=opts)
+
+def startup_checks(command: str, outbox: Any) -> None:
+    """The ``rocketbox_relay``/``rocketbox_checker`` start-up checks: the outbox's database
+    (reachable, migrated: named as ``DATABASES[alias]``, or ``ROCKETBOX['DATABASE_URL']``
+    when that is set) and the broker (:func:`outbox.cli_commands.startup_checks`)."""
+    from outbox.cli_commands import startup_checks as check  # the commands' imports, on use
+
+    opts = options()
+    setting = ("ROCKETBOX['DATABASE_URL']" if opts["DATABASE_URL"]
+               else f"DATABASES[{opts['DATABASE']!r}]")
+    check(command, outbox, db_setting=setting, migrate_with="manage.py migrate rocketbox")
 
 
 def state() -> DjangoState:

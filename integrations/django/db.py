@@ -27,7 +27,7 @@ from outbox.errors import ConfigurationError
 from outbox.sqlite import apply_pragmas
 
 __all__ = ["alembic_downgrade", "borrowed_engine", "sqlalchemy_connection", "sqlalchemy_url",
-           "startup_checks", "tune_sqlite_connection"]
+           "tune_sqlite_connection"]
 
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()
@@ -113,16 +113,3 @@ def forget_engines() -> None:
     """Drop the cached engines (settings changed, e.g. in tests)."""
     with _lock:
         _engines.clear()
-
-
-def startup_checks(command: str, outbox: Any) -> None:
-    """The ``rocketbox_relay``/``rocketbox_checker`` start-up checks: the outbox's database
-    (reachable, migrated: named as ``DATABASES[alias]``, or ``ROCKETBOX['DATABASE_URL']``
-    when that is set) and the broker (:func:`outbox.cli_commands.startup_checks`)."""
-    from integrations.django.conf import options
-    from outbox.cli_commands import startup_checks as check
-
-    opts = options()
-    setting = ("ROCKETBOX['DATABASE_URL']" if opts["DATABASE_URL"]
-               else f"DATABASES[{opts['DATABASE']!r}]")
-    check(command, outbox, db_setting=setting, migrate_with="manage.py migrate rocketbox")

@@ -25,7 +25,7 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from sqlalchemy.ext.asyncio import async_session
 from sqlalchemy.orm import Session
@@ -39,10 +39,10 @@ from integrations._unit import (
     running,
     session_connection,
 )
+from integrations.fastapi._request import Host, request_session
+from outbox.config import Mode
 from outbox.errors import ConfigurationError, NoTransactionError
-
-if TYPE_CHECKING:
-    from integrations.fastapi._extension import Rocketbox
+from outbox.targets import HalfOutcome, OutgoingMessage
 
 __all__ = ["publish", "transactional_message"]
 
@@ -50,13 +50,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def transactional_message(
-    rocketbox: Rocketbox, topic: str | None = None, *, tag: str | None = None,
+    rocketbox: Host, topic: str | None = None, *, tag: str | None = None,
     keys: Any = None, message_group: Any = None, headers: Mapping[str, Any] | None = None,
-    body: Callable[[Any], Any] | None = None,
+    mode: Mode | None = None, body: Callable[[Any], Any] | None = None,
 ) -> Callable[[F], F]:
     """Run the decorated ``async def`` view in one DB transaction with its messages."""
     spec = MessageSpec(topic=topic, tag=tag, keys=keys, message_group=message_group,
-                       headers=headers, body=body)
+                       headers=headers, mode=mode, body=body)
 
     def decorate(view: F) -> F:
         if not inspect.iscoroutinefunction(view):
@@ -86,20 +86,27 @@ def _open(_session: Session, unit: UnitOfWork) -> None:
     unit.connection()  # refuses an autocommit database before the view writes
 
 
-def _close(_session: Session, unit: UnitOfWork, value: Any) -> None:
+def _close(_session: Session, unit: UnitOfWork, value: Any) -> list[OutgoingMessage]:
+    """The ``body=`` message, then (``half_first``) the halves to send."""
     unit.publish_result(value)
-    unit.before_commit()
+    return unit.halves_to_send()
 
 
-async def _run(rocketbox: Rocketbox, spec: MessageSpec, view: Callable[..., Any],
+def _record(_session: Session, unit: UnitOfWork, results: list[HalfOutcome]) -> None:
+    unit.record_halves(results)
+
+
+async def _run(rocketbox: Host, spec: MessageSpec, view: Callable[..., Any],
                args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    from integrations.fastapi._extension import request_session
-
     given = request_session(rocketbox)
+    mode: Mode = spec.mode or rocketbox.mode
     session = given if given is not None else rocketbox.sessions()
     unit = UnitOfWork(outbox=rocketbox.outbox, spec=spec,
-                      connection=session_connection(session.sync_session), mode="outbox",
+                      connection=session_connection(session.sync_session), mode=mode,
+                      publisher=rocketbox.publisher if mode == "half_first" else None,
                       celery_app=rocketbox.celery, session=session.sync_session)
+    loop = asyncio.get_running_loop()
+    committing = False
     try:
         if not session.in_transaction():
             await session.begin()
@@ -111,17 +118,25 @@ async def _run(rocketbox: Rocketbox, spec: MessageSpec, view: Callable[..., Any]
                                            rocketbox.rollback_on_error_status):
                     await session.rollback()
                     return value
-                await session.run_sync(_close, unit, value)
+                outgoing = await session.run_sync(_close, unit, value)
+                if outgoing:  # half_first: the broker round trip off the loop
+                    results = await loop.run_in_executor(None, unit.send_halves, outgoing)
+                    await session.run_sync(_record, unit, results)
+            committing = True
             await session.commit()
         except BaseException:
             await session.rollback()
+            if not committing and unit.tx_ids and mode == "half_first":
+                # halves sent before the commit was reached: end them ROLLBACK (a failed
+                # commit may still have committed: its halves are left to the check-back)
+                await loop.run_in_executor(None, unit.after_rollback)
             raise
     finally:
         if given is None:
             await session.close()
-    if unit.tx_ids and rocketbox.outbox.on_commit is not None:
-        # the Celery enqueue may block on its broker: off the loop, like at_commit's hook
-        await asyncio.get_running_loop().run_in_executor(None, unit.after_commit)
+    if unit.tx_ids and (mode == "half_first" or rocketbox.outbox.on_commit is not None):
+        # the Celery enqueue (or the halves' ends) may block on a broker: off the loop
+        await loop.run_in_executor(None, unit.after_commit)
     return value
 
 

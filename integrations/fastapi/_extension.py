@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import URL
@@ -35,11 +33,16 @@ from sqlalchemy.exc import InvalidRequestError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
 
-from outbox.config import Outbox, RelaySettings
+from integrations._assembly import Assembly, OutboxOptions, base_outbox, with_celery
+from integrations.fastapi._decorator import transactional_message
+from integrations.fastapi._request import bind_request_session, request_session
+from outbox.config import Mode, Outbox, RelaySettings
 from outbox.errors import ConfigurationError
 from outbox.migrate import engine_for
 from outbox.migrate import sync_url as migrate_sync_url
-from outbox.serializers import JsonSerializer, Serializer
+from outbox.serializers import Serializer
+from outbox.targets import ProcessPublishers, Publisher
+from outbox.targets.choose import publisher_for
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -49,21 +52,10 @@ __all__ = ["Rocketbox", "request_session", "sync_url"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: the request's session, set by the :meth:`Rocketbox.session` dependency
-_request_session: ContextVar[tuple[Rocketbox, AsyncSession] | None] = ContextVar(
-    "rocketbox_request_session", default=None)
-
-
 def sync_url(url: str | URL) -> URL:
     """The sync twin of an async database URL (asyncpg/psycopg async: psycopg 3; aiosqlite:
     sqlite3), for the relay and the commands: :func:`outbox.migrate.sync_url`."""
     return migrate_sync_url(url, setting="database")
-
-
-def request_session(rocketbox: Rocketbox) -> AsyncSession | None:
-    """The session ``rocketbox.session`` gave the running request, if it did."""
-    bound = _request_session.get()
-    return bound[1] if bound is not None and bound[0] is rocketbox else None
 
 
 class Rocketbox:
@@ -73,15 +65,20 @@ class Rocketbox:
     ``engine_options`` go to ``create_async_engine``. ``celery_broker``
     ``None`` means kombu's SQLAlchemy transport on the database (``sqla+``
     and its sync URL), ``""`` no Celery (run the sweeper yourself), as in
-    the Flask integration. The other keywords are :class:`Outbox` 's.
+    the Flask integration. The other keywords are :class:`Outbox` 's, the
+    settings the Flask and Django integrations take too
+    (:class:`integrations._assembly.OutboxOptions`); ``mode="half_first"``
+    sends each message's half before the commit, as there.
     """
 
     def __init__(self, database: str | URL | AsyncEngine, *, broker: str = "127.0.0.1:10911",
-                 producer_group: str = "rocketbox", rollback_on_error_status: bool = True,
+                 producer_group: str = "rocketbox", mode: Mode = "outbox",
+                 rollback_on_error_status: bool = True,
                  serializer: Serializer | None = None, relay: RelaySettings | None = None,
                  local_tx_timeout: float = 60.0, celery_broker: str | None = None,
                  celery_backend: str | None = None, celery_settings: Any = None,
                  access_key: str | None = None, secret_key: str | None = None,
+                 max_body_size: int | None = None,
                  engine_options: Mapping[str, Any] | None = None) -> None:
         if isinstance(database, AsyncEngine):
             self.engine = database
@@ -101,47 +98,37 @@ class Rocketbox:
         self.rollback_on_error_status = rollback_on_error_status
         #: the outbox without ``on_commit`` (what the relay worker runs with), on the sync
         #: twin of the database (engines connect on first use, not here)
-        self.base_outbox = Outbox(
-            engine=engine_for(sync_url(self.engine.url)), broker=broker,
-            producer_group=producer_group, serializer=serializer or JsonSerializer(),
-            relay=relay or RelaySettings(), local_tx_timeout=local_tx_timeout,
-            access_key=access_key, secret_key=secret_key)
-        self._celery_settings = (celery_broker, celery_backend, celery_settings)
+        self.mode: Mode = mode
+        self._options = OutboxOptions(
+            broker=broker, producer_group=producer_group, mode=mode, serializer=serializer,
+            relay=relay, local_tx_timeout=local_tx_timeout, access_key=access_key,
+            secret_key=secret_key, max_body_size=max_body_size, celery_broker=celery_broker,
+            celery_backend=celery_backend, celery_settings=celery_settings)
+        self.base_outbox = base_outbox(engine_for(sync_url(self.engine.url)), self._options)
         self._lock = threading.Lock()
-        self._built: tuple[Outbox, Celery | None, str | None] | None = None
+        self._built: Assembly | None = None
+        self._publishers = ProcessPublishers(lambda: publisher_for(self.outbox))
 
     # -- the Celery side, made on first use ------------------------------------------
 
-    def _build(self) -> tuple[Outbox, Celery | None, str | None]:
+    def _build(self) -> Assembly:
         with self._lock:
             if self._built is None:
-                base = self.base_outbox
-                broker, backend, settings = self._celery_settings
-                if broker is None:
-                    broker = "sqla+" + base.engine.url.render_as_string(hide_password=False)
-                celery: Celery | None = None
-                outbox = base
-                if broker:
-                    from outbox.celery import celery_on_commit, make_celery
-
-                    celery = make_celery(base, broker_url=broker, backend_url=backend,
-                                         settings=settings)
-                    outbox = dataclasses.replace(base, on_commit=celery_on_commit(celery))
-                self._built = (outbox, celery, broker or None)
+                self._built = with_celery(self.base_outbox, self._options)
             return self._built
 
     @property
     def outbox(self) -> Outbox:
         """The outbox views publish to (``on_commit`` enqueues the relay task)."""
-        return self._build()[0]
+        return self._build().outbox
 
     @property
     def celery(self) -> Celery | None:
-        return self._build()[1]
+        return self._build().celery
 
     @property
     def celery_broker(self) -> str | None:
-        return self._build()[2]
+        return self._build().celery_broker
 
     # -- in the app ----------------------------------------------------------------------
 
@@ -153,19 +140,23 @@ class Rocketbox:
         is left open is rolled back when the request ends).
         """
         async with self.sessions() as session:
-            _request_session.set((self, session))  # the request's task ends with it
+            bind_request_session(self, session)
             yield session
 
     def transactional_message(self, topic: str | None = None, *, tag: str | None = None,
                               keys: Any = None, message_group: Any = None,
                               headers: Mapping[str, Any] | None = None,
+                              mode: Mode | None = None,
                               body: Callable[[Any], Any] | None = None
                               ) -> Callable[[F], F]:
         """The decorator (see :mod:`integrations.fastapi._decorator`)."""
-        from integrations.fastapi._decorator import transactional_message
-
         return transactional_message(self, topic, tag=tag, keys=keys,
-                                     message_group=message_group, headers=headers, body=body)
+                                     message_group=message_group, headers=headers, mode=mode,
+                                     body=body)
+
+    def publisher(self) -> Publisher:
+        """The broker seam for ``half_first`` mode, one per process (made on first use)."""
+        return self._publishers.get()
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _app: Any) -> AsyncIterator[None]:
@@ -182,3 +173,4 @@ class Rocketbox:
         """Dispose the engines (the sync one in a thread: it may close connections)."""
         await self.engine.dispose()
         await asyncio.to_thread(self.base_outbox.engine.dispose)
+        await asyncio.to_thread(self._publishers.close)

@@ -16,7 +16,7 @@ from flask.cli import with_appcontext
 from rich.console import Console
 from sqlalchemy.exc import DBAPIError
 
-from integrations.flask._extension import state_for
+from integrations.flask._state import state_for
 from outbox.config import Outbox
 from outbox.errors import ConfigurationError, OutboxError
 
@@ -46,7 +46,7 @@ def migrate_command(revision: str, sql: bool) -> None:
     except OutboxError as exc:
         raise _fail(exc) from exc
     except DBAPIError as exc:
-        from outbox.cli import describe_db_error
+        from outbox.cli_commands import describe_db_error
 
         raise _SettingsError("ROCKETBOX_DATABASE: " + describe_db_error(
             exc, engine.url.render_as_string(hide_password=False))) from None

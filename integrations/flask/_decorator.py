@@ -36,7 +36,7 @@ from integrations._unit import (
     running,
     session_connection,
 )
-from integrations.flask._extension import FlaskState, state_for
+from integrations.flask._state import FlaskState, state_for
 from outbox.config import Mode
 
 __all__ = ["transactional_message"]

@@ -8,10 +8,10 @@ broker's check-backs for the outbox's producer group reach it. A broker that
 is down at start-up is retried in the background; the worker starts anyway.
 A responder that dies (or stops while the worker runs) is a fatal error: the
 worker stops and exits with status 1
-(:meth:`~outbox.celery.app.RocketboxState.report_fatal`).
+(:meth:`~outbox.celery.state.RocketboxState.report_fatal`).
 
 :class:`SuperviseStep` (always added) records the running worker in the
-app's :class:`~outbox.celery.app.RocketboxState`, so that
+app's :class:`~outbox.celery.state.RocketboxState`, so that
 :func:`~outbox.celery.worker.run_worker` can return the worker's own exit
 status (Celery's ``worker_main`` drops it: a worker stopped by an
 ``Unrecoverable error`` used to exit with 0).
@@ -25,7 +25,7 @@ from typing import Any
 
 from celery import bootsteps
 
-from outbox.celery.app import RocketboxState, rocketbox_state
+from outbox.celery.state import RocketboxState, rocketbox_state
 from outbox.checker import run_checker
 
 __all__ = ["CheckbackStep", "SuperviseStep"]

@@ -34,6 +34,8 @@ from collections.abc import Callable, Sequence
 
 from celery import Celery
 
+from outbox.celery.listen import can_listen, notify
+from outbox.celery.state import rocketbox_state
 from outbox.celery.tasks import RELAY_TASK
 
 __all__ = ["CoalescingHook", "celery_on_commit"]
@@ -50,9 +52,6 @@ def celery_on_commit(app: Celery, *,
     ``window`` (seconds) defaults to the app's ``CelerySettings.enqueue_window``;
     0 enqueues one task per commit.
     """
-    from outbox.celery.app import rocketbox_state
-    from outbox.celery.listen import can_listen, notify
-
     state = rocketbox_state(app)
     window = state.settings.enqueue_window if window is None else window
     chunk = state.outbox.relay.batch_size

@@ -40,7 +40,7 @@ from typing import Any
 from celery import bootsteps
 from sqlalchemy import Engine
 
-from outbox.celery.app import RocketboxState, rocketbox_state
+from outbox.celery.state import RocketboxState, rocketbox_state
 from outbox.celery.tasks import TRANSIENT_ERRORS
 
 __all__ = ["CHANNEL", "ListenStep", "Listener", "can_listen", "notify"]

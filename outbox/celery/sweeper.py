@@ -49,8 +49,8 @@ from celery import bootsteps
 from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import ProgrammingError
 
-from outbox.celery.app import RocketboxState, rocketbox_state
 from outbox.celery.faults import classify
+from outbox.celery.state import RocketboxState, rocketbox_state
 from outbox.celery.tasks import TRANSIENT_ERRORS
 from outbox.models import transaction_table as t
 from outbox.relay import RelayReport

@@ -29,8 +29,8 @@ from typing import Any
 from celery import Celery
 from sqlalchemy.exc import OperationalError
 
-from outbox.celery.app import RocketboxState, rocketbox_state
 from outbox.celery.faults import classify
+from outbox.celery.state import RocketboxState, rocketbox_state
 from outbox.ending import END_TRANSACTION_TASK, mark_ended
 from outbox.errors import RelayError
 from outbox.relay import RelayReport

@@ -11,8 +11,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from broker_lite.client.admin import names as n
-from outbox.console.app import confirm_or_run, console_of, parse_input, render
 from outbox.console.broker_view import browse_rows, dead_letter_groups, group_views, is_internal
+from outbox.console.handlers import confirm_or_run, console_of, parse_input, render
 
 __all__ = ["ROUTES"]
 

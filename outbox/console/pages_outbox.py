@@ -12,9 +12,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from outbox.console.app import confirm_or_run, console_of, parse_input, render
 from outbox.console.audit_view import read_audit
 from outbox.console.broker_view import message_row
+from outbox.console.handlers import confirm_or_run, console_of, parse_input, render
 from outbox.console.rows import ROW_STATES, RowFilter, list_rows, one_row
 from outbox.console.trace import build_trace
 from outbox.replay import replay

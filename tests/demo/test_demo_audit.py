@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from demo_support import processes_mentioning
 from rich.console import Console
-from support import start_broker_lite
+
+from tests.demo.demo_support import processes_mentioning
+from tests.support import start_broker_lite
 
 REPO = Path(__file__).resolve().parents[2]
 LAST_LINE = re.compile(r"demo: committed=(\d+) rolled_back=(\d+) consumed=(\d+) divergences=0$")

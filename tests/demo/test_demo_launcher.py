@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from demo_support import processes_mentioning
-from support import wait_until
 
 from outbox.demo import NEEDS_CHECKOUT, find_checkout
+from tests.demo.demo_support import processes_mentioning
+from tests.support import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from demo_support import processes_mentioning
+
+from tests.demo.demo_support import processes_mentioning
 
 REPO = Path(__file__).resolve().parents[2]
 LAST_LINE = re.compile(r"demo: committed=(\d+) rolled_back=(\d+) consumed=(\d+) divergences=0$")

@@ -25,9 +25,8 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from support import wait_until
-
 from procgroup import Process
+from tests.support import wait_until
 
 __all__ = ["Finished", "ShellSession"]
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from doc_blocks import UnlabelledShell, doc_files, mark_problem, parse
-from test_doc_commands import classify, redirect_target, shown_matches
+
+from tests.docs.doc_blocks import UnlabelledShell, doc_files, mark_problem, parse
+from tests.docs.test_doc_commands import classify, redirect_target, shown_matches
 
 PAGE = '''# A page
 
@@ -121,8 +122,8 @@ def test_pages_found_include_every_docs_page(tmp_path: Path) -> None:
 
 
 def _run_page(tmp_path: Path, text: str) -> None:
-    from doc_session import ShellSession
-    from test_doc_commands import PageRun, session_env
+    from tests.docs.doc_session import ShellSession
+    from tests.docs.test_doc_commands import PageRun, session_env
 
     page = tmp_path / "page.md"
     page.write_text(text)

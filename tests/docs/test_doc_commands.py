@@ -42,9 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from doc_blocks import Block, Command, doc_files, mark_problem, parse
-from doc_session import Finished, ShellSession, alive
-from support import wait_until
+
+from tests.docs.doc_blocks import Block, Command, doc_files, mark_problem, parse
+from tests.docs.doc_session import Finished, ShellSession, alive
+from tests.support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(sys.prefix)

@@ -15,10 +15,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
-from support import PostgresServer, start_broker_lite, wait_until
-from support.http import http as http  # re-exported for the tests
 
 from procgroup import Process
+from tests.support import PostgresServer, start_broker_lite, wait_until
+from tests.support.http import http as http  # re-exported for the tests
 
 REPO = Path(__file__).resolve().parents[2]
 FLASK = Path(sys.executable).with_name("flask")

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from examples_support import (
+from sqlalchemy import create_engine, text
+
+from tests.examples.examples_support import (
     READY_TIMEOUT,
     example_env,
     http,
@@ -24,8 +26,7 @@ from examples_support import (
     start_shop,
     wait_reserved,
 )
-from sqlalchemy import create_engine, text
-from support import BrokerLiteServer, PostgresServer, wait_until
+from tests.support import BrokerLiteServer, PostgresServer, wait_until
 
 PY = sys.executable
 MANAGE = [PY, "-m", "examples.django_shop.manage"]

@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from examples_support import (
+
+from integrations.fastapi import sync_url
+from tests.examples.examples_support import (
     example_env,
     http,
     order_from_the_shop,
@@ -18,9 +20,7 @@ from examples_support import (
     start_shop,
     wait_reserved,
 )
-from support import BrokerLiteServer, PostgresServer, wait_until
-
-from integrations.fastapi import sync_url
+from tests.support import BrokerLiteServer, PostgresServer, wait_until
 
 PY = sys.executable
 SHOP = "examples.fastapi_shop.run"

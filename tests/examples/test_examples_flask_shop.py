@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from examples_support import (
+
+from tests.examples.examples_support import (
     FLASK,
     example_env,
     order_from_the_shop,
@@ -17,7 +18,7 @@ from examples_support import (
     start_shop,
     wait_reserved,
 )
-from support import BrokerLiteServer, PostgresServer, wait_until
+from tests.support import BrokerLiteServer, PostgresServer, wait_until
 
 PY = sys.executable
 SHOP = "examples.flask_shop.run"

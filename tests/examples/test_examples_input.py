@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from examples_support import example_env, run, running
 from sqlalchemy import create_engine, text
+
+from tests.examples.examples_support import example_env, run, running
 
 PY = sys.executable
 BIG = 5 * 1024 * 1024

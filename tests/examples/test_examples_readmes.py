@@ -20,9 +20,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from examples_support import READY_TIMEOUT, REPO, example_env, running
 from sqlalchemy import create_engine, text
-from support import free_port, wait_until
+
+from tests.examples.examples_support import READY_TIMEOUT, REPO, example_env, running
+from tests.support import free_port, wait_until
 
 #: the long-running parts, by their command line, and what each prints once it is ready
 READY = [(r"broker_lite serve", r"broker_lite ready"),

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from examples_support import FLASK, example_env
-from support import free_port
+
+from tests.examples.examples_support import FLASK, example_env
+from tests.support import free_port
 
 PY = sys.executable
 

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from integrations_support import FAST_BROKER
-from support import BrokerLiteServer, start_broker_lite
 
 from outbox import migrate
+from tests.integrations.integrations_support import FAST_BROKER
+from tests.support import BrokerLiteServer, start_broker_lite
 
 
 @pytest.fixture

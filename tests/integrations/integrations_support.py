@@ -19,15 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, select
-from support.commitlog import broker_records as broker_records  # re-exported
-from support.commitlog import commit_counts as commit_counts  # re-exported
-from support.http import http as http  # re-exported for the tests
-from support.publishers import drain
-from support.recorder import Collector as Collector  # re-exported
 from werkzeug.serving import make_server
 
 from outbox import Outbox
 from outbox.models import transaction_table as t
+from tests.support.commitlog import broker_records as broker_records  # re-exported
+from tests.support.commitlog import commit_counts as commit_counts  # re-exported
+from tests.support.http import http as http  # re-exported for the tests
+from tests.support.publishers import drain
+from tests.support.recorder import Collector as Collector  # re-exported
 
 FAST_BROKER = ("--tx-timeout", "1", "--tx-check-interval", "0.3")
 

@@ -32,11 +32,11 @@ for _helpers in (_TESTS / "broker_lite" / "server", _TESTS / "broker_lite" / "gr
         sys.path.insert(0, str(_helpers))
 
 from server_wire import WireClient, signed_hello  # noqa: E402
-from support import BrokerLiteServer, broker_starter  # noqa: E402
 
 from broker_lite.errors import ResponseCode  # noqa: E402
 from broker_lite.protocol import FrameKind, RequestCode, decode, encode  # noqa: E402
 from broker_lite.protocol import messages as m  # noqa: E402
+from tests.support import BrokerLiteServer, broker_starter  # noqa: E402
 
 SECRETS = {"root": "root-secret", "app": "app-secret", "inv": "inv-secret",
            "alice": "alice-secret", "bob": "bob-secret"}

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 from sqlalchemy import create_engine
-from support import BrokerLiteServer
 
 from outbox.config import Outbox
 from outbox.errors import ConfigurationError
 from outbox.migrate import upgrade
 from outbox.targets import broker_lite_checkback
+from tests.support import BrokerLiteServer
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import wait_until
 
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
+from tests.support import wait_until
 
 
 def _check(path: Path) -> subprocess.CompletedProcess[str]:

@@ -13,10 +13,10 @@ from rocketmq import FilterExpression, Producer, SimpleConsumer, TransactionReso
 from rocketmq.grpc_protocol import Code
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
-from support import BrokerLiteServer, wait_until
 
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
+from tests.support import BrokerLiteServer, wait_until
 
 pytestmark = pytest.mark.grpc
 

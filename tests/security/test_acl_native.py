@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support import wait_until
 
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
+from tests.support import wait_until
 
 SECRET = b"SECRET-ORDER card=4111111111111111"
 

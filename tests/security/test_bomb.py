@@ -24,12 +24,19 @@ import lz4.frame
 import pytest
 import zstandard
 from rocketmq.grpc_protocol import Code, definition_pb2, service_pb2
-from support import broker_records, wait_until
-from support import rocketmq_log as rmq
-from support.attack import SECRETS, acl_broker, grpc_metadata, peak_rss_bytes, raw_grpc, rss_bytes
 
 from broker_lite.client import Message, Producer
 from broker_lite.errors import NoPermissionError
+from tests.support import broker_records, wait_until
+from tests.support import rocketmq_log as rmq
+from tests.support.attack import (
+    SECRETS,
+    acl_broker,
+    grpc_metadata,
+    peak_rss_bytes,
+    raw_grpc,
+    rss_bytes,
+)
 
 pytestmark = pytest.mark.grpc
 

@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select, update
-from support import start_broker_lite, wait_until
-from support.browser import chromium
-from support.sqlite import sqlite_outbox_engine
 
 from outbox import Outbox, publish
 from outbox.console import ConsoleConfig, ConsoleThread
 from outbox.models import transaction_table as t
+from tests.support import start_broker_lite, wait_until
+from tests.support.browser import chromium
+from tests.support.sqlite import sqlite_outbox_engine
 
 pytestmark = pytest.mark.timeout(180)
 

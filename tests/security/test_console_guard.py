@@ -22,14 +22,14 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, select, update
-from support import BrokerLiteServer, start_broker_lite, wait_until
-from support.attack import ACCOUNTS, SECRETS
-from support.sqlite import sqlite_outbox_engine
-from support.web_client import NO_ORIGIN, WebSession, basic_auth, csrf_of
 
 from outbox import Outbox, publish
 from outbox.console import ConsoleConfig, ConsoleThread
 from outbox.models import transaction_table as t
+from tests.support import BrokerLiteServer, start_broker_lite, wait_until
+from tests.support.attack import ACCOUNTS, SECRETS
+from tests.support.sqlite import sqlite_outbox_engine
+from tests.support.web_client import NO_ORIGIN, WebSession, basic_auth, csrf_of
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
-from support import start_broker_lite, wait_until
 
 from broker_lite.client import Admin, Message, Producer, PullConsumer
+from tests.support import start_broker_lite, wait_until
 
 pytestmark = [pytest.mark.grpc,
               pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser"),

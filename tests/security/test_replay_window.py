@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 from rocketmq.grpc_protocol import Code, definition_pb2, service_pb2
-from support.attack import acl_broker, grpc_metadata, raw_grpc
+
+from tests.support.attack import acl_broker, grpc_metadata, raw_grpc
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(120)]
 

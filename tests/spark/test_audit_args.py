@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from audit_seed import sqlite_engine, write_status
-from support import PostgresServer
 
 from spark.audit_job import main as audit_main
+from tests.spark.audit_seed import sqlite_engine, write_status
+from tests.support import PostgresServer
 
 pytestmark = pytest.mark.spark
 

@@ -11,7 +11,12 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
-from audit_seed import (
+from bs4 import BeautifulSoup
+
+from broker_lite.storage.properties import TRANSACTION_CHECK_TIMES as CHECK_TIMES
+from outbox.cli import main as rocketbox_main
+from spark.audit_job import main as audit_main
+from tests.spark.audit_seed import (
     ago,
     broker_seed,
     relayed_row,
@@ -20,11 +25,6 @@ from audit_seed import (
     utcnow,
     write_status,
 )
-from bs4 import BeautifulSoup
-
-from broker_lite.storage.properties import TRANSACTION_CHECK_TIMES as CHECK_TIMES
-from outbox.cli import main as rocketbox_main
-from spark.audit_job import main as audit_main
 
 pytestmark = pytest.mark.spark
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from audit_seed import broker_seed, sqlite_engine, status_row, utcnow, write_status
 
 from spark.audit_job import main as audit_main
+from tests.spark.audit_seed import broker_seed, sqlite_engine, status_row, utcnow, write_status
 
 pytestmark = pytest.mark.spark
 

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from audit_seed import broker_seed, relayed_row, sqlite_engine, utcnow, write_status
 from sqlalchemy import create_engine
-from support import PostgresServer
 
 from broker_lite.storage.record import HEADER_SIZE
 from spark.audit_job import main as audit_main
 from spark.status_source import JdbcSource, read_status
+from tests.spark.audit_seed import broker_seed, relayed_row, sqlite_engine, utcnow, write_status
+from tests.support import PostgresServer
 
 pytestmark = pytest.mark.spark
 

@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, create_engine, select, text, update
 from sqlalchemy.orm import Session
-from support import BrokerLiteServer, PostgresServer, free_port
-from support.publishers import drain
 
 from outbox import Outbox, RelaySettings, publish
 from outbox.models import metadata
 from outbox.models import transaction_table as t
 from spark.audit_job import main as audit_main
+from tests.support import BrokerLiteServer, PostgresServer, free_port
+from tests.support.publishers import drain
 
 pytestmark = pytest.mark.spark
 

@@ -22,14 +22,14 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, Engine, delete, select, update
 from sqlalchemy.orm import Session
-from support import BrokerLiteServer, double_commit_broker, start_broker_lite, wait_until
-from support.publishers import drain
-from support.sqlite import sqlite_outbox_engine
 
 from broker_lite.client import LocalTransactionState, ReceivedMessage, TransactionProducer
 from outbox import Outbox, RelaySettings, publish
 from outbox.models import transaction_table as t
 from spark.audit_job import main as audit_main
+from tests.support import BrokerLiteServer, double_commit_broker, start_broker_lite, wait_until
+from tests.support.publishers import drain
+from tests.support.sqlite import sqlite_outbox_engine
 
 pytestmark = pytest.mark.spark
 

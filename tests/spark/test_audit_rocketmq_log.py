@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from audit_seed import sqlite_engine, status_row, utcnow, write_status
-from support import rocketmq_log as rmq
 
 from spark.audit_job import main as audit_main
 from spark.commitlog_source import SPLIT_CONF
+from tests.spark.audit_seed import sqlite_engine, status_row, utcnow, write_status
+from tests.support import rocketmq_log as rmq
 
 pytestmark = pytest.mark.spark
 

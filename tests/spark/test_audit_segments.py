@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from audit_seed import broker_seed
 
 from spark.segments import PROBLEM, RECORD_FIELDS, decode_segment, decode_split
+from tests.spark.audit_seed import broker_seed
 
 pytestmark = pytest.mark.spark
 

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import free_port
 
 from procgroup import Process
+from tests.support import free_port
 
 pytestmark = pytest.mark.spark
 

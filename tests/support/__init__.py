@@ -1,8 +1,9 @@
 """Test support: real servers on free loopback ports, and polling with deadlines.
 
-``tests/`` has no ``__init__.py``, so pytest puts ``tests/`` itself on
-``sys.path`` when it loads ``tests/conftest.py``; import these helpers as
-``from support import ...`` (or from one of its modules).
+``tests/`` and every directory below it are packages, found from the
+checkout's root (pytest's ``pythonpath``); import these helpers as
+``from tests.support import ...`` (or from one of its modules), never as a
+top-level ``support`` (see tests/README.md).
 """
 
 from __future__ import annotations

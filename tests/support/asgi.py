@@ -37,7 +37,7 @@ from typing import Any
 from sqlalchemy import create_engine, text
 
 from outbox import migrate
-from support.waiting import wait_until
+from tests.support.waiting import wait_until
 
 __all__ = ["AsgiServer", "Stall", "async_database", "serve_asgi"]
 

@@ -1,6 +1,6 @@
 """Start a real ``broker_lite serve`` on ports it picks, and always stop it.
 
-Like the servers of :mod:`support.servers`: a context manager starts the broker
+Like the servers of :mod:`tests.support.servers`: a context manager starts the broker
 in its own process group, waits for its ready line (never a bare sleep),
 yields a :class:`BrokerLiteServer`, and on exit stops the whole group.
 """
@@ -77,7 +77,7 @@ def start_broker_lite(
     The command is ``python -m broker_lite serve --data-dir D --port 0
     --grpc-port 0 --auto-create-topics *extra_args``; ``command`` replaces the ``python -m
     broker_lite`` part (a stand-in in tests of this helper, or a broker with a test
-    hook: :mod:`support.double_commit_broker`). The broker's stdout and stderr go to
+    hook: :mod:`tests.support.double_commit_broker`). The broker's stdout and stderr go to
     temp files deleted on exit; ``data_dir`` is the caller's and is kept.
 
     Raises:

@@ -4,21 +4,26 @@
 
 It models a broker that committed one transaction twice, which the consistency
 audit must report as ``duplicate`` (tests/spark). The production broker has no
-such switch: this process swaps in :class:`DoubleCommitTransactions` (a
-``TransactionService`` subclass) where the core builds its transaction service,
-then runs the ordinary ``broker_lite`` command line. Each doubled commit logs
-``fault hook: commit of TX written twice`` at WARNING; clients still get the
-first record's offsets. Use it through ``start_broker_lite(command=command(N))``.
+such switch: this process runs the ordinary ``broker-lite serve`` command line
+with a core built around :class:`DoubleCommitTransactions` (a
+``TransactionService`` subclass), passed by construction
+(``Broker(config, transactions=...)``, ``serve.run(args, open_broker=...)``).
+Each doubled commit logs ``fault hook: commit of TX written twice`` at
+WARNING; clients still get the first record's offsets. Use it through
+``start_broker_lite(command=command(N))``.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from broker_lite import cli
-from broker_lite.core import broker as core_broker
+from broker_lite.cli import serve
+from broker_lite.core import Broker, BrokerConfig
 from broker_lite.core.transactions import HalfEntry, TransactionService
 
 __all__ = ["DoubleCommitTransactions", "command"]
@@ -36,8 +41,10 @@ def command(every: int) -> list[str]:
 class DoubleCommitTransactions(TransactionService):
     """Writes the commit record of every ``every``-th commit of this process twice."""
 
-    every = 0
-    _written = 0  # commit records this process wrote (not counting the doubles)
+    def __init__(self, *args: Any, every: int) -> None:
+        super().__init__(*args)
+        self.every = every
+        self._written = 0  # commit records this broker wrote (not counting the doubles)
 
     def _write_commit(self, entry: HalfEntry, copy_offset: int) -> int:
         end_offset = super()._write_commit(entry, copy_offset)
@@ -52,9 +59,18 @@ class DoubleCommitTransactions(TransactionService):
 
 
 def main(argv: list[str]) -> int:
-    DoubleCommitTransactions.every = int(argv[0])
-    core_broker.TransactionService = DoubleCommitTransactions  # type: ignore[misc]
-    return cli.main(argv[1:])
+    every = int(argv[0])
+
+    def open_broker(config: BrokerConfig) -> Broker:
+        """The core ``broker-lite serve`` opens, with the doubling transaction service."""
+        return Broker(config, transactions=functools.partial(DoubleCommitTransactions,
+                                                             every=every))
+
+    args = cli.build_parser().parse_args(argv[1:])
+    if args.handler is not serve.run:
+        raise SystemExit(f"double_commit_broker: only 'serve', not {argv[1:2]}")
+    code: int = serve.run(args, open_broker=open_broker)
+    return code
 
 
 if __name__ == "__main__":

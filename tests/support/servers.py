@@ -1,5 +1,5 @@
 """Start real servers on free loopback ports, and always clean them up: PostgreSQL and
-Redis here, broker_lite in :mod:`support.broker_server`.
+Redis here, broker_lite in :mod:`tests.support.broker_server`.
 
 Each ``start_*`` function is a context manager. On entry it starts one server
 in its own process group, polls until the server answers (never a bare

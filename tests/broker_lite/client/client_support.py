@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import support
-from support import wait_until
-from support.recorder import Recorder as Recorder  # re-exported
-
 from broker_lite.client import PullConsumer, ReceivedMessage
+from tests import support
+from tests.support import wait_until
+from tests.support.recorder import Recorder as Recorder  # re-exported
 
 __all__ = ["FAST_BROKER", "Recorder", "StartBroker", "drain"]
 

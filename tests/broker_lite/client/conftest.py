@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from client_support import FAST_BROKER, StartBroker
-from support import BrokerLiteServer, broker_starter
+
+from tests.broker_lite.client.client_support import FAST_BROKER, StartBroker
+from tests.support import BrokerLiteServer, broker_starter
 
 
 @pytest.fixture

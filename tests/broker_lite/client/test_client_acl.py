@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from client_support import StartBroker, drain
 
 from broker_lite.client import Message, Producer, PullConsumer
 from broker_lite.errors import NoPermissionError, UnauthorizedError
+from tests.broker_lite.client.client_support import StartBroker, drain
 
 ACL = {"accounts": [
     {"access_key": "writer", "secret_key": "w-secret", "topic_perms": {"Orders": "PUB"},

@@ -8,9 +8,9 @@ import subprocess
 import sys
 
 import pytest
-from support import BrokerLiteServer, free_port
 
 from broker_lite.client import Message, Producer
+from tests.support import BrokerLiteServer, free_port
 
 
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

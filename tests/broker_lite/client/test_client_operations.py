@@ -13,8 +13,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from client_support import StartBroker
-from support import BrokerLiteServer, wait_until
 
 from broker_lite.client import (
     Admin,
@@ -28,6 +26,8 @@ from broker_lite.client import (
 )
 from broker_lite.core.transactions import FROM_CHECK
 from broker_lite.errors import MessageNotFoundError, NoPermissionError
+from tests.broker_lite.client.client_support import StartBroker
+from tests.support import BrokerLiteServer, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 

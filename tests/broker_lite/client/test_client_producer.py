@@ -7,8 +7,6 @@ import threading
 import time
 
 import pytest
-from client_support import StartBroker, drain
-from support import BrokerLiteServer, free_port
 
 from broker_lite.client import (
     Admin,
@@ -31,6 +29,8 @@ from broker_lite.errors import (
 )
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
+from tests.broker_lite.client.client_support import StartBroker, drain
+from tests.support import BrokerLiteServer, free_port
 
 
 class _NoListener:

@@ -11,8 +11,6 @@ import time
 from collections import Counter
 
 import pytest
-from client_support import Recorder, drain
-from support import BrokerLiteServer, wait_until
 
 from broker_lite.client import (
     Admin,
@@ -25,6 +23,8 @@ from broker_lite.client import (
     ReceivedMessage,
     dlq_topic,
 )
+from tests.broker_lite.client.client_support import Recorder, drain
+from tests.support import BrokerLiteServer, wait_until
 
 FAST = {"rebalance_interval": 0.3, "long_poll_ms": 20_000}
 

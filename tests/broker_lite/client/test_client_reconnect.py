@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from client_support import FAST_BROKER, Recorder
-from support import free_port, start_broker_lite, wait_until
 
 from broker_lite.client import (
     BrokerUnavailableError,
@@ -16,6 +14,8 @@ from broker_lite.client import (
     PushConsumer,
     TransactionProducer,
 )
+from tests.broker_lite.client.client_support import FAST_BROKER, Recorder
+from tests.support import free_port, start_broker_lite, wait_until
 
 
 class CommitOnCheck:

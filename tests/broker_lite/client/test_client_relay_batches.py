@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from client_support import StartBroker, drain
 
 from broker_lite.client import (
     AsyncProducer,
@@ -26,6 +25,7 @@ from broker_lite.errors import (
     TransactionConflictError,
     TransactionNotFoundError,
 )
+from tests.broker_lite.client.client_support import StartBroker, drain
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE

@@ -10,8 +10,6 @@ import threading
 from typing import Any
 
 import pytest
-from client_support import StartBroker, drain
-from support import BrokerLiteServer, wait_until
 
 from broker_lite.client import (
     AsyncTransactionProducer,
@@ -29,6 +27,8 @@ from broker_lite.errors import (
     TransactionNotFoundError,
 )
 from broker_lite.protocol import messages as m
+from tests.broker_lite.client.client_support import StartBroker, drain
+from tests.support import BrokerLiteServer, wait_until
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE

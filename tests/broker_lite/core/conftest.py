@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_support import Opener, make_broker
 
 from broker_lite.core import Broker
+from tests.broker_lite.core.core_support import Opener, make_broker
 
 
 @pytest.fixture

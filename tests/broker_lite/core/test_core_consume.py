@@ -6,7 +6,6 @@ import time
 from pathlib import Path
 
 import pytest
-from core_support import Opener, make_broker, pull_all
 
 from broker_lite.core import Broker, model
 from broker_lite.core.topics import SCHEDULE_TOPIC
@@ -19,6 +18,7 @@ from broker_lite.errors import (
     ResponseCode,
     TopicNotFoundError,
 )
+from tests.broker_lite.core.core_support import Opener, make_broker, pull_all
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -194,7 +194,7 @@ def test_auto_create_off(open_broker: Opener) -> None:
 
 
 def test_assignment_splits_queues_between_members(open_broker: Opener) -> None:
-    from core_support import ProducerEndpoint
+    from tests.broker_lite.core.core_support import ProducerEndpoint
 
     broker = open_broker()
     broker.create_topic(model.NewTopic(topic="Split", queues=5))

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from core_support import Opener, ProducerEndpoint, make_broker, pull_all
 
 from broker_lite.core import Broker, model
 from broker_lite.core.topics import HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC
@@ -20,6 +19,7 @@ from broker_lite.errors import (
     TransactionNotFoundError,
 )
 from broker_lite.storage import TxType
+from tests.broker_lite.core.core_support import Opener, ProducerEndpoint, make_broker, pull_all
 
 pytestmark = pytest.mark.timeout(60)
 COMMIT, ROLLBACK, UNKNOWN = model.TxState.COMMIT, model.TxState.ROLLBACK, model.TxState.UNKNOWN

@@ -17,12 +17,12 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from core_support import ProducerEndpoint, pull_all
-from support.small_disk import fill, mounted_tmpfs
 
 from broker_lite.core import Broker, BrokerConfig, model
 from broker_lite.errors import DiskFullError, TransactionConflictError
 from broker_lite.storage import StoreConfig
+from tests.broker_lite.core.core_support import ProducerEndpoint, pull_all
+from tests.support.small_disk import fill, mounted_tmpfs
 
 pytestmark = pytest.mark.timeout(60)
 COMMIT, ROLLBACK = model.TxState.COMMIT, model.TxState.ROLLBACK

@@ -9,12 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from core_support import ProducerEndpoint, make_broker, pull_all
-from support import rocketmq_log as rmq
 
 from broker_lite.core import Broker, model
 from broker_lite.core.topics import HALF_TOPIC, OP_TOPIC
 from broker_lite.storage import MessageToStore
+from tests.broker_lite.core.core_support import ProducerEndpoint, make_broker, pull_all
+from tests.support import rocketmq_log as rmq
 
 pytestmark = pytest.mark.timeout(60)
 COMMIT, ROLLBACK = model.TxState.COMMIT, model.TxState.ROLLBACK

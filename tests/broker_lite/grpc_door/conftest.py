@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from grpc_support import FAST_GRPC_BROKER, StartGrpcBroker
-from support import BrokerLiteServer, broker_starter
+
+from tests.broker_lite.grpc_door.grpc_support import FAST_GRPC_BROKER, StartGrpcBroker
+from tests.support import BrokerLiteServer, broker_starter
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 import grpc
-import support
 from rocketmq import (
     ClientConfiguration,
     Credentials,
@@ -30,7 +29,9 @@ from rocketmq import (
 )
 from rocketmq.grpc_protocol import service_pb2_grpc
 from rocketmq.v5.util.signature import Signature
-from support import wait_until
+
+from tests import support
+from tests.support import wait_until
 
 __all__ = [
     "FAST_GRPC_BROKER",

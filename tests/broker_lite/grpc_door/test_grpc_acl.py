@@ -11,7 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from grpc_support import (
+from rocketmq import FilterExpression, Producer, SimpleConsumer
+from rocketmq.grpc_protocol import Code, definition_pb2, service_pb2
+from rocketmq.v5.exception import UnauthorizedException
+
+from broker_lite.client import Admin
+from broker_lite.core.acl import BAD_CREDENTIALS
+from tests.broker_lite.grpc_door.grpc_support import (
     ClientLog,
     StartGrpcBroker,
     config,
@@ -21,13 +27,7 @@ from grpc_support import (
     receive,
     running,
 )
-from rocketmq import FilterExpression, Producer, SimpleConsumer
-from rocketmq.grpc_protocol import Code, definition_pb2, service_pb2
-from rocketmq.v5.exception import UnauthorizedException
-from support import BrokerLiteServer
-
-from broker_lite.client import Admin
-from broker_lite.core.acl import BAD_CREDENTIALS
+from tests.support import BrokerLiteServer
 
 pytestmark = pytest.mark.grpc
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
-from grpc_support import raw_metadata
 from rocketmq.grpc_protocol import Code
 
 from broker_lite.core.acl import Acl
@@ -20,6 +19,7 @@ from broker_lite.errors import (
 )
 from broker_lite.grpc_door.auth import Authenticator, metadata_dict, sign
 from broker_lite.grpc_door.status import GrpcDoorError, code_for, status_for
+from tests.broker_lite.grpc_door.grpc_support import raw_metadata
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(30)]
 

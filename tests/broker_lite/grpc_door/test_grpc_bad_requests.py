@@ -12,7 +12,13 @@ from typing import Any
 
 import grpc
 import pytest
-from grpc_support import (
+from rocketmq import FilterExpression, Producer, SimpleConsumer
+from rocketmq.grpc_protocol import Code
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+
+from broker_lite.client import Admin
+from tests.broker_lite.grpc_door.grpc_support import (
     FAST_GRPC_BROKER,
     config,
     make_message,
@@ -21,13 +27,7 @@ from grpc_support import (
     receive,
     running,
 )
-from rocketmq import FilterExpression, Producer, SimpleConsumer
-from rocketmq.grpc_protocol import Code
-from rocketmq.grpc_protocol import definition_pb2 as pb
-from rocketmq.grpc_protocol import service_pb2 as spb
-from support import BrokerLiteServer, start_broker_lite
-
-from broker_lite.client import Admin
+from tests.support import BrokerLiteServer, start_broker_lite
 
 pytestmark = pytest.mark.grpc
 

@@ -10,7 +10,6 @@ import time
 from collections import Counter
 
 import pytest
-from grpc_support import config, make_message, receive, running, send_bodies, simple_consumer
 from rocketmq import (
     ConsumeResult,
     FilterExpression,
@@ -21,7 +20,16 @@ from rocketmq import (
 )
 from rocketmq.grpc_protocol import Code
 from rocketmq.v5.exception import BadRequestException
-from support import BrokerLiteServer, wait_until
+
+from tests.broker_lite.grpc_door.grpc_support import (
+    config,
+    make_message,
+    receive,
+    running,
+    send_bodies,
+    simple_consumer,
+)
+from tests.support import BrokerLiteServer, wait_until
 
 pytestmark = pytest.mark.grpc
 

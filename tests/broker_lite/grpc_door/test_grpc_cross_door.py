@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import pytest
-from grpc_support import config, make_message, receive, running, simple_consumer
 from rocketmq import Producer, TransactionChecker
-from support import BrokerLiteServer, wait_until
-from support.recorder import Recorder
 
 from broker_lite.client import Message, PushConsumer, ReceivedMessage
 from broker_lite.client import Producer as NativeProducer
+from tests.broker_lite.grpc_door.grpc_support import (
+    config,
+    make_message,
+    receive,
+    running,
+    simple_consumer,
+)
+from tests.support import BrokerLiteServer, wait_until
+from tests.support.recorder import Recorder
 
 pytestmark = pytest.mark.grpc
 

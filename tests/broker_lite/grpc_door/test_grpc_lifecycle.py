@@ -13,8 +13,16 @@ import threading
 from pathlib import Path
 
 import pytest
-from grpc_support import StartGrpcBroker, config, make_message, receive, running, simple_consumer
 from rocketmq import FilterExpression, Producer, SimpleConsumer
+
+from tests.broker_lite.grpc_door.grpc_support import (
+    StartGrpcBroker,
+    config,
+    make_message,
+    receive,
+    running,
+    simple_consumer,
+)
 
 pytestmark = pytest.mark.grpc
 

@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from grpc_support import (
+from rocketmq import Producer, SimpleConsumer, TransactionResolution
+
+from broker_lite.client import Admin
+from tests.broker_lite.grpc_door.grpc_support import (
     FAST_GRPC_BROKER,
     Checker,
     config,
@@ -26,10 +29,7 @@ from grpc_support import (
     running,
     simple_consumer,
 )
-from rocketmq import Producer, SimpleConsumer, TransactionResolution
-from support import BrokerLiteServer, start_broker_lite, wait_until
-
-from broker_lite.client import Admin
+from tests.support import BrokerLiteServer, start_broker_lite, wait_until
 
 pytestmark = pytest.mark.grpc
 
@@ -119,7 +119,7 @@ def test_without_the_option_a_committed_half_is_never_checked(tmp_path: Path) ->
 
 
 def test_the_option_needs_proxy_mode(tmp_path: Path) -> None:
-    from support import ServerStartError
+    from tests.support import ServerStartError
 
     with pytest.raises(ServerStartError, match="needs --grpc-proxy-semantics"), \
             start_broker_lite(tmp_path / "b", ["--tx-op-batch-interval", "3"]):

@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from grpc_support import receive, running, simple_consumer
 from opentelemetry.sdk.trace import TracerProvider
 from sqlalchemy import create_engine
-from support import BrokerLiteServer
 
 from outbox import BrokerLitePublisher, Outbox, Relay, migrate, publish
 from outbox.tracing import TRACEPARENT
+from tests.broker_lite.grpc_door.grpc_support import receive, running, simple_consumer
+from tests.support import BrokerLiteServer
 
 pytestmark = pytest.mark.grpc
 

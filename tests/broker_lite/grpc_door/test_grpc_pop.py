@@ -7,13 +7,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from grpc_support import Clock
 
 from broker_lite.core import Broker, BrokerConfig, model
 from broker_lite.grpc_door import GrpcDoorConfig, GrpcDoorError
 from broker_lite.grpc_door.pop import Delivery, PopRecord, PopService, ReceiveSpec
 from broker_lite.grpc_door.status import Code
 from broker_lite.storage import StoreConfig
+from tests.broker_lite.grpc_door.grpc_support import Clock
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(30)]
 

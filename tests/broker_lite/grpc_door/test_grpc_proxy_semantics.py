@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from grpc_support import (
+from rocketmq import Producer, SimpleConsumer, TransactionResolution
+from rocketmq.grpc_protocol import Code
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as spb
+from rocketmq.v5.exception import ClientException, IllegalArgumentException
+
+from broker_lite.client import Admin
+from tests.broker_lite.grpc_door.grpc_support import (
     FAST_GRPC_BROKER,
     Checker,
     config,
@@ -26,15 +33,8 @@ from grpc_support import (
     running,
     simple_consumer,
 )
-from rocketmq import Producer, SimpleConsumer, TransactionResolution
-from rocketmq.grpc_protocol import Code
-from rocketmq.grpc_protocol import definition_pb2 as pb
-from rocketmq.grpc_protocol import service_pb2 as spb
-from rocketmq.v5.exception import ClientException, IllegalArgumentException
-from support import BrokerLiteServer, slow_half_broker, start_broker_lite, wait_until
-from support.halves import halves_stored
-
-from broker_lite.client import Admin
+from tests.support import BrokerLiteServer, slow_half_broker, start_broker_lite, wait_until
+from tests.support.halves import halves_stored
 
 pytestmark = pytest.mark.grpc
 

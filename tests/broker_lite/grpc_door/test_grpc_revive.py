@@ -10,8 +10,15 @@ import json
 from pathlib import Path
 
 import pytest
-from grpc_support import StartGrpcBroker, receive, running, send_bodies, simple_consumer
-from support import BrokerLiteServer, wait_until
+
+from tests.broker_lite.grpc_door.grpc_support import (
+    StartGrpcBroker,
+    receive,
+    running,
+    send_bodies,
+    simple_consumer,
+)
+from tests.support import BrokerLiteServer, wait_until
 
 pytestmark = pytest.mark.grpc
 

@@ -11,9 +11,16 @@ import time
 from collections import defaultdict
 
 import pytest
-from grpc_support import config, make_message, now_seconds, receive, running
 from rocketmq import FilterExpression, Producer, SimpleConsumer
-from support import BrokerLiteServer
+
+from tests.broker_lite.grpc_door.grpc_support import (
+    config,
+    make_message,
+    now_seconds,
+    receive,
+    running,
+)
+from tests.support import BrokerLiteServer
 
 pytestmark = pytest.mark.grpc
 

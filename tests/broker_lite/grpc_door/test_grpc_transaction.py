@@ -12,9 +12,17 @@ import contextlib
 from collections.abc import Iterator
 
 import pytest
-from grpc_support import Checker, config, make_message, receive, running, simple_consumer
 from rocketmq import Producer, SimpleConsumer, TransactionResolution
-from support import BrokerLiteServer, wait_until
+
+from tests.broker_lite.grpc_door.grpc_support import (
+    Checker,
+    config,
+    make_message,
+    receive,
+    running,
+    simple_consumer,
+)
+from tests.support import BrokerLiteServer, wait_until
 
 pytestmark = pytest.mark.grpc
 

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from grpc_support import Clock
 
 from broker_lite.core import Broker, BrokerConfig, model
 from broker_lite.grpc_door import GrpcDoorConfig, GrpcDoorError
@@ -19,6 +18,7 @@ from broker_lite.grpc_door.proxy_mode import ProxyMode, message_type
 from broker_lite.grpc_door.status import Code
 from broker_lite.grpc_door.transaction_data import TransactionDataTable
 from broker_lite.storage import StoreConfig
+from tests.broker_lite.grpc_door.grpc_support import Clock
 
 pytestmark = [pytest.mark.grpc, pytest.mark.timeout(30)]
 

@@ -7,7 +7,6 @@ import threading
 import time
 
 import pytest
-from support import BrokerLiteServer, wait_until
 
 from broker_lite.client import (
     ConsumeResult,
@@ -18,6 +17,7 @@ from broker_lite.client import (
     ReceivedMessage,
 )
 from broker_lite.core.schedule import DELAY_LEVELS_MS
+from tests.support import BrokerLiteServer, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 SCALE = 0.0003  # 2 h becomes 2.16 s; the whole 16-step schedule about 5 s

@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import start_broker_lite, wait_until
-from support.recorder import Recorder
 
 from broker_lite.client import (
     LocalTransactionState,
@@ -28,6 +26,8 @@ from broker_lite.client import (
     TransactionProducer,
 )
 from broker_lite.errors import BrokerError
+from tests.support import start_broker_lite, wait_until
+from tests.support.recorder import Recorder
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 TX_ARGS = ("--tx-timeout", "1", "--tx-check-interval", "0.3", "--tx-check-max", "50")

@@ -19,8 +19,6 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from support import BrokerLiteServer, wait_until
-from support.recorder import Recorder
 
 from broker_lite.client import (
     LocalTransactionState,
@@ -30,6 +28,8 @@ from broker_lite.client import (
     ReceivedMessage,
     TransactionProducer,
 )
+from tests.support import BrokerLiteServer, wait_until
+from tests.support.recorder import Recorder
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -6,8 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from server_wire import HealthyClient, StartBroker, serve_command
-from support import BrokerLiteServer, broker_starter
+
+from tests.broker_lite.server.server_wire import HealthyClient, StartBroker, serve_command
+from tests.support import BrokerLiteServer, broker_starter
 
 
 @pytest.fixture

@@ -18,9 +18,6 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
-import support
-from support import wait_until
-
 from broker_lite.protocol import (
     RESPONSE_TYPES,
     Frame,
@@ -35,6 +32,8 @@ from broker_lite.protocol import (
 )
 from broker_lite.protocol import messages as m
 from broker_lite.protocol.signing import sign_hello
+from tests import support
+from tests.support import wait_until
 
 T = TypeVar("T")
 

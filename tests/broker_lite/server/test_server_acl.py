@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from server_wire import StartBroker, WireClient, signed_hello
-from support import BrokerLiteServer
 
 from broker_lite.protocol import FrameKind, RequestCode, ResponseCode, decode, encode
 from broker_lite.protocol import messages as m
+from tests.broker_lite.server.server_wire import StartBroker, WireClient, signed_hello
+from tests.support import BrokerLiteServer
 
 ACL = {
     "accounts": [

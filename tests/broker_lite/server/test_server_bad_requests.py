@@ -4,11 +4,11 @@ stored, and a concurrent healthy client is served throughout."""
 from __future__ import annotations
 
 import pytest
-from server_wire import HealthyClient, WireClient
-from support import BrokerLiteServer, wait_until
 
 from broker_lite.protocol import RequestCode, ResponseCode
 from broker_lite.protocol import messages as m
+from tests.broker_lite.server.server_wire import HealthyClient, WireClient
+from tests.support import BrokerLiteServer, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import grpc
 import pytest
 from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
-from server_wire import StartBroker, WireClient, run_args
-from support import BrokerLiteServer
 
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
+from tests.broker_lite.server.server_wire import StartBroker, WireClient, run_args
+from tests.support import BrokerLiteServer
 
 RUN_TIMEOUT = 60
 

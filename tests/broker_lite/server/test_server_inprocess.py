@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_wire import WireClient
-from support import wait_until
 
 from broker_lite.core import Broker, BrokerConfig
 from broker_lite.protocol import FrameKind, RequestCode, ResponseCode, decode, encode
@@ -28,6 +26,8 @@ from broker_lite.server.handlers import HANDLERS, Handler
 from broker_lite.server.native import bind_socket, format_address
 from broker_lite.serving import ArrivalHub, ServerConfig, ServerContext
 from broker_lite.storage import StoreConfig
+from tests.broker_lite.server.server_wire import WireClient
+from tests.support import wait_until
 
 
 async def _explode(ctx: ServerContext, session: Any, request: m.Empty) -> m.TopicListResponse:

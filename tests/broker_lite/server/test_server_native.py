@@ -6,8 +6,6 @@ import struct
 import time
 
 import pytest
-from server_wire import HealthyClient, StartBroker, WireClient
-from support import BrokerLiteServer
 
 from broker_lite.protocol import (
     DEFAULT_MAX_FRAME_SIZE,
@@ -20,6 +18,8 @@ from broker_lite.protocol import (
     encode_frame,
 )
 from broker_lite.protocol import messages as m
+from tests.broker_lite.server.server_wire import HealthyClient, StartBroker, WireClient
+from tests.support import BrokerLiteServer
 
 
 @pytest.mark.timeout(60)

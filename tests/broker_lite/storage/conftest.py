@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from storage_support import Opener, tiny_config
 
 from broker_lite.storage import MessageStore
+from tests.broker_lite.storage.storage_support import Opener, tiny_config
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.crash_appender import crash_config, crash_message
 
 from broker_lite.storage import MessageStore, TxType
+from tests.support.crash_appender import crash_config, crash_message
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

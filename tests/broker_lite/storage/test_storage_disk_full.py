@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from storage_support import body_for, message_for, tiny_config
-from support.small_disk import mounted_tmpfs
 
 from broker_lite.errors import DiskFullError
 from broker_lite.storage import MessageStore
+from tests.broker_lite.storage.storage_support import body_for, message_for, tiny_config
+from tests.support.small_disk import mounted_tmpfs
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,7 +10,8 @@ import zlib
 from pathlib import Path
 
 import pytest
-from support import rocketmq_log as rmq
+
+from tests.support import rocketmq_log as rmq
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,10 +10,10 @@ import zlib
 from pathlib import Path
 
 import pytest
-from support import rocketmq_log as rmq
 
 from broker_lite.errors import StorageError
 from broker_lite.storage import MessageStore, StoreConfig
+from tests.support import rocketmq_log as rmq
 
 pytestmark = pytest.mark.timeout(60)
 SEGMENT = 4096

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from storage_support import message_for, tiny_config
 
 from broker_lite.cli import main as cli_main
 from broker_lite.storage import MessageStore
+from tests.broker_lite.storage.storage_support import message_for, tiny_config
 
 pytestmark = pytest.mark.timeout(120)
 

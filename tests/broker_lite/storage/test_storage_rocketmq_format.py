@@ -14,8 +14,6 @@ from pathlib import Path
 import lz4.frame
 import pytest
 import zstandard
-from storage_support import message_for, tiny_config
-from support import rocketmq_log as rmq
 
 from broker_lite.errors import CorruptRecordError
 from broker_lite.storage import CommitLog, Corruption, MessageStore, MessageToStore
@@ -29,6 +27,8 @@ from broker_lite.storage.record import (
     verify_record,
 )
 from broker_lite.storage.record_encoder import encode_record
+from tests.broker_lite.storage.storage_support import message_for, tiny_config
+from tests.support import rocketmq_log as rmq
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import pytest
-from storage_support import Opener, body_for, message_for, tiny_config
 
 from broker_lite.errors import (
     InvalidMessageError,
@@ -16,6 +15,7 @@ from broker_lite.errors import (
     StorageError,
 )
 from broker_lite.storage import MessageStore, MessageToStore, TxType, tag_hash
+from tests.broker_lite.storage.storage_support import Opener, body_for, message_for, tiny_config
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -23,7 +23,7 @@ atexit.register(shutil.rmtree, _TMP, ignore_errors=True)  # settings live as lon
 if not settings.configured:
     settings.configure(
         DEBUG=False, SECRET_KEY="rocketbox-tests", ALLOWED_HOSTS=["*"], USE_TZ=True,
-        ROOT_URLCONF="django_site", MIDDLEWARE=[],
+        ROOT_URLCONF="tests.integrations.django.django_site", MIDDLEWARE=[],
         INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth",
                         "django.contrib.sessions", "django.contrib.messages",
                         "django.contrib.admin", "integrations.django"],

@@ -7,12 +7,16 @@ with ``override_settings``.
 
 from __future__ import annotations
 
+# configures Django before the imports below
+from tests.integrations.django import django_site  # noqa: F401
+
+# isort: split
+
 import html
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
-import django_site  # noqa: F401  (configures Django before the imports below)
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import User

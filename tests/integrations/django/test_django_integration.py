@@ -6,12 +6,16 @@ werkzeug's server around Django's ``WSGIHandler``.
 
 from __future__ import annotations
 
+# configures Django before the imports below
+from tests.integrations.django import django_site  # noqa: F401
+
+# isort: split
+
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import django_site  # noqa: F401  (configures Django before the imports below)
 import pytest
 from django.conf import settings
 from django.core.asgi import get_asgi_application
@@ -20,8 +24,15 @@ from django.core.handlers.wsgi import WSGIHandler
 from django.core.management import CommandError, call_command
 from django.db import connections, transaction
 from django.test.utils import override_settings
-from django_site import TOPIC
-from integrations_support import (
+from sqlalchemy import create_engine, inspect, text
+
+from integrations.django.conf import reset, state
+from integrations.django.db import sqlalchemy_connection
+from outbox import migrate
+from outbox import publish as outbox_publish
+from outbox.at_commit import queued
+from tests.integrations.django.django_site import TOPIC
+from tests.integrations.integrations_support import (
     Collector,
     broker_records,
     commit_counts,
@@ -30,14 +41,7 @@ from integrations_support import (
     queued_relay_tasks,
     relay_all,
 )
-from sqlalchemy import create_engine, inspect, text
-from support import BrokerLiteServer, PostgresServer, wait_until
-
-from integrations.django.conf import reset, state
-from integrations.django.db import sqlalchemy_connection
-from outbox import migrate
-from outbox import publish as outbox_publish
-from outbox.at_commit import queued
+from tests.support import BrokerLiteServer, PostgresServer, wait_until
 
 # -- fixtures ---------------------------------------------------------------------------
 
@@ -66,7 +70,7 @@ def _rows(alias: str) -> list[str]:
 @pytest.fixture
 def site(broker: BrokerLiteServer) -> Iterator[str]:
     """The Django site over HTTP, ROCKETBOX pointing at the test's broker."""
-    from integrations_support import serve_wsgi
+    from tests.integrations.integrations_support import serve_wsgi
 
     for alias in ("default", "orders"):
         _fresh(alias)
@@ -332,7 +336,7 @@ def test_async_views_commit_with_their_messages_over_asgi(broker: BrokerLiteServ
     concurrent requests on one loop, with no loop stall in rocketbox's code."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from support.asgi import serve_asgi
+    from tests.support.asgi import serve_asgi
 
     _fresh("default")
     with override_settings(ROCKETBOX={"BROKER": broker.native, "CELERY_BROKER": ""}), \

@@ -3,18 +3,22 @@
 
 from __future__ import annotations
 
+# configures Django before the imports below
+from tests.integrations.django import django_site  # noqa: F401
+
+# isort: split
+
 from collections.abc import Iterator
 from pathlib import Path
 
-import django_site  # noqa: F401  (configures Django before the imports below)
 import pytest
 from django.core.management import CommandError, call_command
 from django.test.utils import override_settings
-from support import free_port
 
 from integrations.django.conf import reset
 from integrations.django.management.commands.rocketbox_relay import Command as RelayCommand
 from outbox import migrate
+from tests.support import free_port
 
 
 @pytest.fixture(autouse=True)

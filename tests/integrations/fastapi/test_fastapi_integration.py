@@ -17,14 +17,15 @@ from typing import Any
 import pytest
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
-from integrations_support import FAST_BROKER, Collector, http, relay_all, row_ids
 from sqlalchemy import Engine, text
 from sqlalchemy.ext.asyncio import AsyncSession
-from support import BrokerLiteServer, start_broker_lite, wait_until
-from support.asgi import async_database, serve_asgi
 
+from integrations._assembly import Assembly
 from integrations.fastapi import Rocketbox, publish
 from outbox import ConfigurationError, NoTransactionError
+from tests.integrations.integrations_support import FAST_BROKER, Collector, http, relay_all, row_ids
+from tests.support import BrokerLiteServer, start_broker_lite, wait_until
+from tests.support.asgi import async_database, serve_asgi
 
 TOPIC = "FastOrders"
 #: the tests that never relay need no broker
@@ -204,7 +205,8 @@ def test_the_relay_task_is_enqueued_off_the_loop(tmp_path: Path) -> None:
         seen.append((list(ids), threading.current_thread().name))
 
     # the outbox the views publish to, as _build() makes it, with this hook for Celery's
-    box._built = (dataclasses.replace(box.base_outbox, on_commit=hook), None, None)
+    box._built = Assembly(outbox=dataclasses.replace(box.base_outbox, on_commit=hook),
+                          base_outbox=box.base_outbox, celery=None, celery_broker=None)
     try:
         with serve_asgi(make_app(box)) as server:
             assert http(server.address, "POST", "/orders", {"id": 5, "item": "tea"})[0] == 201

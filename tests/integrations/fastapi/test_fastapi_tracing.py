@@ -16,22 +16,22 @@ from typing import Any
 
 import pytest
 from fastapi import FastAPI, Request
-from integrations_support import FAST_BROKER, http
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from sqlalchemy import text
 from sqlalchemy.orm import Session
-from support import start_broker_lite, wait_until
-from support.asgi import async_database, serve_asgi
-from support.trace_svg import render
 
 from broker_lite.client import ReceivedMessage
 from integrations.fastapi import Rocketbox
 from outbox import BrokerLitePublisher, InboxConsumer, Relay
 from outbox.models import transaction_table as t
 from outbox.tracing import TRACEPARENT
+from tests.integrations.integrations_support import FAST_BROKER, http
+from tests.support import start_broker_lite, wait_until
+from tests.support.asgi import async_database, serve_asgi
+from tests.support.trace_svg import render
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,11 @@ from typing import Any
 
 import pytest
 from flask import Flask, abort, request
-from integrations_support import (
+from sqlalchemy import Engine, create_engine, event, text
+
+from integrations.flask import Rocketbox, publish, state_for, transactional_message
+from outbox import NoTransactionError, migrate
+from tests.integrations.integrations_support import (
     Collector,
     broker_records,
     commit_counts,
@@ -19,11 +23,7 @@ from integrations_support import (
     row_ids,
     serve_wsgi,
 )
-from sqlalchemy import Engine, create_engine, event, text
-from support import BrokerLiteServer, PostgresServer, wait_until
-
-from integrations.flask import Rocketbox, publish, state_for, transactional_message
-from outbox import NoTransactionError, migrate
+from tests.support import BrokerLiteServer, PostgresServer, wait_until
 
 TOPIC = "FlaskOrders"
 

@@ -10,15 +10,21 @@ from typing import Any
 import pytest
 from flask import Flask, request
 from flask_sqlalchemy import SQLAlchemy
-from integrations_support import broker_records, commit_counts, http, relay_all, serve_wsgi
 from sqlalchemy import Integer, String, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-from support import BrokerLiteServer
 
 import integrations.django
 import integrations.flask
 from integrations.flask import Rocketbox, publish, state_for, transactional_message
 from outbox import migrate
+from tests.integrations.integrations_support import (
+    broker_records,
+    commit_counts,
+    http,
+    relay_all,
+    serve_wsgi,
+)
+from tests.support import BrokerLiteServer
 
 
 class Base(DeclarativeBase):

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 from flask import Flask
-from support import free_port
 
 from integrations.flask import Rocketbox
 from integrations.flask._cli import relay_command
 from outbox import ConfigurationError, migrate
+from tests.support import free_port
 
 
 def _app(database: str, broker: str = "127.0.0.1:10911", **config: object) -> Flask:

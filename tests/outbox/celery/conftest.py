@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 import redis
-from rocketbox_celery_support import FAST_BROKER, CeleryStack
 from sqlalchemy import Engine
-from support import BrokerLiteServer, PostgresServer, RedisServer, start_broker_lite
-from support.outbox_db import pg_outbox_database
+
+from tests.outbox.celery.rocketbox_celery_support import FAST_BROKER, CeleryStack
+from tests.support import BrokerLiteServer, PostgresServer, RedisServer, start_broker_lite
+from tests.support.outbox_db import pg_outbox_database
 
 # database 0 is the session's shared one (the ``redis_url`` fixture); the worker tests
 # take 1-15 in turn, so a task left over in one test's queue never reaches another's worker

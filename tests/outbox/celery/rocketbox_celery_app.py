@@ -1,4 +1,5 @@
-"""The Celery app the worker tests run: ``celery -A rocketbox_celery_app worker``.
+"""The Celery app the worker tests run: ``celery -A tests.outbox.celery.rocketbox_celery_app
+worker``.
 
 Everything comes from environment variables the test sets (this is a test
 module, an edge; the library itself never reads the environment):
@@ -35,12 +36,12 @@ from typing import Any
 from celery import bootsteps
 from celery.signals import celeryd_init, worker_ready
 from sqlalchemy import create_engine
-from support.publishers import AfterHalves
 
 from outbox import BrokerLitePublisher, Outbox, RelaySettings
 from outbox.celery import CelerySettings, make_celery, run_worker
 from outbox.checker import run_checker
 from outbox.targets import OutgoingMessage, Publisher
+from tests.support.publishers import AfterHalves
 
 env = os.environ
 

@@ -1,7 +1,7 @@
 """Worker and checker subprocesses for the Celery tests, plus database, outbox and broker
 helpers.
 
-A :class:`Proc` runs ``celery -A rocketbox_celery_app worker ...`` (or the
+A :class:`Proc` runs ``celery -A tests.outbox.celery.rocketbox_celery_app worker ...`` (or the
 module's ``worker`` / ``checker`` entry points) in its own process group,
 waits for the ready file the app module writes on Celery's ``worker_ready``
 signal (or when the checker connected), and kills the whole group on exit.
@@ -23,16 +23,18 @@ from pathlib import Path
 import redis
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
-from support import RedisServer, free_port, wait_until
-from support.commitlog import broker_records as broker_records  # re-exported
-from support.commitlog import commit_counts as commit_counts  # re-exported
 
 from outbox import Outbox, RelaySettings, publish
 from outbox.celery import CelerySettings, celery_on_commit, make_celery
 from outbox.models import transaction_table as t
 from procgroup import Process
+from tests.support import RedisServer, free_port, wait_until
+from tests.support.commitlog import broker_records as broker_records  # re-exported
+from tests.support.commitlog import commit_counts as commit_counts  # re-exported
 
 HERE = Path(__file__).resolve().parent
+#: the app module ``celery -A`` loads, as a package module of the checkout
+APP_MODULE = "tests.outbox.celery.rocketbox_celery_app"
 REPO = HERE.parents[2]
 CELERY = Path(sys.executable).with_name("celery")
 FAST_BROKER = ("--tx-timeout", "1", "--tx-check-interval", "0.3")
@@ -61,8 +63,8 @@ def app_env(*, db: str, broker: str, celery_broker: str, tmp: Path,
     """The environment the app module reads (see rocketbox_celery_app)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RB_TEST_")}
     env.update({
-        # tests/ last, for ``support`` (its broker_lite/, outbox/ hold no package)
-        "PYTHONPATH": os.pathsep.join([str(HERE), str(REPO), str(REPO / "tests")]),
+        # the checkout's root: the app is ``tests.outbox.celery.rocketbox_celery_app``
+        "PYTHONPATH": str(REPO),
         "PYTHONUNBUFFERED": "1",
         "RB_TEST_DB": db, "RB_TEST_BROKER": broker, "RB_TEST_CELERY_BROKER": celery_broker,
     })
@@ -89,7 +91,7 @@ def celery_worker(name: str, env: Mapping[str, str], tmp: Path, *, concurrency: 
                   beat: bool = True) -> contextlib.AbstractContextManager[Proc]:
     """``celery -A rocketbox_celery_app worker --pool=threads``, with its sweeper lane unless
     ``beat`` is False (the name is from when the sweeper ran in beat)."""
-    argv = [str(CELERY), "-A", "rocketbox_celery_app", "worker", "--pool=threads",
+    argv = [str(CELERY), "-A", APP_MODULE, "worker", "--pool=threads",
             f"--concurrency={concurrency}", "--loglevel=INFO", "--without-mingle",
             "--without-gossip", "--without-heartbeat", "-n", f"{name}@%h"]
     if not beat:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from rocketbox_celery_app import _publisher, env, outbox, settings
-
 from outbox.celery import make_celery
+from tests.outbox.celery.rocketbox_celery_app import _publisher, env, outbox, settings
 
 app = make_celery(outbox, broker_url=env["RB_TEST_CELERY_BROKER"],
                   settings=dataclasses.replace(settings, listen=True),

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
-from support import free_port, wait_until
 
 from outbox import Outbox, RelaySettings
 from outbox.celery import CelerySettings, make_celery
@@ -17,6 +16,7 @@ from outbox.celery.faults import classify
 from outbox.celery.sweeper import Sweeper
 from outbox.errors import BrokerUnreachableError
 from outbox.migrate import engine_for
+from tests.support import free_port, wait_until
 
 
 def _sweeper(db_url: str, broker: str, tmp: Path) -> tuple[Sweeper, list[str]]:

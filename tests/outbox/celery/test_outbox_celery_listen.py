@@ -17,7 +17,12 @@ import time
 from pathlib import Path
 
 import pytest
-from rocketbox_celery_support import (
+from sqlalchemy import create_engine, text
+
+from outbox import Outbox, RelaySettings, metadata
+from outbox.celery import CelerySettings, celery_on_commit, make_celery, rocketbox_state
+from outbox.celery.listen import CHANNEL, Listener, ListenStep
+from tests.outbox.celery.rocketbox_celery_support import (
     CELERY,
     CeleryStack,
     Proc,
@@ -29,12 +34,7 @@ from rocketbox_celery_support import (
     running,
     wait_relayed,
 )
-from sqlalchemy import create_engine, text
-from support import BrokerLiteServer, free_port, wait_until
-
-from outbox import Outbox, RelaySettings, metadata
-from outbox.celery import CelerySettings, celery_on_commit, make_celery, rocketbox_state
-from outbox.celery.listen import CHANNEL, Listener, ListenStep
+from tests.support import BrokerLiteServer, free_port, wait_until
 
 WAKE = CelerySettings(sweep_interval=0, listen=True)
 SILENT = CelerySettings(sweep_interval=0, listen=False)
@@ -42,10 +42,11 @@ SILENT = CelerySettings(sweep_interval=0, listen=False)
 
 def listen_worker(name: str, stack: CeleryStack, broker: str, *,
                   sweep: str = "0") -> contextlib.AbstractContextManager[Proc]:
-    """``celery -A rocketbox_listen_app worker`` (the listener on; no sweeper unless ``sweep``)."""
-    argv = [str(CELERY), "-A", "rocketbox_listen_app", "worker", "--pool=threads",
-            "--concurrency=2", "--loglevel=INFO", "--without-mingle", "--without-gossip",
-            "--without-heartbeat", "-n", f"{name}@%h"]
+    """``celery -A tests.outbox.celery.rocketbox_listen_app worker`` (the listener on; no
+    sweeper unless ``sweep``)."""
+    argv = [str(CELERY), "-A", "tests.outbox.celery.rocketbox_listen_app", "worker",
+            "--pool=threads", "--concurrency=2", "--loglevel=INFO", "--without-mingle",
+            "--without-gossip", "--without-heartbeat", "-n", f"{name}@%h"]
     return running(name, argv, stack.env(broker, RB_TEST_SWEEP=sweep,
                                          RB_TEST_SWEEP_MIN_AGE="0.2"), stack.tmp)
 

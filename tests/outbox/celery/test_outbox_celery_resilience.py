@@ -17,7 +17,11 @@ from pathlib import Path
 
 import pytest
 import redis
-from rocketbox_celery_support import (
+from sqlalchemy import Engine
+
+from outbox import Outbox
+from outbox.targets.broker_lite import RECONNECT_MAX_DELAY
+from tests.outbox.celery.rocketbox_celery_support import (
     HERE,
     REPO,
     CeleryStack,
@@ -34,11 +38,7 @@ from rocketbox_celery_support import (
     relayed_ids,
     wait_relayed,
 )
-from sqlalchemy import Engine
-from support import BrokerLiteServer, RedisServer, start_broker_lite, wait_until
-
-from outbox import Outbox
-from outbox.targets.broker_lite import RECONNECT_MAX_DELAY
+from tests.support import BrokerLiteServer, RedisServer, start_broker_lite, wait_until
 
 
 class Producer:

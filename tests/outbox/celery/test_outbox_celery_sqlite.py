@@ -11,7 +11,12 @@ import signal
 from pathlib import Path
 
 import pytest
-from rocketbox_celery_support import (
+from sqlalchemy import create_engine
+from sqlalchemy.orm import Session
+
+from outbox import Outbox, metadata, publish
+from outbox.celery import CelerySettings, celery_on_commit, make_celery
+from tests.outbox.celery.rocketbox_celery_support import (
     app_env,
     broker_records,
     commit,
@@ -19,12 +24,7 @@ from rocketbox_celery_support import (
     module_entry,
     wait_relayed,
 )
-from sqlalchemy import create_engine
-from sqlalchemy.orm import Session
-from support import BrokerLiteServer
-
-from outbox import Outbox, metadata, publish
-from outbox.celery import CelerySettings, celery_on_commit, make_celery
+from tests.support import BrokerLiteServer
 
 
 @pytest.mark.timeout(90)

@@ -13,11 +13,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from rocketbox_celery_support import broker_records, commit_counts, relayed_ids
 from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
-from support import BrokerLiteServer, free_port, wait_until
-from support.sqlite import sqlite_outbox_engine
 
 from outbox import (
     BrokerLitePublisher,
@@ -42,6 +39,9 @@ from outbox.celery.sweeper import release_dead_claims
 from outbox.celery.worker import worker_argv
 from outbox.models import transaction_table as tx_table
 from outbox.targets import OutgoingMessage
+from tests.outbox.celery.rocketbox_celery_support import broker_records, commit_counts, relayed_ids
+from tests.support import BrokerLiteServer, free_port, wait_until
+from tests.support.sqlite import sqlite_outbox_engine
 
 
 @pytest.fixture

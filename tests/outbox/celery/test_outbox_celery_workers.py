@@ -5,7 +5,14 @@ from __future__ import annotations
 import time
 
 import pytest
-from rocketbox_celery_support import (
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from outbox import BrokerLitePublisher, Outbox, publish
+from outbox.celery import CelerySettings
+from outbox.models import transaction_table as t
+from outbox.targets import OutgoingMessage
+from tests.outbox.celery.rocketbox_celery_support import (
     CeleryStack,
     broker_records,
     celery_worker,
@@ -17,14 +24,7 @@ from rocketbox_celery_support import (
     relayed_ids,
     wait_relayed,
 )
-from sqlalchemy import Engine, select
-from sqlalchemy.orm import Session
-from support import BrokerLiteServer, free_port, start_broker_lite, wait_until
-
-from outbox import BrokerLitePublisher, Outbox, publish
-from outbox.celery import CelerySettings
-from outbox.models import transaction_table as t
-from outbox.targets import OutgoingMessage
+from tests.support import BrokerLiteServer, free_port, start_broker_lite, wait_until
 
 
 def app_outbox(engine: Engine, broker: str, celery_broker: str) -> Outbox:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from support.commitlog import broker_records as broker_records  # re-exported
-from support.commitlog import commit_counts as commit_counts  # re-exported
+from tests.support.commitlog import broker_records as broker_records  # re-exported
+from tests.support.commitlog import commit_counts as commit_counts  # re-exported
 
 #: checks come fast; a half still UNKNOWN is never discarded for its check count (at
 #: 0.3 s a check, RocketMQ's 15 would discard a slow test's half within seconds)

@@ -6,10 +6,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from checker_support import FAST_BROKER, ORDERS_TABLE
 from sqlalchemy import Engine
-from support import BrokerLiteServer, PostgresServer, start_broker_lite
-from support.outbox_db import pg_outbox_database
+
+from tests.outbox.checker.checker_support import FAST_BROKER, ORDERS_TABLE
+from tests.support import BrokerLiteServer, PostgresServer, start_broker_lite
+from tests.support.outbox_db import pg_outbox_database
 
 
 @pytest.fixture

@@ -7,16 +7,16 @@ import time
 from typing import Any
 
 import pytest
-from checker_support import broker_records, commit_counts, resolution
 from sqlalchemy import Engine, event, text
 from sqlalchemy.orm import Session
-from support import BrokerLiteServer, free_port, wait_until
 
 from broker_lite.client import LocalTransactionState
 from outbox import PG_XID_PROPERTY, BrokerLitePublisher, Outbox, new_tx_id, publish
 from outbox.checkback import check_state
 from outbox.checker import CheckbackResponder, run_checker
 from outbox.targets import OutgoingMessage
+from tests.outbox.checker.checker_support import broker_records, commit_counts, resolution
+from tests.support import BrokerLiteServer, free_port, wait_until
 
 
 @pytest.mark.timeout(30)

@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from checker_support import broker_records, commit_counts
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
-from support import BrokerLiteServer
 
 from broker_lite.client import LocalTransactionState, Message, TransactionProducer
 from outbox import PG_XID_PROPERTY, Outbox, metadata, publish
 from outbox.checkback import check_state
 from outbox.half_first import SqlStatusListener, send_in_transaction
+from tests.outbox.checker.checker_support import broker_records, commit_counts
+from tests.support import BrokerLiteServer
 
 
 @pytest.mark.timeout(60)

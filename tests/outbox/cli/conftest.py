@@ -6,7 +6,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support import PostgresServer
+
+from tests.support import PostgresServer
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

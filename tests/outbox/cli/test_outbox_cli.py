@@ -10,18 +10,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_process_support import (
+from sqlalchemy import create_engine, inspect, text
+
+from outbox import migrate
+from outbox.cli import main
+from tests.outbox.cli.cli_process_support import (
     ROCKETBOX,
     LineCollector,
     rocketbox_process,
     run_rocketbox,
     terminate,
 )
-from sqlalchemy import create_engine, inspect, text
-from support import BrokerLiteServer, PostgresServer, free_port, wait_until
-
-from outbox import migrate
-from outbox.cli import main
+from tests.support import BrokerLiteServer, PostgresServer, free_port, wait_until
 
 
 @pytest.mark.timeout(30)

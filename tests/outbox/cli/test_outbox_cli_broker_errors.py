@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine
-from support import free_port, start_broker_lite, wait_until
 
 from outbox import BrokerLitePublisher, Outbox, Relay, RelayError, RelaySettings, migrate, publish
 from outbox.cli import main
 from outbox.cli_commands import preflight
+from tests.support import free_port, start_broker_lite, wait_until
 
 ACL = {"accounts": [
     {"access_key": "shop", "secret_key": "shop-secret", "topic_perms": {"Orders": "PUB"}},

@@ -4,11 +4,11 @@ one line (exit 2), as docs/outbox.md promises."""
 from __future__ import annotations
 
 import pytest
-from cli_process_support import run_rocketbox
 from sqlalchemy import create_engine, inspect
-from support import PostgresServer
 
 from outbox.cli import main
+from tests.outbox.cli.cli_process_support import run_rocketbox
+from tests.support import PostgresServer
 
 
 def _async(url: str) -> str:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cli_process_support import run_rocketbox
-from support import free_port
 
 from outbox import migrate
+from tests.outbox.cli.cli_process_support import run_rocketbox
+from tests.support import free_port
 
 
 def _no_ready(stdout: str, stderr: str) -> None:

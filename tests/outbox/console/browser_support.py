@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from support.browser import chromium
+from tests.support.browser import chromium
 
 __all__ = ["chromium", "console_errors", "screenshot"]
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from console_stack import Stack, running_stack
-from support import PostgresServer
+
+from tests.outbox.console.console_stack import Stack, running_stack
+from tests.support import PostgresServer
 
 
 @pytest.fixture(scope="module")

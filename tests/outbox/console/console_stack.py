@@ -32,8 +32,6 @@ from pathlib import Path
 
 from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
-from support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_until
-from support.outbox_db import pg_outbox_database
 
 from broker_lite.client import (
     Admin,
@@ -53,6 +51,8 @@ from outbox.models import inbox_table
 from outbox.models import transaction_table as t
 from outbox.publish import new_tx_id
 from procgroup import Process
+from tests.support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_until
+from tests.support.outbox_db import pg_outbox_database
 
 BROKER_ARGS = ("--tx-timeout", "1", "--tx-check-interval", "0.3", "--tx-check-max", "3",
                "--delay-time-scale", "0.01", "--no-auto-create-topics")

@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import BrokerLiteServer, start_broker_lite, wait_until
 
 from outbox.cli import main
 from outbox.console import ConsoleConfig, ConsoleConfigError, ConsoleThread
+from tests.support import BrokerLiteServer, start_broker_lite, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -16,9 +16,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from browser_support import chromium, console_errors, screenshot
-from console_stack import Stack
-from support import wait_until
+
+from tests.outbox.console.browser_support import chromium, console_errors, screenshot
+from tests.outbox.console.console_stack import Stack
+from tests.support import wait_until
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, insert, update
-from support import free_port, start_broker_lite, wait_until
-from support.sqlite import sqlite_outbox_engine
-from support.web_client import WebSession
 
 from outbox import Outbox, publish
 from outbox.console import ConsoleConfig, ConsoleThread
 from outbox.models import inbox_table
 from outbox.models import transaction_table as t
 from procgroup import Process
+from tests.support import free_port, start_broker_lite, wait_until
+from tests.support.sqlite import sqlite_outbox_engine
+from tests.support.web_client import WebSession
 
 pytestmark = pytest.mark.timeout(120)
 

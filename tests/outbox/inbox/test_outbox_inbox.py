@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, create_engine, func, select, text
 from sqlalchemy.orm import Session
-from support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_until
-from support.outbox_db import pg_outbox_database
 
 from broker_lite.client import ConsumeResult, ReceivedMessage
 from outbox import BrokerLitePublisher, ConfigurationError, Outbox, Relay, publish
 from outbox.inbox import InboxConsumer, consumer
 from outbox.models import inbox_table, metadata
+from tests.support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_until
+from tests.support.outbox_db import pg_outbox_database
 
 HERE = Path(__file__).resolve().parent
 FAST_BROKER = ("--tx-timeout", "1", "--tx-check-interval", "0.3", "--delay-time-scale", "0.01")

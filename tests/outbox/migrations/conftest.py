@@ -6,7 +6,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support import PostgresServer
+
+from tests.support import PostgresServer
 
 
 def _private_pg_url(server: PostgresServer) -> str:

@@ -15,9 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from migration_schema_support import functions, rocketbox_tables, schema_snapshot, sequences
 from sqlalchemy import Engine, create_engine, inspect, select, text
-from support import PostgresServer
 
 import migrations
 from outbox import migrate
@@ -25,6 +23,13 @@ from outbox.config import Outbox
 from outbox.models import metadata
 from outbox.models import transaction_table as t
 from outbox.publish import publish
+from tests.outbox.migrations.migration_schema_support import (
+    functions,
+    rocketbox_tables,
+    schema_snapshot,
+    sequences,
+)
+from tests.support import PostgresServer
 
 TABLES = ["rocketbox_broker_state", "rocketbox_inbox", "rocketbox_transaction"]
 

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, Engine, create_engine, event, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError
-from support import PostgresServer, wait_until
-from support.sqlite import sqlite_outbox_engine
 
 from outbox import InvalidMessageError, Outbox, migrate, publish
 from outbox.at_commit import queued
 from outbox.models import transaction_table as t
 from outbox.publish import PARAMETERS
+from tests.support import PostgresServer, wait_until
+from tests.support.sqlite import sqlite_outbox_engine
 
 ODD = "it's \\ 100% $$ $rocketbox$ ü 🚀 '); DROP TABLE orders; --"
 #: a topic holds only [%|a-zA-Z0-9_-] (publish() refuses others): all of those

@@ -14,11 +14,11 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 from sqlalchemy import Engine, create_engine, select, text
-from support import PostgresServer
 
 from outbox import Outbox, migrate, publish
 from outbox.core_commit import OPT_OUT
 from outbox.models import transaction_table as t
+from tests.support import PostgresServer
 
 
 class Hook:

@@ -13,12 +13,12 @@ import pytest
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
-from support import wait_until
-from support.asgi import async_database
 
 from outbox import NoTransactionError, Outbox, publish
 from outbox.at_commit import queued
 from outbox.models import transaction_table as t
+from tests.support import wait_until
+from tests.support.asgi import async_database
 
 DRIVERS = ["aiosqlite", pytest.param("asyncpg", marks=pytest.mark.postgres),
            pytest.param("psycopg_async", marks=pytest.mark.postgres)]

@@ -14,10 +14,6 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select, text
 from sqlalchemy.orm import Session
-from support import PostgresServer, start_broker_lite
-from support.outbox_db import pg_outbox_database
-from support.publishers import drain
-from support.sqlite import sqlite_outbox_engine
 
 from outbox import (
     ConfigurationError,
@@ -27,6 +23,10 @@ from outbox import (
 )
 from outbox.models import transaction_table as t
 from outbox.validation import DEFAULT_MAX_BODY_SIZE, MAX_PROPERTIES_BYTES
+from tests.support import PostgresServer, start_broker_lite
+from tests.support.outbox_db import pg_outbox_database
+from tests.support.publishers import drain
+from tests.support.sqlite import sqlite_outbox_engine
 
 MiB = 1 << 20
 

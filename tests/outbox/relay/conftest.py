@@ -6,11 +6,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from outbox_relay_support import FAST_BROKER
 from sqlalchemy import Engine
-from support import BrokerLiteServer, PostgresServer, start_broker_lite
-from support.outbox_db import pg_outbox_database
-from support.sqlite import sqlite_outbox_engine
+
+from tests.outbox.relay.outbox_relay_support import FAST_BROKER
+from tests.support import BrokerLiteServer, PostgresServer, start_broker_lite
+from tests.support.outbox_db import pg_outbox_database
+from tests.support.sqlite import sqlite_outbox_engine
 
 
 @pytest.fixture

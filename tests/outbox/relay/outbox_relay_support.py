@@ -8,12 +8,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from sqlalchemy import Engine, select
-from support.commitlog import broker_records as broker_records  # re-exported
-from support.commitlog import commit_counts as commit_counts  # re-exported
-from support.recorder import Collector as Collector  # re-exported
 
 from outbox import BrokerLitePublisher, Outbox, Relay, RelaySettings
 from outbox.models import transaction_table as t
+from tests.support.commitlog import broker_records as broker_records  # re-exported
+from tests.support.commitlog import commit_counts as commit_counts  # re-exported
+from tests.support.recorder import Collector as Collector  # re-exported
 
 FAST_BROKER = ("--tx-timeout", "1", "--tx-check-interval", "0.3")
 

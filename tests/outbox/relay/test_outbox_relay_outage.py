@@ -7,15 +7,15 @@ import time
 from pathlib import Path
 
 import pytest
-from outbox_relay_support import FAST_BROKER, broker_records, commit_counts
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
-from support import free_port, start_broker_lite
 
 from outbox import BrokerLitePublisher, Outbox, Relay, RelaySettings, publish
 from outbox.errors import BrokerUnreachableError
 from outbox.models import transaction_table as t
 from outbox.targets.broker_lite import RECONNECT_MAX_DELAY, RECONNECT_WAIT
+from tests.outbox.relay.outbox_relay_support import FAST_BROKER, broker_records, commit_counts
+from tests.support import free_port, start_broker_lite
 
 SETTINGS = RelaySettings(batch_size=50, lease_seconds=30, broker_timeout=5.0)
 

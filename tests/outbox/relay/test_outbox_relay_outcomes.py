@@ -13,15 +13,19 @@ import logging
 from pathlib import Path
 
 import pytest
-from outbox_relay_support import FAST_BROKER, broker_records, commit_counts, relayed_ids
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
-from support import start_broker_lite, wait_until
 
 from broker_lite.client import Admin
 from outbox import BrokerLitePublisher, Outbox, Relay, RelaySettings, publish
-from outbox import relay as relay_module
 from outbox.models import transaction_table as t
+from tests.outbox.relay.outbox_relay_support import (
+    FAST_BROKER,
+    broker_records,
+    commit_counts,
+    relayed_ids,
+)
+from tests.support import start_broker_lite, wait_until
 
 SETTINGS = RelaySettings(batch_size=50, max_attempts=10, backoff_base=0.01, backoff_max=0.02,
                          jitter=0.0, broker_timeout=5.0)
@@ -44,10 +48,10 @@ def _rows(engine: Engine) -> dict[str, tuple[int, str | None, bool]]:
                 conn.execute(select(t.c.tx_id, t.c.attempts, t.c.last_error, t.c.relayed_at))}
 
 
-def _one_pass(outbox: Outbox) -> int:
+def _one_pass(outbox: Outbox, seen_topics: set[str] | None = None) -> int:
     publisher = BrokerLitePublisher(outbox)
     try:
-        report = Relay(outbox, publisher).run_once()
+        report = Relay(outbox, publisher, seen_topics=seen_topics).run_once()
     finally:
         publisher.close()
     return report.claimed
@@ -104,9 +108,8 @@ def test_a_row_over_the_frame_limit_fails_alone_and_its_batch_is_relayed(
 
 @pytest.mark.timeout(60)
 def test_a_typo_topic_is_refused_by_name_and_never_created(
-        pg_engine: Engine, tmp_path: Path, caplog: pytest.LogCaptureFixture,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(relay_module, "_seen_topics", set())  # a fresh relay process
+        pg_engine: Engine, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    seen: set[str] = set()  # one worker's relays share theirs, as RocketboxState.relay does
     # what `broker-lite serve` does without --auto-create-topics (the default)
     with start_broker_lite(tmp_path / "broker",
                            [*FAST_BROKER, "--no-auto-create-topics"]) as broker:
@@ -116,8 +119,8 @@ def test_a_typo_topic_is_refused_by_name_and_never_created(
         ids = _publish_all(outbox, [("Orders", {"n": 1}), ("Oders", {"n": 2}),
                                     ("Orders", {"n": 3})])
         with caplog.at_level(logging.WARNING, logger="rocketbox.relay"):
-            assert _one_pass(outbox) == 3
-            wait_until(lambda: _one_pass(outbox) == 1, timeout=20,  # once its backoff is over
+            assert _one_pass(outbox, seen) == 3
+            wait_until(lambda: _one_pass(outbox, seen) == 1, timeout=20,  # once its backoff is over
                        message="the typo row was not tried again")
         rows = _rows(pg_engine)
         assert relayed_ids(pg_engine) == {ids[0], ids[2]}
@@ -126,6 +129,6 @@ def test_a_typo_topic_is_refused_by_name_and_never_created(
         assert error == "topic 'Oders' does not exist (auto-create is off; create it first)"
         with Admin(broker.native) as admin:
             assert "Oders" not in {topic.topic for topic in admin.list_topics()}
-    # the relay's log names each topic once, the first time this process relays to it
+    # the relays' log names each topic once, the first time this worker relays to it
     first_time = [r.getMessage() for r in caplog.records if "first time" in r.getMessage()]
     assert sorted(line.split("'")[1] for line in first_time) == ["Oders", "Orders"]

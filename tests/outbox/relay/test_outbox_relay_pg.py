@@ -9,22 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from outbox_relay_support import (
-    FAST_BROKER,
-    Collector,
-    all_ids,
-    broker_records,
-    commit_counts,
-    fast_relay,
-    iter_commit_order,
-    race_relays,
-    records_of,
-    relayed_ids,
-)
 from sqlalchemy import Engine, event, select, text, update
 from sqlalchemy.orm import Session
-from support import BrokerLiteServer, free_port, start_broker_lite, wait_until
-from support.publishers import AfterHalves, PassThrough, drain
 
 from outbox import (
     BrokerLitePublisher,
@@ -37,6 +23,20 @@ from outbox import (
 )
 from outbox.models import transaction_table as t
 from outbox.targets import HalfOutcome, OutgoingMessage, Publisher
+from tests.outbox.relay.outbox_relay_support import (
+    FAST_BROKER,
+    Collector,
+    all_ids,
+    broker_records,
+    commit_counts,
+    fast_relay,
+    iter_commit_order,
+    race_relays,
+    records_of,
+    relayed_ids,
+)
+from tests.support import BrokerLiteServer, free_port, start_broker_lite, wait_until
+from tests.support.publishers import AfterHalves, PassThrough, drain
 
 FAST = fast_relay()
 

@@ -7,7 +7,14 @@ import threading
 from collections.abc import Sequence
 
 import pytest
-from outbox_relay_support import (
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from outbox import BrokerLitePublisher, Outbox, Relay, RelaySettings, publish
+from outbox.errors import ConfigurationError
+from outbox.models import transaction_table as t
+from outbox.targets import HalfOutcome, OutgoingMessage, Publisher
+from tests.outbox.relay.outbox_relay_support import (
     Collector,
     all_ids,
     broker_records,
@@ -18,15 +25,8 @@ from outbox_relay_support import (
     records_of,
     relayed_ids,
 )
-from sqlalchemy import Engine, select
-from sqlalchemy.orm import Session
-from support import BrokerLiteServer
-from support.publishers import PassThrough, drain
-
-from outbox import BrokerLitePublisher, Outbox, Relay, RelaySettings, publish
-from outbox.errors import ConfigurationError
-from outbox.models import transaction_table as t
-from outbox.targets import HalfOutcome, OutgoingMessage, Publisher
+from tests.support import BrokerLiteServer
+from tests.support.publishers import PassThrough, drain
 
 FAST = fast_relay(batch_size=5, broker_timeout=2.0)
 

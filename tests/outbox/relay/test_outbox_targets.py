@@ -10,14 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from outbox_relay_support import FAST_BROKER
 from sqlalchemy import create_engine
-from support import free_port, start_broker_lite
 
 from broker_lite.client import Admin
 from outbox import BrokerLitePublisher, BrokerUnreachableError, Outbox, RelaySettings
 from outbox.errors import RowFault, RowRefusedError
 from outbox.targets import HalfStored, LeftToCheckBack, OutgoingMessage, TxEnd, TxEnded
+from tests.outbox.relay.outbox_relay_support import FAST_BROKER
+from tests.support import free_port, start_broker_lite
 
 SETTINGS = RelaySettings(broker_timeout=5.0)
 

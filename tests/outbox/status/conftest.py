@@ -6,8 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from outbox_ops_support import OpsDb, open_ops_db, private_pg_url
-from support import PostgresServer
+
+from tests.outbox.status.outbox_ops_support import OpsDb, open_ops_db, private_pg_url
+from tests.support import PostgresServer
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

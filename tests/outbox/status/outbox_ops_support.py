@@ -14,13 +14,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, insert, select, update
-from support import PostgresServer
 
 from outbox import migrate
 from outbox.config import Outbox
 from outbox.models import inbox_table
 from outbox.models import transaction_table as t
 from outbox.publish import publish
+from tests.support import PostgresServer
 
 
 @dataclass(frozen=True)

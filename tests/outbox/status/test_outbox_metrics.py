@@ -6,11 +6,17 @@ import urllib.request
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from outbox_ops_support import OpsDb, mark_parked, mark_relayed, publish_rows, set_rows
 from prometheus_client import CollectorRegistry, generate_latest
 from sqlalchemy import create_engine
 
 from outbox import metrics
+from tests.outbox.status.outbox_ops_support import (
+    OpsDb,
+    mark_parked,
+    mark_relayed,
+    publish_rows,
+    set_rows,
+)
 
 
 def _value(name: str, labels: dict[str, str] | None = None,

@@ -5,12 +5,19 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from outbox_ops_support import OpsDb, mark_parked, mark_relayed, publish_rows, row, set_rows
 
 from outbox.cli import main
 from outbox.relay import Relay
 from outbox.replay import replay
 from outbox.targets.broker_lite import BrokerLitePublisher
+from tests.outbox.status.outbox_ops_support import (
+    OpsDb,
+    mark_parked,
+    mark_relayed,
+    publish_rows,
+    row,
+    set_rows,
+)
 
 
 def _seed(db: OpsDb) -> list[str]:

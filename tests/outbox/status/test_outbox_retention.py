@@ -6,7 +6,12 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from outbox_ops_support import (
+from sqlalchemy import select
+
+from outbox.cli import main
+from outbox.models import transaction_table as t
+from outbox.retention import count_expired, purge
+from tests.outbox.status.outbox_ops_support import (
     OpsDb,
     add_inbox,
     inbox_count,
@@ -16,11 +21,6 @@ from outbox_ops_support import (
     set_rows,
     tx_ids,
 )
-from sqlalchemy import select
-
-from outbox.cli import main
-from outbox.models import transaction_table as t
-from outbox.retention import count_expired, purge
 
 
 def _seed(db: OpsDb, now: datetime) -> dict[str, list[str]]:

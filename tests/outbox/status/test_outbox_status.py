@@ -6,12 +6,18 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from outbox_ops_support import OpsDb, mark_parked, mark_relayed, publish_rows, set_rows
 from rich.console import Console
 
 from outbox.cli import main
 from outbox.status import read_status
 from outbox.status_render import render_status
+from tests.outbox.status.outbox_ops_support import (
+    OpsDb,
+    mark_parked,
+    mark_relayed,
+    publish_rows,
+    set_rows,
+)
 
 
 def _seed(db: OpsDb, now: datetime) -> dict[str, list[str]]:

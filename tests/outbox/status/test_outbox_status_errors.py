@@ -7,7 +7,6 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from outbox_ops_support import OpsDb, mark_parked, publish_rows, set_rows
 from rich.console import Console
 from sqlalchemy import update
 
@@ -17,6 +16,7 @@ from outbox.errors import BrokerUnreachableError
 from outbox.models import broker_state_table
 from outbox.status import read_status
 from outbox.status_render import render_status
+from tests.outbox.status.outbox_ops_support import OpsDb, mark_parked, publish_rows, set_rows
 
 NO_TOPIC = "topic 'Orders' does not exist"
 

@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
 from sqlalchemy import Engine, create_engine, select
-from support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_until
 
 from broker_lite.client import Admin
 from outbox import Outbox, RelaySettings, migrate, publish
@@ -33,6 +32,7 @@ from outbox.relay import Relay
 from outbox.targets import EndOutcome, Publisher, TargetPublisher
 from outbox.targets.rocketmq import TX_ID_PROPERTY, RocketMQTarget
 from outbox.targets.rocketmq_checkback import StatusTableChecker
+from tests.support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_until
 
 pytestmark = [pytest.mark.grpc, pytest.mark.postgres]
 

@@ -25,8 +25,6 @@ from rocketmq import (
     SimpleConsumer,
 )
 from sqlalchemy import Engine, create_engine, select
-from support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_until
-from support.halves import halves_stored
 
 from broker_lite.client import Admin
 from outbox import Outbox, RelaySettings, migrate, publish
@@ -47,6 +45,8 @@ from outbox.targets import (
 from outbox.targets.choose import publisher_for
 from outbox.targets.rocketmq import TX_ID_PROPERTY, RocketMQTarget, probe
 from outbox.targets.rocketmq_checkback import StatusTableChecker
+from tests.support import BrokerLiteServer, PostgresServer, start_broker_lite, wait_until
+from tests.support.halves import halves_stored
 
 pytestmark = [pytest.mark.grpc, pytest.mark.postgres]
 

@@ -15,7 +15,7 @@ class Command(BaseCommand):
     help = "Answer the broker's check-backs for orphaned halves, until SIGTERM."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from integrations.django.db import startup_checks
+        from integrations.django.conf import startup_checks
         from outbox.checker import run_checker
 
         try:

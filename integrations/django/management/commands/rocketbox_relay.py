@@ -25,7 +25,7 @@ class Command(BaseCommand):
         parser.add_argument("--loglevel", default="INFO")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from integrations.django.db import startup_checks
+        from integrations.django.conf import startup_checks
         from outbox.celery import run_worker
 
         if options["concurrency"] < 1:
