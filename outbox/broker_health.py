@@ -19,13 +19,16 @@ While the relay cannot reach the broker at all, it records so in the
 ``rocketbox_broker_state`` table (:func:`note_unreachable`, once per
 outage per process), and clears it once a request gets through
 (:func:`note_reachable`); ``rocketbox status`` shows "broker ... unreachable
-since ...". A database without that table (not migrated to 0003) is left
+since ...", with the process that reported it (``reported_by``, ``HOST pid N``)
+and how old the report is. A database without that table (not migrated to 0003) is left
 alone.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -64,6 +67,8 @@ class BrokerState:
     unreachable_since: datetime
     last_error: str | None
     updated_at: datetime
+    #: the relay process that last reported it (``HOST pid N``); None before revision 0005
+    reported_by: str | None = None
 
 
 #: this process's view, so a relay writes the table when the state changes, not per pass:
@@ -97,6 +102,11 @@ def pass_went_through(outbox: Outbox) -> None:
     note_reachable(outbox.engine, outbox.broker)
 
 
+def reporter() -> str:
+    """This process, as a broker mark names its reporter: ``HOST pid N``."""
+    return f"{socket.gethostname()} pid {os.getpid()}"[:255]
+
+
 def note_unreachable(engine: Engine, broker: str, error: BaseException) -> bool:
     """Record that ``broker`` cannot be reached (keeps the first ``since``); True if done."""
     now = datetime.now(UTC)
@@ -105,14 +115,15 @@ def note_unreachable(engine: Engine, broker: str, error: BaseException) -> bool:
         with engine.begin() as conn:
             if not _has_table(conn):
                 return False
+            by = {"reported_by": reporter()} if _has_reporter(conn) else {}
             changed = conn.execute(update(b).where(b.c.broker == broker).values(
-                last_error=text, updated_at=now)).rowcount
+                last_error=text, updated_at=now, **by)).rowcount
             conn.execute(update(b).where(b.c.broker == broker,
                                          b.c.unreachable_since.is_(None))
                          .values(unreachable_since=now))
             if not changed:
                 conn.execute(b.insert().values(broker=broker, unreachable_since=now,
-                                               last_error=text, updated_at=now))
+                                               last_error=text, updated_at=now, **by))
     except SQLAlchemyError:  # two relays inserting at once, or the database is away
         log.debug("could not record the broker as unreachable", exc_info=True)
         return False
@@ -136,10 +147,19 @@ def read_broker_states(conn: Connection) -> list[BrokerState]:
     """The brokers the relay currently cannot reach (empty without the table)."""
     if not _has_table(conn):
         return []
-    return [BrokerState(r.broker, aware(r.unreachable_since), r.last_error, aware(r.updated_at))
-            for r in conn.execute(select(b).where(b.c.unreachable_since.is_not(None))
+    with_reporter = _has_reporter(conn)
+    columns = [c for c in b.c if with_reporter or c.name != "reported_by"]
+    return [BrokerState(r.broker, aware(r.unreachable_since), r.last_error, aware(r.updated_at),
+                        r.reported_by if with_reporter else None)
+            for r in conn.execute(select(*columns).where(b.c.unreachable_since.is_not(None))
                                   .order_by(b.c.broker))]
 
 
 def _has_table(conn: Connection) -> bool:
     return inspect(conn).has_table(b.name)
+
+
+def _has_reporter(conn: Connection) -> bool:
+    """Whether the table has ``reported_by`` (revision 0005); ``status`` also reads older
+    databases."""
+    return any(c["name"] == "reported_by" for c in inspect(conn).get_columns(b.name))

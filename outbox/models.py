@@ -138,6 +138,8 @@ class BrokerStateRow(Base):
     unreachable_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     last_error: Mapped[str | None] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    #: the relay process that last reported it unreachable (``HOST pid N``; revision 0005)
+    reported_by: Mapped[str | None] = mapped_column(String(255))
 
 
 transaction_table = cast(Table, TransactionRow.__table__)

@@ -170,7 +170,7 @@ class OutboxStatus:
                  "last_error": u.last_error, "updated_at": u.updated_at.isoformat(),
                  "evidence_age_seconds": _round(
                      (self.generated_at - u.updated_at).total_seconds()),
-                 "stale": self.is_stale(u)}
+                 "reported_by": u.reported_by, "stale": self.is_stale(u)}
                 for u in self.unreachable
             ],
         }

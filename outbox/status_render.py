@@ -51,10 +51,11 @@ def _render_unreachable(status: OutboxStatus, u: BrokerState, console: Console) 
     """The outage line, with the age of its evidence: a relay refreshes it every 30 s."""
     since = format_age((status.generated_at - u.unreachable_since).total_seconds())
     evidence = format_age((status.generated_at - u.updated_at).total_seconds())
+    by = f"the relay {u.reported_by}" if u.reported_by else "a relay"
     if status.is_stale(u):
         console.print(Text.assemble(
             ("broker possibly unreachable (stale): ", "bold yellow"),
-            f"{u.broker} was reported unreachable since "
+            f"{u.broker} was reported unreachable by {by} since "
             f"{u.unreachable_since:%Y-%m-%d %H:%M:%S %Z} ({since} ago), but no relay has "
             f"confirmed it for {evidence} (a relay that cannot reach it says so every 30 s, "
             f"and clears it once it does): "
@@ -64,7 +65,7 @@ def _render_unreachable(status: OutboxStatus, u: BrokerState, console: Console) 
     console.print(Text.assemble(
         ("broker unreachable since ", "bold red"),
         (f"{u.unreachable_since:%Y-%m-%d %H:%M:%S %Z}", "bold red"),
-        f" ({since} ago, last confirmed {evidence} ago by a relay): {u.broker}; the relay "
+        f" ({since} ago, last confirmed {evidence} ago by {by}): {u.broker}; the relay "
         f"retries with backoff. Last error: {u.last_error or '-'}"))
 
 

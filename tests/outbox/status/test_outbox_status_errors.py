@@ -1,15 +1,21 @@
 """``rocketbox status`` says why rows do not move (their last errors, grouped) and how old its
-evidence of a broker outage is (a mark no relay refreshes any more is shown as stale)."""
+evidence of a broker outage is (a mark no relay refreshes any more is shown as stale) and which
+relay process reported it."""
 
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from rich.console import Console
-from sqlalchemy import update
+from sqlalchemy import create_engine, update
 
+from outbox import migrate
 from outbox.broker_health import note_reachable, note_unreachable
 from outbox.cli import main
 from outbox.errors import BrokerUnreachableError
@@ -87,3 +93,42 @@ def test_a_broker_mark_nobody_refreshes_is_shown_as_stale_with_its_age(ops_db: O
 
     note_reachable(engine, "127.0.0.1:1")  # a relay reached it: the mark clears
     assert read_status(engine).unreachable == ()
+
+
+_REPORT = """
+import sys
+from sqlalchemy import create_engine
+from outbox.broker_health import note_unreachable
+from outbox.errors import BrokerUnreachableError
+engine = create_engine(sys.argv[1])
+assert note_unreachable(engine, "127.0.0.1:1", BrokerUnreachableError("connection refused"))
+"""
+
+
+@pytest.mark.timeout(60)
+def test_the_mark_names_the_relay_process_that_reported_it(ops_db: OpsDb) -> None:
+    child = subprocess.Popen([sys.executable, "-c", _REPORT, ops_db.url],
+                             stderr=subprocess.PIPE, text=True)
+    _, err = child.communicate(timeout=50)
+    assert child.returncode == 0, err
+    status = read_status(ops_db.engine)
+    [mark] = status.to_json()["brokers_unreachable"]
+    assert mark["reported_by"] == f"{socket.gethostname()} pid {child.pid}"
+    console = Console(record=True, width=300)
+    render_status(status, console)
+    assert f"by the relay {socket.gethostname()} pid {child.pid})" in console.export_text()
+
+
+@pytest.mark.timeout(60)
+def test_status_reads_a_mark_from_before_the_reporter_column(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.sqlite'}"
+    migrate.upgrade(url, "0004")  # a database not migrated since revision 0004
+    engine = create_engine(url)
+    assert note_unreachable(engine, "127.0.0.1:1", BrokerUnreachableError("refused"))
+    [mark] = read_status(engine).unreachable
+    assert mark.broker == "127.0.0.1:1" and mark.reported_by is None
+    console = Console(record=True, width=300)
+    render_status(read_status(engine), console)
+    shown = console.export_text()
+    assert "last confirmed 0." in shown and "by a relay" in shown
+    engine.dispose()
