@@ -20,7 +20,8 @@ from types import MappingProxyType
 import msgspec
 
 from broker_lite.protocol import messages as m
-from broker_lite.storage.properties import (
+from broker_lite.values.names import RETRY_PREFIX, dlq_topic, retry_topic
+from broker_lite.values.properties import (
     DELAY,
     REAL_TOPIC,
     RETRY_TOPIC,
@@ -39,19 +40,7 @@ __all__ = [
     "retry_topic",
 ]
 
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
 MAX_DELAY_LEVEL = 18
-
-
-def retry_topic(group: str) -> str:
-    """The topic a consumer group's failed messages come back on."""
-    return f"{RETRY_PREFIX}{group}"
-
-
-def dlq_topic(group: str) -> str:
-    """Where a message goes once it failed ``max_reconsume_times`` times."""
-    return f"{DLQ_PREFIX}{group}"
 
 
 def _keys_tuple(keys: str | Iterable[str] | None) -> tuple[str, ...]:
