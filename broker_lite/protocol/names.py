@@ -13,6 +13,7 @@ from broker_lite.values.names import (
     HALF_TOPIC,
     OP_TOPIC,
     RETRY_PREFIX,
+    SYSTEM_TOPIC_PREFIX,
     SYSTEM_TOPICS,
     TRANS_CHECK_MAX_TIME_TOPIC,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "RETRY_PREFIX",
     "RETRY_TOPIC",
     "SYSTEM_TOPICS",
+    "SYSTEM_TOPIC_PREFIX",
     "TRANSACTION_CHECK_TIMES",
     "TRANSACTION_ID",
     "TRANS_CHECK_MAX_TIME_TOPIC",
