@@ -90,3 +90,14 @@ def test_the_layer_picture_in_the_docs_is_drawn_from_todays_code() -> None:
     result = subprocess.run([sys.executable, str(ROOT / "docs" / "layers.py"), "--check"],
                             capture_output=True, text=True, timeout=110, check=False)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.timeout(120)
+def test_importing_the_client_loads_no_storage_engine() -> None:
+    code = ("import sys, broker_lite.client, broker_lite.client.limits\n"
+            "print(sorted(m for m in sys.modules if m.startswith('broker_lite.storage')\n"
+            "             or m in {'mmap', 'zlib_ng'}))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=110, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
