@@ -22,7 +22,7 @@ import pytest
 
 from broker_lite.core import model
 from broker_lite.errors import ProtocolError
-from broker_lite.protocol import REQUEST_TYPES, RESPONSE_TYPES, decode, encode
+from broker_lite.protocol import REQUEST_TYPES, RESPONSE_TYPES, BodyError, decode, encode
 from broker_lite.protocol import messages as m
 from broker_lite.server import translate as t
 from broker_lite.server.fit import RESPONSE_OVERHEAD, pull_body
@@ -143,6 +143,13 @@ def test_the_door_decodes_straight_into_the_core_value(wire: Any, value: type[An
     assert wire is value
     request = _filled(value)
     assert type(decode(encode(request), wire)) is value
+
+
+@pytest.mark.parametrize("name", ["EndTransactionRequest", "AckRequest", "WireMessage"])
+def test_a_malformed_body_is_named_by_its_wire_name(name: str) -> None:
+    with pytest.raises(BodyError, match=f"^malformed {name}: ") as caught:
+        decode(encode({}), getattr(m, name))
+    assert caught.value.body_type == name
 
 
 def test_a_pull_request_is_the_core_query_plus_the_door_wait() -> None:
