@@ -24,8 +24,8 @@ from broker_lite.values.names import (
     OP_TOPIC,
     RETRY_PREFIX,
     SCHEDULE_TOPIC,
-    SYSTEM_TOPIC_PREFIX,
     TRANS_CHECK_MAX_TIME_TOPIC,
+    is_system_topic,
     validate_topic,
 )
 
@@ -117,7 +117,7 @@ class TopicManager:
         mqadmin's ``+key=value`` and ``-key``.
         """
         validate_topic(name)
-        if not system and (name in SYSTEM_TOPICS or name.startswith(SYSTEM_TOPIC_PREFIX)):
+        if not system and is_system_topic(name):
             raise NoPermissionError(f"topic {name!r} is reserved for the broker")
         count = self._default_queues if queues is None else queues
         if not 1 <= count <= 1024:
