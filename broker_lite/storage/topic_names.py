@@ -6,15 +6,7 @@ import without loading the store); re-exported here for the store's modules.
 
 from __future__ import annotations
 
-from broker_lite.values.names import (
-    BROKER_TOPICS,
-    DLQ_PREFIX,
-    HALF_TOPIC,
-    OP_TOPIC,
-    RETRY_PREFIX,
-    SCHEDULE_TOPIC,
-    TRANS_CHECK_MAX_TIME_TOPIC,
-)
+from broker_lite.values import names as _leaf
+from broker_lite.values.names import *  # noqa: F403
 
-__all__ = ["BROKER_TOPICS", "DLQ_PREFIX", "HALF_TOPIC", "OP_TOPIC", "RETRY_PREFIX",
-           "SCHEDULE_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC"]
+__all__ = _leaf.__all__
