@@ -23,7 +23,7 @@ OUT = ROOT / "docs" / "layers.md"
 PACKAGES = ("broker_lite", "outbox", "integrations", "spark", "migrations")
 #: broker_lite's layers, top to bottom, as the contracts in pyproject.toml order them
 BROKER_LAYERS = ("cli", "runtime", "server", "grpc_door", "client", "serving", "protocol",
-                 "core", "storage")
+                 "core", "storage", "values")
 
 
 def layer_of(module: str) -> str:

@@ -369,6 +369,7 @@ def preflight(command: str, outbox: Outbox, *, group: str | None = None) -> None
 
 def relay(args: argparse.Namespace) -> int:
     run_worker = _load("relay", "outbox.celery.worker", "run_worker")
+    sqla_prefix: str = _load("relay", "outbox.celery.sqla", "SQLA_PREFIX")
     outbox = build_outbox(args)
     try:
         startup_checks("relay", outbox, db_setting="--db", migrate_with=_MIGRATE)
@@ -377,7 +378,7 @@ def relay(args: argparse.Namespace) -> int:
         if not args.checker and _accepts(run_worker, "checker"):
             extra["checker"] = False
         code: int = run_worker(
-            outbox, celery_broker=args.celery_broker or "sqla+" + outbox.engine.url
+            outbox, celery_broker=args.celery_broker or sqla_prefix + outbox.engine.url
             .render_as_string(hide_password=False),
             celery_backend=args.celery_backend, concurrency=args.concurrency,
             beat=args.beat, loglevel=args.log_level.upper(), **extra)

@@ -43,13 +43,16 @@ from outbox.serializers import to_body
 from outbox.tracing import with_trace_context
 from outbox.validation import check_message
 
-__all__ = ["new_tx_id", "publish"]
+__all__ = ["CURRENT_XID_SQL", "new_tx_id", "publish"]
 
 log = logging.getLogger("rocketbox.outbox")
 _PENDING_KEY = "rocketbox.pending"
 _HOOKED_KEY = "rocketbox.hooked"
 _SEQ = text("nextval('rocketbox_transaction_seq')")
-_XID = text("pg_current_xact_id()::text::bigint")
+#: the SQL of the current PostgreSQL transaction's id (64-bit, epoch included); one
+#: definition for everything that stamps or compares a row's writing transaction
+CURRENT_XID_SQL = "pg_current_xact_id()::text::bigint"
+_XID = text(CURRENT_XID_SQL)
 #: PostgreSQL drivers whose paramstyle is ``%(name)s`` and that take bytes,
 #: datetimes and JSON text as they are
 _PYFORMAT_DRIVERS = frozenset({"psycopg", "psycopg2"})

@@ -31,7 +31,6 @@ import re
 import struct
 from collections.abc import Callable, Iterable, Iterator
 
-from broker_lite.core.topics import HALF_TOPIC, OP_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC
 from broker_lite.core.transactions import TX_STATE, op_offsets
 from broker_lite.errors import CorruptRecordError
 from broker_lite.storage.body import message_body
@@ -50,6 +49,14 @@ from broker_lite.storage.record import (
     peek_route,
     sysflag_name,
     verify_record,
+)
+from broker_lite.values.names import (
+    DLQ_PREFIX,
+    HALF_TOPIC,
+    OP_TOPIC,
+    RETRY_PREFIX,
+    SYSTEM_TOPIC_PREFIX,
+    TRANS_CHECK_MAX_TIME_TOPIC,
 )
 
 __all__ = [
@@ -73,7 +80,8 @@ __all__ = [
 ROW_KEY = "ROCKETBOX_TX_ID"
 #: topics of the broker's own bookkeeping (RocketMQ: ``rmq_sys_REVIVE_LOG_<cluster>``,
 #: ``rmq_sys_wheel_timer``, ``SCHEDULE_TOPIC_XXXX``...): never a transaction's record
-SYSTEM_PREFIXES = (b"rmq_sys_", b"RMQ_SYS_", b"SCHEDULE_TOPIC_", b"%RETRY%", b"%DLQ%")
+SYSTEM_PREFIXES = (b"rmq_sys_", b"SCHEDULE_TOPIC_",
+                   *(prefix.encode() for prefix in (SYSTEM_TOPIC_PREFIX, RETRY_PREFIX, DLQ_PREFIX)))
 #: a segment file name: its start offset, 20 digits
 SEGMENT_NAME = re.compile(r"^\d{20}$")
 KIND_HALF, KIND_COMMIT, KIND_OP, KIND_DISCARD = "half", "commit", "op", "discard"

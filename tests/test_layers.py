@@ -55,6 +55,12 @@ def test_the_untouched_tree_keeps_every_contract(tmp_path: Path) -> None:
     # one door leaning on the other
     ("broker_lite/grpc_door/_bad.py", "from broker_lite.server import handlers",
      "broker_lite.grpc_door._bad -> broker_lite.server"),
+    # the client loading the storage engine (its names come from broker_lite.values)
+    ("broker_lite/client/_bad.py", "from broker_lite.storage.properties import TAGS",
+     "broker_lite.client._bad -> broker_lite.storage"),
+    # the leaf values reaching up into the core
+    ("broker_lite/values/_bad.py", "from broker_lite.core import Broker",
+     "broker_lite.values._bad -> broker_lite.core"),
     # storage doing network I/O
     ("broker_lite/storage/_bad.py", "import asyncio", "broker_lite.storage._bad -> asyncio"),
     # the outbox past the client's public API
@@ -100,3 +106,14 @@ def test_the_layer_picture_in_the_docs_is_drawn_from_todays_code() -> None:
     result = subprocess.run([sys.executable, str(ROOT / "docs" / "layers.py"), "--check"],
                             capture_output=True, text=True, timeout=110, check=False)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.timeout(120)
+def test_importing_the_client_loads_no_storage_engine() -> None:
+    code = ("import sys, broker_lite.client, broker_lite.client.limits\n"
+            "print(sorted(m for m in sys.modules if m.startswith('broker_lite.storage')\n"
+            "             or m in {'mmap', 'zlib_ng'}))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=110, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -2,7 +2,9 @@
 
 An application that stores a message now and sends it later (rocketbox's
 outbox) wants the broker's refusals at write time, not minutes later. These
-are the broker's own rules (RocketMQ's), re-exported for the client side:
+are the broker's own rules (RocketMQ's), read from the leaf
+:mod:`broker_lite.values` that the broker itself uses (so importing this module
+does not load the storage engine):
 
 - :func:`validate_topic`: 1 to 127 characters from ``[%|a-zA-Z0-9_-]``
   (raises :class:`~broker_lite.errors.InvalidMessageError`, ``field="topic"``);
@@ -16,10 +18,13 @@ are the broker's own rules (RocketMQ's), re-exported for the client side:
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from broker_lite.storage import StoreConfig, validate_topic
-from broker_lite.storage.properties import (
+from broker_lite.values.names import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    SYSTEM_TOPIC_PREFIX,
+    SYSTEM_TOPICS,
+    validate_topic,
+)
+from broker_lite.values.properties import (
     KEYS,
     MAX_PROPERTIES_BYTES,
     SHARDING_KEY,
@@ -30,10 +35,3 @@ from broker_lite.storage.properties import (
 __all__ = ["DEFAULT_MAX_MESSAGE_SIZE", "KEYS", "MAX_PROPERTIES_BYTES", "SHARDING_KEY",
            "SYSTEM_TOPICS", "SYSTEM_TOPIC_PREFIX", "TAGS", "encode_properties",
            "validate_topic"]
-
-DEFAULT_MAX_MESSAGE_SIZE: int = StoreConfig(data_dir=Path()).max_message_size
-#: the broker's own topics: a send to one is refused (kept equal to the core's by a test)
-SYSTEM_TOPICS = frozenset({"RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-                           "TRANS_CHECK_MAX_TIME_TOPIC", "SCHEDULE_TOPIC_XXXX"})
-#: RocketMQ reserves every topic named so
-SYSTEM_TOPIC_PREFIX = "RMQ_SYS_"

@@ -2,9 +2,21 @@
 
 :class:`Message` is what a producer builds; :class:`ReceivedMessage` is what
 a consumer's listener (and a transaction check-back) is given;
-:class:`SendResult` is what the broker answered to a send. All three are
-frozen dataclasses; the wire structs of :mod:`broker_lite.protocol.messages`
-stay inside the client.
+:class:`SendResult` is what the broker answered to a send.
+
+These are the client's public values and are kept separate, on purpose, from
+the one wire-and-core definition (:mod:`broker_lite.values.messages`, which the
+native protocol encodes): they take what an application has (a ``str`` body,
+keys as one string or an iterable, ``deliver_at`` as a datetime, a
+``message_group`` alias) and check it at construction, they are immutable all
+the way down (tuples, read-only mappings), and they name things as a
+RocketMQ client does (``send_status``, ``transaction_id`` ``None`` when there
+is none, ``delivered_topic`` for a retried message). :meth:`Message.to_wire`
+builds the leaf's ``Message`` in one call and :meth:`SendResult.from_wire`
+and :meth:`ReceivedMessage.from_wire` read the leaf's values; the leaf's
+structs never reach the application. The retry and dead-letter topic names
+(:func:`retry_topic`, :func:`dlq_topic`) are the leaf's
+(:mod:`broker_lite.values.names`).
 """
 
 from __future__ import annotations
@@ -20,7 +32,8 @@ from types import MappingProxyType
 import msgspec
 
 from broker_lite.protocol import messages as m
-from broker_lite.storage.properties import (
+from broker_lite.values.names import RETRY_PREFIX, dlq_topic, retry_topic
+from broker_lite.values.properties import (
     DELAY,
     REAL_TOPIC,
     RETRY_TOPIC,
@@ -39,19 +52,7 @@ __all__ = [
     "retry_topic",
 ]
 
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
 MAX_DELAY_LEVEL = 18
-
-
-def retry_topic(group: str) -> str:
-    """The topic a consumer group's failed messages come back on."""
-    return f"{RETRY_PREFIX}{group}"
-
-
-def dlq_topic(group: str) -> str:
-    """Where a message goes once it failed ``max_reconsume_times`` times."""
-    return f"{DLQ_PREFIX}{group}"
 
 
 def _keys_tuple(keys: str | Iterable[str] | None) -> tuple[str, ...]:

@@ -42,7 +42,7 @@ from broker_lite.client.transaction_types import (
 from broker_lite.errors import BrokerError
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
-from broker_lite.storage.properties import TRANSACTION_ID, UNIQ_KEY
+from broker_lite.values.properties import TRANSACTION_ID, UNIQ_KEY
 
 __all__ = ["AsyncTransactionProducer", "TransactionProducer"]
 

@@ -18,14 +18,15 @@ from pathlib import Path
 
 from broker_lite.core.state_file import load_json, save_json
 from broker_lite.errors import NoPermissionError, RequestError, TopicNotFoundError
-from broker_lite.storage import validate_topic
-from broker_lite.storage.topic_names import (
+from broker_lite.values.names import (
     DLQ_PREFIX,
     HALF_TOPIC,
     OP_TOPIC,
     RETRY_PREFIX,
     SCHEDULE_TOPIC,
     TRANS_CHECK_MAX_TIME_TOPIC,
+    is_system_topic,
+    validate_topic,
 )
 
 __all__ = [
@@ -116,7 +117,7 @@ class TopicManager:
         mqadmin's ``+key=value`` and ``-key``.
         """
         validate_topic(name)
-        if not system and (name in SYSTEM_TOPICS or name.startswith("RMQ_SYS_")):
+        if not system and is_system_topic(name):
             raise NoPermissionError(f"topic {name!r} is reserved for the broker")
         count = self._default_queues if queues is None else queues
         if not 1 <= count <= 1024:

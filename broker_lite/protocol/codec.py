@@ -85,6 +85,12 @@ def encode(body: Any) -> bytes:
     return _encoder.encode(body)
 
 
+#: each body's wire name, which errors report (a core value's own class name may differ:
+#: ``EndTransactionRequest`` is :class:`~broker_lite.values.messages.EndRequest`)
+_WIRE_NAMES: dict[type[Any], str] = {
+    getattr(m, name): name for name in m.__all__ if name not in {"Body", "TxState"}}
+
+
 def decode(data: bytes, kind: type[T]) -> T:
     decoder = _decoders.get(kind)
     if decoder is None:
@@ -92,6 +98,6 @@ def decode(data: bytes, kind: type[T]) -> T:
     try:
         result: T = decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise BodyError(f"malformed {kind.__name__}: {exc}",
-                        body_type=kind.__name__) from exc
+        name = _WIRE_NAMES.get(kind, kind.__name__)
+        raise BodyError(f"malformed {name}: {exc}", body_type=name) from exc
     return result

@@ -4,15 +4,23 @@ One struct per request and response body. Field names are the wire contract
 between :mod:`broker_lite.server` and :mod:`broker_lite.client`; add fields at
 the end with defaults, never rename.
 
+Every body that carries one of the core's values *is* that value: the structs
+are defined once in the leaf :mod:`broker_lite.values.messages` (below the
+core, the protocol and the client) and named here by their wire names
+(``WireMessage`` is :class:`~broker_lite.values.messages.Message`,
+``PullResponse`` is :class:`~broker_lite.values.messages.PullResult`...). The
+native door decodes a request straight into the value the core takes and
+encodes the core's answer as it is. Only the frames' own envelopes (hello,
+batches, errors, lists) are defined here, and :class:`PullRequest`, which adds
+the door's long-poll wait to the core's :class:`~broker_lite.values.messages.PullQuery`.
+
 Transaction states use RocketMQ's end-transaction values: ``COMMIT`` = 8,
 ``ROLLBACK`` = 12, ``UNKNOWN`` = 0 (see :class:`TxState`).
 """
 
 from __future__ import annotations
 
-from enum import IntEnum
-
-import msgspec
+from broker_lite.values import messages as v
 
 __all__ = [
     "AckRequest",
@@ -53,17 +61,32 @@ __all__ = [
     "WireMessage",
 ]
 
+#: base of every body (the values' base: frozen, keyword-only, defaults omitted)
+Body = v.Value
+TxState = v.TxState
 
-class TxState(IntEnum):
-    """End-transaction states, with RocketMQ's wire values."""
+# -- the core's values, under their wire names -------------------------------------
 
-    UNKNOWN = 0
-    COMMIT = 8
-    ROLLBACK = 12
-
-
-class Body(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """Base of every body."""
+#: a message as a producer sends it
+WireMessage = v.Message
+SendResult = v.SendResult
+EndTransactionRequest = v.EndRequest
+EndTransactionResponse = v.EndResult
+#: broker -> producer: what happened to this local transaction?
+CheckTransactionRequest = v.CheckRequest
+#: a message as a consumer receives it
+DeliveredMessage = v.DeliveredMessage
+PullResponse = v.PullResult
+QueryAssignmentRequest = v.AssignmentQuery
+Assignment = v.Assignment
+OffsetRequest = v.OffsetQuery
+UpdateOffsetRequest = v.OffsetUpdate
+AckRequest = v.Ack
+SendBackRequest = v.SendBack
+ConsumerSubscription = v.Subscription
+TopicCreateRequest = v.NewTopic
+TopicInfo = v.TopicInfo
+QueryByKeyRequest = v.KeyQuery
 
 
 class Empty(Body, frozen=True):
@@ -103,13 +126,6 @@ class HelloResponse(Body, frozen=True):
     server_time_ms: int
 
 
-class ConsumerSubscription(Body, frozen=True):
-    group: str
-    topic: str
-    tag_expr: str = "*"
-    broadcasting: bool = False
-
-
 class HeartbeatRequest(Body, frozen=True):
     """Registers producer groups (for check-back) and consumer subscriptions."""
 
@@ -121,45 +137,9 @@ class HeartbeatRequest(Body, frozen=True):
 # -- producing -------------------------------------------------------------------
 
 
-class WireMessage(Body, frozen=True):
-    """A message as a producer sends it."""
-
-    topic: str
-    body: bytes
-    tags: str | None = None
-    keys: list[str] = []
-    properties: dict[str, str] = {}
-    flag: int = 0
-    #: the client-made unique id (UNIQ_KEY); the broker makes one when empty
-    msg_id: str = ""
-    #: -1: the broker picks the queue (round robin, or by sharding key)
-    queue_id: int = -1
-    #: message group / sharding key: same key, same queue, so order holds
-    sharding_key: str | None = None
-    #: RocketMQ delay level (1..18); 0 = deliver now
-    delay_level: int = 0
-    #: absolute delivery time in ms since the epoch; 0 = use delay_level
-    deliver_at_ms: int = 0
-    born_timestamp: int = 0
-    #: True for a half (prepared) message of a transaction
-    transactional: bool = False
-
-
 class SendRequest(Body, frozen=True):
     producer_group: str
     message: WireMessage
-
-
-class SendResult(Body, frozen=True):
-    msg_id: str
-    topic: str
-    queue_id: int
-    queue_offset: int
-    commit_log_offset: int
-    #: set for halves: the id to end the transaction with
-    transaction_id: str = ""
-    #: True when the broker had this id already (idempotent re-send of a half)
-    duplicate: bool = False
 
 
 class SendBatchRequest(Body, frozen=True):
@@ -180,27 +160,6 @@ class SendBatchResponse(Body, frozen=True):
 # -- transactions ----------------------------------------------------------------
 
 
-class EndTransactionRequest(Body, frozen=True):
-    producer_group: str
-    transaction_id: str
-    state: int  # TxState
-    #: the half's commit-log and half-queue offsets, checked like RocketMQ does
-    commit_log_offset: int = -1
-    queue_offset: int = -1
-    msg_id: str = ""
-    from_check: bool = False
-
-
-class EndTransactionResponse(Body, frozen=True):
-    #: "committed", "rolled_back" or "unknown" (left for check-back)
-    outcome: str
-    #: True when this transaction had already been resolved the same way
-    already: bool = False
-    commit_log_offset: int = -1
-    queue_id: int = -1
-    queue_offset: int = -1
-
-
 class EndTransactionBatchRequest(Body, frozen=True):
     items: list[EndTransactionRequest]
 
@@ -212,22 +171,6 @@ class EndTransactionBatchResponse(Body, frozen=True):
     errors: list[ErrorBody | None]
 
 
-class CheckTransactionRequest(Body, frozen=True):
-    """Broker -> producer: what happened to this local transaction?"""
-
-    producer_group: str
-    transaction_id: str
-    msg_id: str
-    commit_log_offset: int
-    queue_offset: int
-    check_times: int
-    message: DeliveredMessage
-    #: the renewed copy of the half this check wrote (RocketMQ's check names that copy,
-    #: ``putBackHalfMsgQueue``): its commit-log and half-queue offsets; -1: none
-    renewed_commit_log_offset: int = -1
-    renewed_queue_offset: int = -1
-
-
 class CheckTransactionResponse(Body, frozen=True):
     state: int  # TxState
 
@@ -235,61 +178,11 @@ class CheckTransactionResponse(Body, frozen=True):
 # -- consuming -------------------------------------------------------------------
 
 
-class DeliveredMessage(Body, frozen=True):
-    """A message as a consumer receives it."""
+class PullRequest(v.PullQuery, frozen=True):
+    """The core's :class:`~broker_lite.values.messages.PullQuery`, plus the door's wait."""
 
-    msg_id: str
-    topic: str
-    queue_id: int
-    queue_offset: int
-    commit_log_offset: int
-    body: bytes
-    tags: str | None = None
-    keys: list[str] = []
-    properties: dict[str, str] = {}
-    born_timestamp: int = 0
-    store_timestamp: int = 0
-    reconsume_times: int = 0
-
-
-class PullRequest(Body, frozen=True):
-    group: str
-    topic: str
-    queue_id: int
-    offset: int
-    max_messages: int = 32
-    tag_expr: str = "*"
     #: hold the request up to this long when there is nothing new
     long_poll_ms: int = 0
-
-
-class PullResponse(Body, frozen=True):
-    #: "found", "no_new_message" or "offset_moved"
-    status: str
-    messages: list[DeliveredMessage]
-    next_offset: int
-    min_offset: int
-    max_offset: int
-
-
-class QueryAssignmentRequest(Body, frozen=True):
-    client_id: str
-    group: str
-    topic: str
-
-
-class Assignment(Body, frozen=True):
-    """The queues of ``topic`` this client should consume for ``group`` now."""
-
-    topic: str
-    queue_ids: list[int]
-    broadcasting: bool = False
-
-
-class OffsetRequest(Body, frozen=True):
-    group: str
-    topic: str
-    queue_id: int
 
 
 class OffsetResponse(Body, frozen=True):
@@ -297,56 +190,7 @@ class OffsetResponse(Body, frozen=True):
     offset: int
 
 
-class UpdateOffsetRequest(Body, frozen=True):
-    group: str
-    topic: str
-    queue_id: int
-    offset: int
-
-
-class AckRequest(Body, frozen=True):
-    """Consumed successfully: the broker advances the group's offset past it."""
-
-    group: str
-    topic: str
-    queue_id: int
-    queue_offset: int
-    msg_id: str
-
-
-class SendBackRequest(Body, frozen=True):
-    """Consume failed: redeliver later through ``%RETRY%group``, or dead-letter it."""
-
-    group: str
-    topic: str
-    queue_id: int
-    queue_offset: int
-    msg_id: str
-    #: 0: the next level of the retry schedule; -1: straight to the DLQ
-    delay_level: int = 0
-    max_reconsume_times: int = 16
-
-
 # -- admin -------------------------------------------------------------------------
-
-
-class TopicCreateRequest(Body, frozen=True):
-    topic: str
-    queues: int = 4
-    #: RocketMQ permission bits: 4 read, 2 write (6 = both)
-    perm: int = 6
-    #: topic attributes to set (``message.type``: NORMAL, FIFO, DELAY, TRANSACTION, MIXED)
-    attributes: dict[str, str] = {}
-    #: topic attributes to remove
-    removed_attributes: list[str] = []
-
-
-class TopicInfo(Body, frozen=True):
-    topic: str
-    queues: int
-    perm: int
-    max_offsets: list[int] = []
-    attributes: dict[str, str] = {}
 
 
 class TopicListResponse(Body, frozen=True):
@@ -355,11 +199,6 @@ class TopicListResponse(Body, frozen=True):
 
 class TopicRouteRequest(Body, frozen=True):
     topic: str
-
-
-class QueryByKeyRequest(Body, frozen=True):
-    key: str
-    max_messages: int = 32
 
 
 class QueryByKeyResponse(Body, frozen=True):

@@ -1,14 +1,23 @@
 """Names a client meets in stored messages: the broker's own topics, the retry and
 dead-letter prefixes, and the property keys operators read (transactions, retries).
 
-They are defined with the store (:mod:`broker_lite.storage.topic_names`,
-:mod:`broker_lite.storage.properties`); this module gathers them for
-:mod:`broker_lite.client`, which may not import the core.
+They are defined in the leaf :mod:`broker_lite.values` (:mod:`~broker_lite.values.names`,
+:mod:`~broker_lite.values.properties`), which the store, the core and the client all
+read; this module gathers them under one name for readers of the protocol.
 """
 
 from __future__ import annotations
 
-from broker_lite.storage.properties import (
+from broker_lite.values.names import (
+    DLQ_PREFIX,
+    HALF_TOPIC,
+    OP_TOPIC,
+    RETRY_PREFIX,
+    SYSTEM_TOPIC_PREFIX,
+    SYSTEM_TOPICS,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+)
+from broker_lite.values.properties import (
     FROM_CHECK,
     ORIGIN_MESSAGE_ID,
     PGROUP,
@@ -17,14 +26,6 @@ from broker_lite.storage.properties import (
     TRANSACTION_ID,
     TX_STATE,
     UNIQ_KEY,
-)
-from broker_lite.storage.topic_names import BROKER_TOPICS as SYSTEM_TOPICS
-from broker_lite.storage.topic_names import (
-    DLQ_PREFIX,
-    HALF_TOPIC,
-    OP_TOPIC,
-    RETRY_PREFIX,
-    TRANS_CHECK_MAX_TIME_TOPIC,
 )
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "RETRY_PREFIX",
     "RETRY_TOPIC",
     "SYSTEM_TOPICS",
+    "SYSTEM_TOPIC_PREFIX",
     "TRANSACTION_CHECK_TIMES",
     "TRANSACTION_ID",
     "TRANS_CHECK_MAX_TIME_TOPIC",

@@ -1,10 +1,10 @@
 """Answers that carry messages, cut to one response frame (pulls, key lookups, browsing).
 
 A PULL's (and a BROWSE's) answer is written from the core's
-:class:`~broker_lite.core.model.PullResult` as it is: the core's values have the
-native bodies' fields, in their order, with their encoding options, so they
-encode to the bytes of :class:`~broker_lite.protocol.messages.PullResponse`
-(``tests/broker_lite/server/test_translate.py`` pins it). The answer is encoded
+:class:`~broker_lite.core.model.PullResult` as it is: that struct *is* the
+native :class:`~broker_lite.protocol.messages.PullResponse` (one definition, in
+:mod:`broker_lite.values.messages`; ``tests/broker_lite/server/test_translate.py``
+pins its bytes). The answer is encoded
 once; only an answer larger than a frame is measured message by message and
 cut, and the next pull fetches the rest.
 """

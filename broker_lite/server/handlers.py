@@ -42,24 +42,7 @@ from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
 from broker_lite.server.fit import fit, pull_body
 from broker_lite.server.ops_handlers import OPS_HANDLERS
-from broker_lite.server.translate import (
-    ack_in,
-    assignment_out,
-    assignment_query_in,
-    delivered_out,
-    end_in,
-    end_out,
-    key_query_in,
-    message_in,
-    new_topic_in,
-    offset_query_in,
-    offset_update_in,
-    pull_in,
-    registration_in,
-    send_back_in,
-    send_result_out,
-    topic_info_out,
-)
+from broker_lite.server.translate import registration_in
 from broker_lite.serving.context import MAX_LONG_POLL_MS, ServerContext, Session
 from broker_lite.serving.durability import wait_flushed
 from broker_lite.serving.longpoll import long_poll_pull
@@ -155,9 +138,9 @@ async def unregister(ctx: ServerContext, session: Session, req: m.HeartbeatReque
 def send_now(ctx: ServerContext, session: Session, req: m.SendRequest) -> tuple[m.SendResult, int]:
     _check_send(ctx, session.account, req.message.topic, req.producer_group,
                 req.message.transactional)
-    sent: Sent = ctx.broker.send(req.producer_group, message_in(req.message),
+    sent: Sent = ctx.broker.send(req.producer_group, req.message,
                                  born_host=session.remote_address)
-    return send_result_out(sent.result), sent.end_offset
+    return sent.result, sent.end_offset
 
 
 async def send(ctx: ServerContext, session: Session, req: m.SendRequest) -> m.SendResult:
@@ -179,14 +162,14 @@ def send_batch_now(ctx: ServerContext, session: Session,
                             message.transactional)
                 checked.add(key)
     outcomes = ctx.broker.send_batch(req.producer_group,
-                                     [message_in(message) for message in req.messages],
+                                     req.messages,
                                      born_host=session.remote_address)
     results: list[m.SendItemResult] = []
     end = -1
     success = ResponseCode.SUCCESS
     for outcome in outcomes:
         if isinstance(outcome, Sent):
-            results.append(m.SendItemResult(code=success, result=send_result_out(outcome.result)))
+            results.append(m.SendItemResult(code=success, result=outcome.result))
             if outcome.end_offset > end:
                 end = outcome.end_offset
         else:
@@ -208,8 +191,8 @@ async def send_batch(ctx: ServerContext, session: Session,
 def end_transaction_now(ctx: ServerContext, session: Session, req: m.EndTransactionRequest
                         ) -> tuple[m.EndTransactionResponse, int]:
     _check_end(ctx, session, req.producer_group, req.transaction_id, req.commit_log_offset)
-    ended: Ended = ctx.broker.end_transaction(end_in(req))
-    return end_out(ended.response), ended.end_offset
+    ended: Ended = ctx.broker.end_transaction(req)
+    return ended.response, ended.end_offset
 
 
 async def end_transaction(ctx: ServerContext, session: Session,
@@ -231,7 +214,7 @@ def end_transaction_batch_now(ctx: ServerContext, session: Session,
         try:
             _check_end(ctx, session, item.producer_group, item.transaction_id,
                        item.commit_log_offset)
-            ended = end_transaction(end_in(item))
+            ended = end_transaction(item)
         except BrokerError as exc:
             codes.append(exc.code)
             results.append(None)
@@ -240,7 +223,7 @@ def end_transaction_batch_now(ctx: ServerContext, session: Session,
         if ended.end_offset > end:
             end = ended.end_offset
         codes.append(ResponseCode.SUCCESS)
-        results.append(end_out(ended.response))
+        results.append(ended.response)
         errors.append(None)
     return m.EndTransactionBatchResponse(codes=codes, results=results, errors=errors), end
 
@@ -261,7 +244,7 @@ def pull_now(ctx: ServerContext, session: Session,
              req: m.PullRequest) -> tuple[msgspec.Raw, int] | None:
     """The pull's answer if it has one now; ``None`` when it would long-poll."""
     _check_consume(session, req.topic, req.group)
-    result = ctx.broker.pull(pull_in(req))
+    result = ctx.broker.pull(req)
     if result.status == NO_NEW_MESSAGE and min(req.long_poll_ms, MAX_LONG_POLL_MS) > 0:
         return None
     return pull_body(result, ctx.config.max_frame_size, req.topic), -1
@@ -270,7 +253,7 @@ def pull_now(ctx: ServerContext, session: Session,
 async def pull(ctx: ServerContext, session: Session, req: m.PullRequest) -> msgspec.Raw:
     """A :class:`~broker_lite.protocol.messages.PullResponse`, encoded (see :mod:`.fit`)."""
     _check_consume(session, req.topic, req.group)
-    result = await long_poll_pull(ctx.broker, ctx.hub, pull_in(req),
+    result = await long_poll_pull(ctx.broker, ctx.hub, req,
                                   min(req.long_poll_ms, MAX_LONG_POLL_MS))
     return pull_body(result, ctx.config.max_frame_size, req.topic)
 
@@ -278,25 +261,25 @@ async def pull(ctx: ServerContext, session: Session, req: m.PullRequest) -> msgs
 async def query_assignment(ctx: ServerContext, session: Session,
                            req: m.QueryAssignmentRequest) -> m.Assignment:
     _check_consume(session, req.topic, req.group)
-    return assignment_out(ctx.broker.query_assignment(assignment_query_in(req)))
+    return ctx.broker.query_assignment(req)
 
 
 async def query_offset(ctx: ServerContext, session: Session,
                        req: m.OffsetRequest) -> m.OffsetResponse:
     _check_consume(session, req.topic, req.group)
-    return m.OffsetResponse(offset=ctx.broker.query_offset(offset_query_in(req)))
+    return m.OffsetResponse(offset=ctx.broker.query_offset(req))
 
 
 async def update_offset(ctx: ServerContext, session: Session,
                         req: m.UpdateOffsetRequest) -> m.Empty:
     _check_consume(session, req.topic, req.group)
-    ctx.broker.update_offset(offset_update_in(req))
+    ctx.broker.update_offset(req)
     return m.Empty()
 
 
 def ack_now(ctx: ServerContext, session: Session, req: m.AckRequest) -> tuple[m.Empty, int]:
     _check_consume(session, req.topic, req.group)
-    ctx.broker.ack(ack_in(req))
+    ctx.broker.ack(req)
     return m.Empty(), -1
 
 
@@ -306,7 +289,7 @@ async def ack(ctx: ServerContext, session: Session, req: m.AckRequest) -> m.Empt
 
 async def send_back(ctx: ServerContext, session: Session, req: m.SendBackRequest) -> m.Empty:
     _check_consume(session, req.topic, req.group)
-    end_offset = ctx.broker.send_back(send_back_in(req))
+    end_offset = ctx.broker.send_back(req)
     await wait_flushed(ctx, end_offset)
     return m.Empty()
 
@@ -319,7 +302,7 @@ async def topic_create(ctx: ServerContext, session: Session,
     account = session.account
     if account is not None:
         account.check_create_topic(req.topic, exists=ctx.broker.topics.get(req.topic) is not None)
-    return topic_info_out(ctx.broker.create_topic(new_topic_in(req)))
+    return ctx.broker.create_topic(req)
 
 
 async def topic_list(ctx: ServerContext, session: Session, req: m.Empty) -> m.TopicListResponse:
@@ -328,7 +311,7 @@ async def topic_list(ctx: ServerContext, session: Session, req: m.Empty) -> m.To
     topics = ctx.broker.list_topics()
     if account is not None:
         topics = [t for t in topics if _may_see(account, t.topic)]
-    return m.TopicListResponse(topics=[topic_info_out(t) for t in topics])
+    return m.TopicListResponse(topics=topics)
 
 
 def _may_see(account: Account, topic: str) -> bool:
@@ -345,20 +328,19 @@ async def topic_route(ctx: ServerContext, session: Session,
     account = session.account
     if account is not None and not _may_see(account, req.topic):
         account.check("Topic", req.topic, "Get", f"see the route of {req.topic!r}")
-    return topic_info_out(ctx.broker.topic_route(req.topic))
+    return ctx.broker.topic_route(req.topic)
 
 
 async def query_by_key(ctx: ServerContext, session: Session,
                        req: m.QueryByKeyRequest) -> m.QueryByKeyResponse:
     """Messages by key or id: only those whose real topic the account may read (an admin:
     all, as it may browse every queue with the operations requests)."""
-    found = ctx.broker.query_by_key(key_query_in(req))
+    found = ctx.broker.query_by_key(req)
     account = session.account
     if account is not None and not account.admin:
         found = [msg for msg in found if account.may_read_message(msg.topic, msg.properties)]
-    messages = [delivered_out(view) for view in found]
-    keep = fit(messages, ctx.config.max_frame_size)
-    return m.QueryByKeyResponse(messages=messages[:keep])
+    keep = fit(found, ctx.config.max_frame_size)
+    return m.QueryByKeyResponse(messages=found[:keep])
 
 
 HANDLERS: dict[int, Handler] = {

@@ -8,7 +8,7 @@ thread-safe like the broker's own methods. Only :func:`resend` writes.
 The summaries only operators ask for (groups, stats, pending halves, a
 resend's result) are the native protocol's structs; what the core already has
 a value for stays the core's: :func:`browse` returns a
-:class:`~broker_lite.core.model.PullResult`, which the door translates like a
+:class:`~broker_lite.core.model.PullResult`, which the door writes as it does a
 pull's.
 """
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from broker_lite.errors import ConfigurationError
 from broker_lite.storage.flush import FlushMode
+from broker_lite.values.names import DEFAULT_MAX_MESSAGE_SIZE
 
 __all__ = ["StoreConfig"]
 
@@ -25,7 +26,7 @@ class StoreConfig:
     #: bytes per commit-log segment (RocketMQ uses 1 GiB; we default to 64 MiB)
     segment_size: int = 64 * MiB
     #: the largest message body accepted, in bytes
-    max_message_size: int = 4 * MiB
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     #: ``async``: acknowledged once in the page cache, flushed every ``flush_interval``;
     #: ``sync``: acknowledged after ``fdatasync`` (group commit)
     flush: FlushMode = "async"

@@ -38,12 +38,11 @@ from broker_lite.storage.record import (
     decode_record,
 )
 from broker_lite.storage.store import MessageStore, MessageToStore
+from broker_lite.values.names import HALF_TOPIC, OP_TOPIC
+from broker_lite.values.names import TRANS_CHECK_MAX_TIME_TOPIC as MAX_TIME_TOPIC
 
 __all__ = ["MigrationReport", "legacy_records", "migrate_store"]
 
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"  # the core's names; storage sits below the core
-OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 _OLD_TAIL = 18  # "__CRC32#" \x01 8 hex digits \x02
 _TOTAL_MAGIC = struct.Struct(">II")
 _SKIP = frozenset({"commitlog", "consumequeue", "index", "checkpoint", "abort", "meta.json"})

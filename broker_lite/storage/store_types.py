@@ -6,28 +6,16 @@ store itself (appends, reads, recovery, retention) and re-exports these.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from broker_lite.errors import InvalidMessageError
 from broker_lite.storage.record import HostAddress
+from broker_lite.values.names import validate_topic
 
 __all__ = ["MessageToStore", "PutResult", "RetentionReport", "validate_topic"]
 
-_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
 _NO_HOST = b"\x00" * 8
-
-
-def validate_topic(topic: str) -> bytes:
-    """RocketMQ's topic rule: ``[%|a-zA-Z0-9_-]``, 1 to 127 characters."""
-    if not isinstance(topic, str) or not _TOPIC_RE.match(topic):
-        shown = topic if isinstance(topic, str) else type(topic).__name__
-        raise InvalidMessageError(
-            f"{shown!r} must be 1 to 127 characters from [%|a-zA-Z0-9_-]", field="topic"
-        )
-    return topic.encode("ascii")
 
 
 @dataclass(frozen=True, slots=True)

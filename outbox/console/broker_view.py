@@ -20,7 +20,8 @@ __all__ = ["GroupView", "QueueLag", "browse_rows", "dead_letter_groups", "group_
 
 def is_internal(topic: str) -> bool:
     """The broker's own topics, retry and dead-letter topics."""
-    return topic in n.SYSTEM_TOPICS or topic.startswith((n.RETRY_PREFIX, n.DLQ_PREFIX, "RMQ_SYS_"))
+    return topic in n.SYSTEM_TOPICS or topic.startswith((n.RETRY_PREFIX, n.DLQ_PREFIX,
+                                                          n.SYSTEM_TOPIC_PREFIX))
 
 
 @dataclass(frozen=True, slots=True)
