@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-__all__ = ["AclPair", "acl_file", "print_acl_report", "run_acl_compare"]
+__all__ = ["AclPair", "acl_file", "acl_result", "print_acl_report", "run_acl_compare"]
 
 KEYS: Keys = ("bench", "bench-secret")
 
@@ -120,3 +120,24 @@ def print_acl_report(console: Console, pairs: Sequence[AclPair]) -> None:
         table.add_row(pair.spec.name, f"{off:,.0f}", f"{on:,.0f}", f"{ratios.median:.3f}",
                       f"±{ratios.spread:.3f}", f"{cpu_off:.1f}", f"{cpu_on:.1f}")
     console.print(table)
+
+
+def acl_result(pairs: Sequence[AclPair]) -> list[dict[str, object]]:
+    """Each case's figures, as ``results/broker-acl.json`` keeps them (medians, paired ratios)."""
+    rows: list[dict[str, object]] = []
+    for pair in pairs:
+        count = pair.spec.count
+        ratios = pair.ratios()
+        rows.append({
+            "case": pair.spec.name, "messages": count, "rounds": len(pair.off),
+            "off_per_s": round(count / Samples([s.seconds for s in pair.off]).median, 1),
+            "on_per_s": round(count / Samples([s.seconds for s in pair.on]).median, 1),
+            "on_over_off_median": round(ratios.median, 4),
+            "on_over_off_spread": round(ratios.spread, 4),
+            "on_over_off_each": [round(r, 4) for r in ratios.values],
+            "broker_cpu_us_per_msg_off": round(
+                Samples([s.server_cpu / count * 1e6 for s in pair.off]).median, 2),
+            "broker_cpu_us_per_msg_on": round(
+                Samples([s.server_cpu / count * 1e6 for s in pair.on]).median, 2),
+        })
+    return rows

@@ -60,7 +60,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
-from _broker_acl import print_acl_report, run_acl_compare
+from _broker_acl import acl_result, print_acl_report, run_acl_compare
 from _broker_cases import (
     BATCH,
     BATCH_WINDOW,
@@ -87,7 +87,16 @@ from _broker_report import (
 )
 from _broker_run import run_mode
 from _broker_servers import redis_py_parser, redis_version, servers
-from _common import TMP_DIR, benchmark_main, code_state, scratch_dir
+from _common import (
+    RESULTS_DIR,
+    TMP_DIR,
+    benchmark_main,
+    code_state,
+    git_state,
+    scratch_dir,
+    utc_now,
+    write_json,
+)
 from _report import announce, load_at_start, progress_bar, result_head, select_cases
 
 
@@ -177,7 +186,7 @@ def measure_acl(args: argparse.Namespace) -> int:
     cases = [c for c in select_cases(build_cases(args.messages), args.cases, name_known=True)
              if c.spec.kind in ("send", "tx")]
     with scratch_dir("broker-acl") as root:
-        announce("broker --acl", root, console)
+        machine = announce("broker --acl", root, console)
         progress = progress_bar(console)
         with progress:
             task = progress.add_task("starting", total=args.repeat * len(cases) * 2)
@@ -186,6 +195,13 @@ def measure_acl(args: argparse.Namespace) -> int:
     load_after = load_at_start(console)
     console.print(f"load average at start {load_before}, at the end {load_after}",
                   highlight=False)
+    if not args.quick and not args.cases:
+        path = RESULTS_DIR / "broker-acl.json"
+        write_json(path, {"benchmark": "broker --acl", "when": utc_now(), "git": git_state(),
+                          "machine": machine, "load_average": {"start": load_before,
+                                                               "end": load_after},
+                          "repeat": args.repeat, "cases": acl_result(pairs)})
+        console.print(f"saved {path}", highlight=False)
     return 0
 
 
