@@ -43,14 +43,14 @@ from sqlalchemy import Connection, text, update
 from sqlalchemy.orm import Session
 
 from integrations.errors import HalfFirstError
-from outbox.checkback import PG_XID_PROPERTY
+from outbox.checkback_rules import PG_XID_PROPERTY
 from outbox.config import Mode, Outbox
-from outbox.core_commit import OPT_OUT
 from outbox.ending import end_then_mark
 from outbox.errors import ConfigurationError, NoTransactionError, OutboxError
 from outbox.models import transaction_table as t
 from outbox.publish import publish as outbox_publish
 from outbox.serializers import to_body
+from outbox.sqla_core_commit import OPT_OUT
 from outbox.targets import HalfOutcome, HalfStored, OutgoingMessage, Publisher, TxEnd, TxState
 
 if TYPE_CHECKING:

@@ -318,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args_list and args_list[0] in PASS_THROUGH:
         return _pass_through(args_list[0], args_list[1:])
     args = build_parser().parse_args(args_list)
-    from outbox.logging import configure_logging
+    from outbox.log_setup import configure_logging
 
     root = logging.getLogger()
     saved_level = root.level

@@ -6,7 +6,7 @@
    (``pg_current_xact_id()``);
 2. send the half through the target's seam
    (:class:`~outbox.targets.broker_lite.ProducerSeam` over ``producer``),
-   carrying the xid in :data:`~outbox.checkback.PG_XID_PROPERTY`
+   carrying the xid in :data:`~outbox.checkback_rules.PG_XID_PROPERTY`
    (a failed send rolls back and raises: the work never runs);
 3. run ``fn(session)`` and write the status row (``state=COMMIT``, the
    half's ``tx_id``) in that same transaction, and commit;
@@ -50,7 +50,7 @@ from broker_lite.client import (
     SendResult,
     TransactionProducer,
 )
-from outbox.checkback import PG_XID_PROPERTY
+from outbox.checkback_rules import PG_XID_PROPERTY
 from outbox.config import Outbox
 from outbox.ending import end_then_mark
 from outbox.models import transaction_table as t

@@ -53,7 +53,7 @@ def check_start(prog: str, command: str, outbox: Outbox, *, broker: bool = True)
 def serve_checker(outbox: Outbox) -> int:
     """The ``checker`` part: answer the broker's check-backs for ``outbox``; prints
     ``checker ready``."""
-    from outbox.checker import run_checker
+    from outbox.checkback_runner import run_checker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     return run_checker(outbox, on_ready=lambda: print("checker ready", flush=True))

@@ -131,7 +131,7 @@ def relay_command(concurrency: int, beat: bool, checker: bool, loglevel: str) ->
     _startup_checks("relay", outbox)
     code = run_worker(state.base_outbox, celery_broker=broker,
                       celery_backend=current_app.config["ROCKETBOX_CELERY_BACKEND"],
-                      concurrency=concurrency, beat=beat, loglevel=loglevel,
+                      concurrency=concurrency, sweeper=beat, loglevel=loglevel,
                       checker=checker, settings=current_app.config["ROCKETBOX_CELERY_SETTINGS"])
     sys.exit(code)
 
@@ -139,7 +139,7 @@ def relay_command(concurrency: int, beat: bool, checker: bool, loglevel: str) ->
 @rocketbox_cli.command("checker", help="Answer the broker's check-backs from the status table.")
 @with_appcontext
 def checker_command() -> None:
-    from outbox.checker import run_checker
+    from outbox.checkback_runner import run_checker
 
     outbox = _outbox()
     _startup_checks("checker", outbox)

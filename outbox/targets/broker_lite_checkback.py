@@ -7,12 +7,12 @@ died with its DB transaction open), broker_lite sends
 :class:`CheckbackResponder` is such a producer: a broker_lite
 :class:`~broker_lite.client.TransactionProducer` registered under
 ``outbox.producer_group`` whose :class:`StatusTableListener` answers by the
-one check-back rule set (:func:`outbox.checkback.answer_checkback`; broker_lite
+one check-back rule set (:func:`outbox.checkback_rules.answer_checkback`; broker_lite
 has no rules of its own: a half is stored once per ``tx_id``). The half's
 age comes from the broker's store time.
 
 :func:`serve` runs a responder until stopped (``rocketbox checker`` through
-:func:`outbox.checker.run_checker`).
+:func:`outbox.checkback_runner.run_checker`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from broker_lite.client import (
     TransactionProducer,
 )
 from broker_lite.errors import BrokerError, NoPermissionError, UnauthorizedError
-from outbox.checkback import (
+from outbox.checkback_rules import (
     PG_XID_PROPERTY,
     CheckAnswer,
     CheckQuestion,

@@ -164,7 +164,7 @@ def test_the_database_url_can_come_from_the_environment(sqlite_url: str) -> None
 
 @pytest.mark.parametrize("command, module", [
     (["relay"], "outbox.celery.worker"),
-    (["checker"], "outbox.checker"),
+    (["checker"], "outbox.checkback_runner"),
     (["audit", "--anything"], "spark.audit_job"),
     (["demo"], "outbox.demo"),
 ])

@@ -43,7 +43,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc), returncode=2) from None
         code = run_worker(current.base_outbox, celery_broker=current.celery_broker,
                           celery_backend=current.options["CELERY_BACKEND"],
-                          concurrency=options["concurrency"], beat=options["beat"],
+                          concurrency=options["concurrency"], sweeper=options["beat"],
                           loglevel=options["loglevel"], checker=options["checker"],
                           settings=current.options["CELERY_SETTINGS"])
         if code:
