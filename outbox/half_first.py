@@ -55,7 +55,7 @@ from outbox.config import Outbox
 from outbox.ending import end_then_mark
 from outbox.models import transaction_table as t
 from outbox.publish import new_tx_id, publish
-from outbox.targets.base import HalfStored, LeftToCheckBack, TxEnd, TxEnded, TxState
+from outbox.targets.base import HalfStored, LeftToCheckback, TxEnd, TxEnded, TxState
 from outbox.targets.broker_lite import ProducerSeam
 from outbox.targets.broker_lite_checkback import answer_check
 
@@ -155,7 +155,7 @@ def _end(outbox: Outbox, seam: ProducerSeam, state: LocalTransactionState, half:
     [outcome] = outcomes
     if isinstance(outcome, TxEnded):
         return "committed" if state is COMMIT else "rolled_back"
-    return "unknown" if isinstance(outcome, LeftToCheckBack) else None
+    return "unknown" if isinstance(outcome, LeftToCheckback) else None
 
 
 def send_in_transaction(outbox: Outbox, producer: TransactionProducer, message: Message,

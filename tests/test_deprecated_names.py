@@ -32,3 +32,12 @@ def test_run_worker_refuses_both_sweeper_and_beat() -> None:
     with pytest.raises(ConfigurationError, match="beat="):
         run_worker(Outbox.__new__(Outbox), celery_broker="memory://", celery_backend=None,
                    concurrency=1, loglevel="INFO", sweeper=True, beat=True)
+
+
+@pytest.mark.timeout(60)
+def test_left_to_checkback_keeps_its_old_spelling() -> None:
+    import outbox.targets
+    from outbox.targets.base import LeftToCheckback
+    with pytest.warns(DeprecationWarning, match="LeftToCheckback"):
+        old = outbox.targets.LeftToCheckBack
+    assert old is LeftToCheckback

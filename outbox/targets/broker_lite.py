@@ -47,7 +47,7 @@ from outbox.targets.base import (
     EndOutcome,
     HalfOutcome,
     HalfStored,
-    LeftToCheckBack,
+    LeftToCheckback,
     OutgoingMessage,
     TxEnd,
     TxEnded,
@@ -182,7 +182,7 @@ def end_outcomes(ends: Sequence[TxEnd], answers: Sequence[TransactionEndResult |
         if isinstance(answer, BrokerError):
             outcomes.append(refused(end.tx_id, answer, target))
         elif answer.outcome == "unknown":
-            outcomes.append(LeftToCheckBack(end.tx_id, "the broker left it to check-back"))
+            outcomes.append(LeftToCheckback(end.tx_id, "the broker left it to check-back"))
         else:
             outcomes.append(TxEnded(end.tx_id, answer.commit_log_offset))
     return outcomes

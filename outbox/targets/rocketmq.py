@@ -27,7 +27,7 @@ does about it (docs/rocketmq.md has the whole story):
   together. The proxy keeps the
   transaction in that process's memory for about 30 s and forgets it on first
   use; an end it cannot match ("cannot found transaction data", an
-  INTERNAL_SERVER_ERROR) becomes :class:`~outbox.targets.base.LeftToCheckBack`:
+  INTERNAL_SERVER_ERROR) becomes :class:`~outbox.targets.base.LeftToCheckback`:
   the check-back commits the recorded half from the status table. OK from
   EndTransaction only means the proxy handed a one-way request to the broker.
 * **Errors.** Refused credentials, no permission and an unknown topic are
@@ -85,7 +85,7 @@ from outbox.targets.base import (
     EndOutcome,
     HalfOutcome,
     HalfStored,
-    LeftToCheckBack,
+    LeftToCheckback,
     OutgoingMessage,
     TxEnd,
     TxEnded,
@@ -320,9 +320,9 @@ class RocketMQTarget:
     async def _end(self, producer: Producer, end: TxEnd) -> EndOutcome:
         half = end.half
         if not half.message_id or not half.transaction_id:
-            return LeftToCheckBack(end.tx_id, "no RocketMQ half recorded for this row")
+            return LeftToCheckback(end.tx_id, "no RocketMQ half recorded for this row")
         if end.state not in _RESOLUTIONS:
-            return LeftToCheckBack(end.tx_id, "the row's state is UNKNOWN")
+            return LeftToCheckback(end.tx_id, "the row's state is UNKNOWN")
         config = producer.client_configuration
         request = EndTransactionRequest()
         request.topic.name = half.topic
@@ -339,7 +339,7 @@ class RocketMQTarget:
         if code == Code.OK:
             return TxEnded(end.tx_id)
         if is_transaction_gone(code, text):
-            return LeftToCheckBack(end.tx_id, f"the proxy no longer holds the transaction "
+            return LeftToCheckback(end.tx_id, f"the proxy no longer holds the transaction "
                                               f"({text})")
         fault = RowFault.CONFIG if code in (Code.UNAUTHORIZED, Code.FORBIDDEN,
                                             Code.TOPIC_NOT_FOUND) else RowFault.TRANSIENT
