@@ -55,8 +55,8 @@ from outbox.config import Outbox
 from outbox.ending import end_then_mark
 from outbox.models import transaction_table as t
 from outbox.publish import new_tx_id, publish
-from outbox.targets.base import HalfStored, LeftToCheckback, TxEnd, TxEnded, TxState
-from outbox.targets.broker_lite import ProducerSeam
+from outbox.targets.base import HalfStored, LeftToCheckback, TxEnd, TxEnded
+from outbox.targets.broker_lite import STATE_NAMES, ProducerSeam
 from outbox.targets.broker_lite_checkback import answer_check
 
 if TYPE_CHECKING:
@@ -70,8 +70,6 @@ T = TypeVar("T")
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE
 UNKNOWN = LocalTransactionState.UNKNOW
-_STATE_NAMES: dict[LocalTransactionState, TxState] = {
-    COMMIT: "COMMIT", ROLLBACK: "ROLLBACK", UNKNOWN: "UNKNOWN"}
 #: properties the broker or we set; not copied into the status row's headers
 _SYSTEM_PROPERTIES = frozenset({PG_XID_PROPERTY, "UNIQ_KEY", "__transactionId__", "TRAN_MSG",
                                 "PGROUP", "REAL_TOPIC", "REAL_QID"})
@@ -148,7 +146,7 @@ def _end(outbox: Outbox, seam: ProducerSeam, state: LocalTransactionState, half:
     """End the transaction (or enqueue that); returns the outcome, None if nothing was done."""
     if state is UNKNOWN:
         return None
-    end = TxEnd(half, _STATE_NAMES[state])
+    end = TxEnd(half, STATE_NAMES[state])
     outcomes = end_then_mark(outbox, [end], seam.end_transactions, celery_app=celery_app)
     if outcomes is None or isinstance(outcomes, str):
         return outcomes

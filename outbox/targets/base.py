@@ -36,7 +36,8 @@ import msgspec
 from outbox.errors import RowRefusedError
 
 __all__ = ["TX_ID_PROPERTY", "EndOutcome", "HalfOutcome", "HalfStored", "LeftToCheckback",
-           "OutgoingMessage", "Publisher", "Target", "TxEnd", "TxEnded", "TxState", "dedupe_key"]
+           "OutgoingMessage", "Publisher", "Target", "TxEnd", "TxEnded", "TxState", "dedupe_key",
+           "tx_state"]
 
 #: the user property a target puts the row's ``tx_id`` in, where the broker has no
 #: better place for it (RocketMQ 5); the inbox de-duplicates on it
@@ -59,6 +60,12 @@ def dedupe_key(message: Any) -> str:
 
 #: how a row's transaction ends (``UNKNOWN``: not now, the broker's check-back decides)
 TxState = Literal["COMMIT", "ROLLBACK", "UNKNOWN"]
+
+
+def tx_state(name: str | None) -> TxState:
+    """The :data:`TxState` a status row's ``state`` (or a task's argument) names;
+    anything but ``COMMIT`` or ``ROLLBACK`` is ``UNKNOWN``."""
+    return "COMMIT" if name == "COMMIT" else "ROLLBACK" if name == "ROLLBACK" else "UNKNOWN"
 
 
 class OutgoingMessage(msgspec.Struct, frozen=True):

@@ -39,18 +39,13 @@ from outbox.checkback_rules import (
 )
 from outbox.config import Outbox
 from outbox.errors import ConfigurationError
-from outbox.targets.broker_lite import broker_client_config
+from outbox.targets.base import tx_state
+from outbox.targets.broker_lite import LOCAL_STATES, broker_client_config
 
 __all__ = ["CheckbackResponder", "StatusTableListener", "answer_check", "half_pg_xid",
            "question_of", "serve"]
 
 log = logging.getLogger("rocketbox.checker")
-
-_STATES = {
-    "COMMIT": LocalTransactionState.COMMIT_MESSAGE,
-    "ROLLBACK": LocalTransactionState.ROLLBACK_MESSAGE,
-}
-
 
 def half_pg_xid(msg: ReceivedMessage | Message) -> int | None:
     """The PostgreSQL xid a half carries (:data:`PG_XID_PROPERTY`), if any."""
@@ -70,7 +65,7 @@ def answer_check(outbox: Outbox, msg: ReceivedMessage, *,
                  now: float | None = None) -> tuple[LocalTransactionState, CheckAnswer]:
     """What the status table says about the half ``msg``, as a broker state and a reason."""
     answer = answer_checkback(outbox, question_of(msg), now=now)
-    return _STATES.get(answer.state, LocalTransactionState.UNKNOW), answer
+    return LOCAL_STATES[tx_state(answer.state)], answer
 
 
 class StatusTableListener:

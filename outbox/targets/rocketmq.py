@@ -91,12 +91,13 @@ from outbox.targets.base import (
     TxEnded,
 )
 
-__all__ = ["PROBE_TOPIC", "TX_ID_PROPERTY", "RocketMQTarget", "client_configuration",
+__all__ = ["PROBE_TOPIC", "RESOLUTIONS", "TX_ID_PROPERTY", "RocketMQTarget", "client_configuration",
            "fault_of", "is_transaction_gone", "probe"]
 
 log = logging.getLogger("rocketbox.relay")
 
-_RESOLUTIONS = {"COMMIT": TransactionResolution.COMMIT,
+#: a row's end state as RocketMQ names it (UNKNOWN has no resolution to send)
+RESOLUTIONS = {"COMMIT": TransactionResolution.COMMIT,
                 "ROLLBACK": TransactionResolution.ROLLBACK}
 #: the topic the start-up probe asks a route for (that it exists does not matter)
 PROBE_TOPIC = "rocketbox-probe"
@@ -321,7 +322,7 @@ class RocketMQTarget:
         half = end.half
         if not half.message_id or not half.transaction_id:
             return LeftToCheckback(end.tx_id, "no RocketMQ half recorded for this row")
-        if end.state not in _RESOLUTIONS:
+        if end.state not in RESOLUTIONS:
             return LeftToCheckback(end.tx_id, "the row's state is UNKNOWN")
         config = producer.client_configuration
         request = EndTransactionRequest()
@@ -329,7 +330,7 @@ class RocketMQTarget:
         request.topic.resource_namespace = config.namespace
         request.message_id = half.message_id
         request.transaction_id = half.transaction_id
-        request.resolution = _RESOLUTIONS[end.state]
+        request.resolution = RESOLUTIONS[end.state]
         request.source = TransactionSource.SOURCE_CLIENT
         endpoints = self._endpoints.pop(half.message_id, None) or config.rpc_endpoints
         response = await self._rpc(producer.rpc_client.end_transaction_async, endpoints,

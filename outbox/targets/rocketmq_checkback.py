@@ -50,12 +50,11 @@ from outbox.config import Outbox
 from outbox.models import aware
 from outbox.models import transaction_table as t
 from outbox.targets.base import TX_ID_PROPERTY
+from outbox.targets.rocketmq import RESOLUTIONS
 
 __all__ = ["RULES", "StatusTableChecker", "answer_half", "handed_off", "per_half",
            "question_of"]
 
-_RESOLUTIONS = {"COMMIT": TransactionResolution.COMMIT,
-                "ROLLBACK": TransactionResolution.ROLLBACK}
 
 
 def per_half(outbox: Outbox, question: CheckQuestion, now: datetime) -> CheckAnswer | None:
@@ -135,5 +134,5 @@ class StatusTableChecker(TransactionChecker):  # type: ignore[misc]  # the clien
     def check(self, message: Message) -> Any:
         answer = answer_half(self.outbox, question_of(message))
         self.answered[answer.state] += 1
-        return _RESOLUTIONS.get(answer.state,
-                                TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED)
+        return RESOLUTIONS.get(answer.state,
+                               TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED)

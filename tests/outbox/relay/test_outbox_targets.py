@@ -76,3 +76,15 @@ def test_an_unreachable_broker_fails_the_request_and_the_next_call_connects(
             assert ended == TxEnded("tx-1", -1)
     finally:
         publisher.close()
+
+
+@pytest.mark.timeout(30)
+def test_state_names_have_one_mapping_both_ways() -> None:
+    from broker_lite.client import LocalTransactionState
+    from outbox.models import STATES
+    from outbox.targets.base import tx_state
+    from outbox.targets.broker_lite import LOCAL_STATES, STATE_NAMES
+    assert [tx_state(name) for name in STATES] == list(STATES)
+    assert tx_state(None) == tx_state("PENDING") == "UNKNOWN"
+    assert {STATE_NAMES[LOCAL_STATES[name]] for name in STATES} == set(STATES)
+    assert LOCAL_STATES["COMMIT"] is LocalTransactionState.COMMIT_MESSAGE
