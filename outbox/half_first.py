@@ -54,7 +54,7 @@ from outbox.checkback_rules import PG_XID_PROPERTY
 from outbox.config import Outbox
 from outbox.ending import end_then_mark
 from outbox.models import transaction_table as t
-from outbox.publish import new_tx_id, publish
+from outbox.publish import CURRENT_XID_SQL, new_tx_id, publish
 from outbox.targets.base import HalfStored, LeftToCheckback, TxEnd, TxEnded
 from outbox.targets.broker_lite import STATE_NAMES, ProducerSeam
 from outbox.targets.broker_lite_checkback import answer_check
@@ -96,7 +96,7 @@ def _current_xid(session: Session) -> int | None:
     conn = session.connection()
     if conn.dialect.name != "postgresql":
         return None
-    xid = conn.execute(text("SELECT pg_current_xact_id()::text::bigint")).scalar()
+    xid = conn.execute(text(f"SELECT {CURRENT_XID_SQL}")).scalar()
     return int(xid) if xid is not None else None
 
 
