@@ -1,24 +1,10 @@
-"""Deprecated: the old name of :mod:`outbox.checkback_rules` (renamed for issue 30).
+"""Deprecated alias of :mod:`outbox.checkback_rules` (renamed in issue 30).
 
-Every name is forwarded to :mod:`outbox.checkback_rules` with a DeprecationWarning;
-import from there instead.
+It holds the one check-back rule set.
 """
 
 from __future__ import annotations
 
-import importlib
-import warnings
-from typing import Any
+from outbox._renamed import forwarder
 
-__all__: list[str] = []
-
-_NEW = "outbox.checkback_rules"
-
-
-def __getattr__(name: str) -> Any:
-    """Forward *name* to the new module, warning that this one is deprecated."""
-    if name.startswith("__"):
-        raise AttributeError(name)
-    warnings.warn(f"{__name__} is deprecated; import {name} from {_NEW}",
-                  DeprecationWarning, stacklevel=2)
-    return getattr(importlib.import_module(_NEW), name)
+__getattr__ = forwarder(__name__, "outbox.checkback_rules")
