@@ -381,7 +381,7 @@ def relay(args: argparse.Namespace) -> int:
             outbox, celery_broker=args.celery_broker or sqla_prefix + outbox.engine.url
             .render_as_string(hide_password=False),
             celery_backend=args.celery_backend, concurrency=args.concurrency,
-            sweeper=args.beat, loglevel=args.log_level.upper(), **extra)
+            sweeper=args.sweeper, loglevel=args.log_level.upper(), **extra)
         return code
     finally:
         outbox.engine.dispose()
