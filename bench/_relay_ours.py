@@ -96,7 +96,7 @@ def ours_relay_main(args: argparse.Namespace) -> int:
             return ObservedPublisher(publisher_for(outbox), rec)
 
     return run_worker(outbox, celery_broker=args.redis, celery_backend=None,
-                      concurrency=args.concurrency, beat=False, loglevel="WARNING",
+                      concurrency=args.concurrency, sweeper=False, loglevel="WARNING",
                       checker=False,
                       settings=celery_settings(), publisher_factory=factory)
 

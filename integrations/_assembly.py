@@ -81,11 +81,13 @@ def base_outbox(engine: Engine, options: OutboxOptions, *,
 def with_celery(base: Outbox, options: OutboxOptions) -> Assembly:
     """``base`` and, unless ``celery_broker`` is ``""``, its Celery app and hooked outbox."""
     celery_broker = options.celery_broker
-    if celery_broker is None:
-        celery_broker = "sqla+" + base.engine.url.render_as_string(hide_password=False)
-    if not celery_broker:
+    if celery_broker == "":
         return Assembly(outbox=base, base_outbox=base, celery=None, celery_broker=None)
     from outbox.celery import celery_on_commit, make_celery  # Celery loads only here
+    from outbox.celery.sqla import SQLA_PREFIX
+
+    if celery_broker is None:
+        celery_broker = SQLA_PREFIX + base.engine.url.render_as_string(hide_password=False)
 
     celery = make_celery(base, broker_url=celery_broker, backend_url=options.celery_backend,
                          settings=options.celery_settings)

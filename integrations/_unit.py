@@ -43,14 +43,15 @@ from sqlalchemy import Connection, text, update
 from sqlalchemy.orm import Session
 
 from integrations.errors import HalfFirstError
-from outbox.checkback import PG_XID_PROPERTY
+from outbox.checkback_rules import PG_XID_PROPERTY
 from outbox.config import Mode, Outbox
-from outbox.core_commit import OPT_OUT
 from outbox.ending import end_then_mark
 from outbox.errors import ConfigurationError, NoTransactionError, OutboxError
 from outbox.models import transaction_table as t
+from outbox.publish import CURRENT_XID_SQL
 from outbox.publish import publish as outbox_publish
 from outbox.serializers import to_body
+from outbox.sqla_core_commit import OPT_OUT
 from outbox.targets import HalfOutcome, HalfStored, OutgoingMessage, Publisher, TxEnd, TxState
 
 if TYPE_CHECKING:
@@ -239,7 +240,7 @@ class UnitOfWork:
         conn = self.connection()
         xid: int | None = None
         if conn.dialect.name == "postgresql":
-            xid = conn.execute(text("SELECT pg_current_xact_id()::text::bigint")).scalar()
+            xid = conn.execute(text(f"SELECT {CURRENT_XID_SQL}")).scalar()
         outgoing = []
         for sent in self._messages:
             properties = dict(sent.message.properties)

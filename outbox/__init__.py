@@ -21,8 +21,8 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from outbox.checkback import PG_XID_PROPERTY, CheckAnswer, check_state
-    from outbox.checker import CheckbackResponder, run_checker
+    from outbox.checkback_rules import PG_XID_PROPERTY, CheckAnswer, check_state
+    from outbox.checkback_runner import CheckbackResponder, run_checker
     from outbox.config import Mode, Outbox, RelaySettings
     from outbox.errors import (
         BrokerUnreachableError,
@@ -86,8 +86,8 @@ __all__ = [
 _HOME: dict[str, str] = {
     "BrokerLitePublisher": "outbox.targets.broker_lite",
     "BrokerUnreachableError": "outbox.errors",
-    "CheckAnswer": "outbox.checkback",
-    "CheckbackResponder": "outbox.checker",
+    "CheckAnswer": "outbox.checkback_rules",
+    "CheckbackResponder": "outbox.checkback_runner",
     "ConfigurationError": "outbox.errors",
     "InboxConsumer": "outbox.inbox",
     "InboxRow": "outbox.models",
@@ -97,7 +97,7 @@ _HOME: dict[str, str] = {
     "NoTransactionError": "outbox.errors",
     "Outbox": "outbox.config",
     "OutboxError": "outbox.errors",
-    "PG_XID_PROPERTY": "outbox.checkback",
+    "PG_XID_PROPERTY": "outbox.checkback_rules",
     "Publisher": "outbox.targets",
     "RawSerializer": "outbox.serializers",
     "Relay": "outbox.relay",
@@ -112,12 +112,12 @@ _HOME: dict[str, str] = {
     "Target": "outbox.targets",
     "TargetPublisher": "outbox.targets",
     "TransactionRow": "outbox.models",
-    "check_state": "outbox.checkback",
+    "check_state": "outbox.checkback_rules",
     "consumer": "outbox.inbox",
     "metadata": "outbox.models",
     "new_tx_id": "outbox.publish",
     "publish": "outbox.publish",
-    "run_checker": "outbox.checker",
+    "run_checker": "outbox.checkback_runner",
     "send_in_transaction": "outbox.half_first",
 }
 

@@ -222,11 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "nothing anyone waits for)")
     p.add_argument("--concurrency", type=_int_at_least(1), default=1, metavar="N",
                    help="worker threads/processes")
-    p.add_argument("--no-sweeper", dest="beat", action="store_false",
+    p.add_argument("--no-sweeper", dest="sweeper", action="store_false",
                    help="do not run the sweeper lane in this worker; by default each worker "
                         "runs one. Extra sweepers are harmless (a sweep claims rows like any "
                         "relay: no row goes twice), so --no-sweeper only saves their sweeps")
-    p.add_argument("--no-beat", dest="beat", action="store_false",
+    p.add_argument("--no-beat", dest="sweeper", action="store_false",
                    help=argparse.SUPPRESS)  # the old name of --no-sweeper, still accepted
     p.add_argument("--no-checker", dest="checker", action="store_false",
                    help="do not answer check-backs in this worker (then run `rocketbox "
@@ -318,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args_list and args_list[0] in PASS_THROUGH:
         return _pass_through(args_list[0], args_list[1:])
     args = build_parser().parse_args(args_list)
-    from outbox.logging import configure_logging
+    from outbox.log_setup import configure_logging
 
     root = logging.getLogger()
     saved_level = root.level

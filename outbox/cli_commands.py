@@ -381,14 +381,14 @@ def relay(args: argparse.Namespace) -> int:
             outbox, celery_broker=args.celery_broker or sqla_prefix + outbox.engine.url
             .render_as_string(hide_password=False),
             celery_backend=args.celery_backend, concurrency=args.concurrency,
-            beat=args.beat, loglevel=args.log_level.upper(), **extra)
+            sweeper=args.sweeper, loglevel=args.log_level.upper(), **extra)
         return code
     finally:
         outbox.engine.dispose()
 
 
 def checker(args: argparse.Namespace) -> int:
-    run_checker = _load("checker", "outbox.checker", "run_checker")
+    run_checker = _load("checker", "outbox.checkback_runner", "run_checker")
     outbox = build_outbox(args)
     try:
         with stop_on_signals() as stop:

@@ -6,7 +6,7 @@
    (``pg_current_xact_id()``);
 2. send the half through the target's seam
    (:class:`~outbox.targets.broker_lite.ProducerSeam` over ``producer``),
-   carrying the xid in :data:`~outbox.checkback.PG_XID_PROPERTY`
+   carrying the xid in :data:`~outbox.checkback_rules.PG_XID_PROPERTY`
    (a failed send rolls back and raises: the work never runs);
 3. run ``fn(session)`` and write the status row (``state=COMMIT``, the
    half's ``tx_id``) in that same transaction, and commit;
@@ -50,13 +50,13 @@ from broker_lite.client import (
     SendResult,
     TransactionProducer,
 )
-from outbox.checkback import PG_XID_PROPERTY
+from outbox.checkback_rules import PG_XID_PROPERTY
 from outbox.config import Outbox
 from outbox.ending import end_then_mark
 from outbox.models import transaction_table as t
-from outbox.publish import new_tx_id, publish
-from outbox.targets.base import HalfStored, LeftToCheckBack, TxEnd, TxEnded, TxState
-from outbox.targets.broker_lite import ProducerSeam
+from outbox.publish import CURRENT_XID_SQL, new_tx_id, publish
+from outbox.targets.base import HalfStored, LeftToCheckback, TxEnd, TxEnded
+from outbox.targets.broker_lite import STATE_NAMES, ProducerSeam
 from outbox.targets.broker_lite_checkback import answer_check
 
 if TYPE_CHECKING:
@@ -70,8 +70,6 @@ T = TypeVar("T")
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE
 UNKNOWN = LocalTransactionState.UNKNOW
-_STATE_NAMES: dict[LocalTransactionState, TxState] = {
-    COMMIT: "COMMIT", ROLLBACK: "ROLLBACK", UNKNOWN: "UNKNOWN"}
 #: properties the broker or we set; not copied into the status row's headers
 _SYSTEM_PROPERTIES = frozenset({PG_XID_PROPERTY, "UNIQ_KEY", "__transactionId__", "TRAN_MSG",
                                 "PGROUP", "REAL_TOPIC", "REAL_QID"})
@@ -98,7 +96,7 @@ def _current_xid(session: Session) -> int | None:
     conn = session.connection()
     if conn.dialect.name != "postgresql":
         return None
-    xid = conn.execute(text("SELECT pg_current_xact_id()::text::bigint")).scalar()
+    xid = conn.execute(text(f"SELECT {CURRENT_XID_SQL}")).scalar()
     return int(xid) if xid is not None else None
 
 
@@ -148,14 +146,14 @@ def _end(outbox: Outbox, seam: ProducerSeam, state: LocalTransactionState, half:
     """End the transaction (or enqueue that); returns the outcome, None if nothing was done."""
     if state is UNKNOWN:
         return None
-    end = TxEnd(half, _STATE_NAMES[state])
+    end = TxEnd(half, STATE_NAMES[state])
     outcomes = end_then_mark(outbox, [end], seam.end_transactions, celery_app=celery_app)
     if outcomes is None or isinstance(outcomes, str):
         return outcomes
     [outcome] = outcomes
     if isinstance(outcome, TxEnded):
         return "committed" if state is COMMIT else "rolled_back"
-    return "unknown" if isinstance(outcome, LeftToCheckBack) else None
+    return "unknown" if isinstance(outcome, LeftToCheckback) else None
 
 
 def send_in_transaction(outbox: Outbox, producer: TransactionProducer, message: Message,

@@ -35,11 +35,11 @@ from sqlalchemy.orm import Session, SessionTransaction
 
 from outbox.at_commit import hold
 from outbox.config import Outbox
-from outbox.core_commit import call_hooks
-from outbox.core_commit import remember as remember_on_connection
 from outbox.errors import NoTransactionError
 from outbox.models import transaction_table
 from outbox.serializers import to_body
+from outbox.sqla_core_commit import call_hooks
+from outbox.sqla_core_commit import remember as remember_on_connection
 from outbox.tracing import with_trace_context
 from outbox.validation import check_message
 
@@ -138,7 +138,7 @@ def publish(
     the broker would refuse (:mod:`outbox.validation`). After the
     transaction commits, ``outbox.on_commit`` is told the new ids (on a Core
     connection, once the connection goes back to the pool or begins its next
-    transaction: :mod:`outbox.core_commit`).
+    transaction: :mod:`outbox.sqla_core_commit`).
 
     ``at_commit=True`` is for the last message before ``commit()``: where
     :mod:`outbox.at_commit` allows (PostgreSQL, psycopg 3, migrated to 0002,

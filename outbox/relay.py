@@ -62,7 +62,7 @@ from outbox.targets.base import (
     Publisher,
     TxEnd,
     TxEnded,
-    TxState,
+    tx_state,
 )
 from outbox.tracing import record_relay_span, relay_span
 
@@ -116,9 +116,6 @@ _RECORD_PG = update(t).where(t.c.tx_id == _RELAYED.c.tx_id,
                              t.c.claimed_by == bindparam("b_me")).values(
     relayed_at=bindparam("b_now"), claimed_by=None, claimed_until=None, last_error=None,
     half_offset=_RELAYED.c.half, commit_offset=_RELAYED.c.commit)
-
-
-_TX_STATES: dict[str, TxState] = {"COMMIT": "COMMIT", "ROLLBACK": "ROLLBACK"}
 
 
 class Relay:
@@ -191,7 +188,7 @@ class Relay:
                     failed_groups.add(row.message_group)
                 continue
             half = halves.get(row.tx_id) or _recorded_half(row)
-            ends.append(TxEnd(half, _TX_STATES.get(row.state, "UNKNOWN")))
+            ends.append(TxEnd(half, tx_state(row.state)))
         commit_offsets: dict[str, int] = {}
         group_of = {row.tx_id: row.message_group for row in rows}
         headers_of = {row.tx_id: row.headers for row in rows}

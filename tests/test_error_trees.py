@@ -243,7 +243,7 @@ def _outbox_config_errors() -> list[tuple[Callable[[], Any], type[Exception], st
     from outbox.config import Outbox, RelaySettings
     from outbox.console.config import ConsoleConfig
     from outbox.errors import ConfigurationError
-    from outbox.logging import configure_logging
+    from outbox.log_setup import configure_logging
 
     return [
         (lambda: RelaySettings(drain_lanes=0), ConfigurationError, "drain_lanes"),

@@ -33,7 +33,7 @@ SOURCES = ("pyproject.toml", "README.md", "outbox", "broker_lite", "integrations
 #: what the plain install must not have
 EXTRA_ONLY = ("grpc", "google.protobuf", "rocketmq", "lz4", "zstandard")
 #: what a plain install serves: each must import there
-PLAIN_MODULES = ("outbox", "outbox.cli", "outbox.celery.worker", "outbox.checker",
+PLAIN_MODULES = ("outbox", "outbox.cli", "outbox.celery.worker", "outbox.checkback_runner",
                  "outbox.inbox", "outbox.status_render", "outbox.metrics", "outbox.replay",
                  "broker_lite.cli.serve", "broker_lite.runtime", "broker_lite.client")
 _READY = re.compile(r"^broker_lite ready native=(?P<native>\S+:\d+) grpc=(?P<grpc>\S+)\s*$",

@@ -38,7 +38,7 @@ KIND_WORDS = ("rocketmq", "broker-lite", "broker_lite", "nats", "amqp", "rabbitm
 ALLOWED: dict[tuple[str, str], str] = {
     ("outbox/__init__.py", "outbox.targets.broker_lite"):
         "re-exports BrokerLitePublisher, a public name of the default target",
-    ("outbox/checker.py", "outbox.targets.broker_lite_checkback"):
+    ("outbox/checkback_runner.py", "outbox.targets.broker_lite_checkback"):
         "re-exports broker_lite's CheckbackResponder, StatusTableListener and answer_check "
         "under their old public names; run_checker itself asks the registry",
     ("outbox/half_first.py", "broker_lite.client"):

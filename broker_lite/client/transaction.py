@@ -14,7 +14,7 @@
    it is logged and reported in :attr:`TransactionSendResult.end_error`,
    and the broker's check-back resolves the half.
 
-Check-back: :mod:`broker_lite.client.check_back` answers the broker's
+Check-back: :mod:`broker_lite.client.checkback` answers the broker's
 ``CHECK_TRANSACTION_STATE`` with ``listener.check_local_transaction(msg)``.
 The states, listeners and results are in
 :mod:`broker_lite.client.transaction_types`.
@@ -27,7 +27,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Unpack
 
-from broker_lite.client.check_back import CheckBacks, awaitable, is_async
+from broker_lite.client.checkback import Checkbacks, awaitable, is_async
 from broker_lite.client.config import ConnectionOptions
 from broker_lite.client.message import Message, SendResult
 from broker_lite.client.producer import AsyncProducer, Producer
@@ -70,40 +70,40 @@ class AsyncTransactionProducer(AsyncProducer):
     ) -> None:
         super().__init__(group, server, **options)
         self.listener = listener
-        self.check_backs = CheckBacks(self.group, listener, check_threads, check_queue_size)
-        self.session.set_handler(RequestCode.CHECK_TRANSACTION_STATE, self.check_backs.answer)
+        self.checkbacks = Checkbacks(self.group, listener, check_threads, check_queue_size)
+        self.session.set_handler(RequestCode.CHECK_TRANSACTION_STATE, self.checkbacks.answer)
 
     @property
     def check_threads(self) -> tuple[int, int]:
-        return self.check_backs.check_threads
+        return self.checkbacks.check_threads
 
     @property
     def check_queue_size(self) -> int:
-        return self.check_backs.check_queue_size
+        return self.checkbacks.check_queue_size
 
     @property
     def pool(self) -> BoundedThreadPool | None:
         """The check-back pool (a plain listener's), once started."""
-        return self.check_backs.pool
+        return self.checkbacks.pool
 
     @property
     def checks_answered(self) -> dict[LocalTransactionState, int]:
         """How many check-backs this producer answered, and with what."""
-        return self.check_backs.answered
+        return self.checkbacks.answered
 
     async def start(self) -> None:
-        self.check_backs.start()
+        self.checkbacks.start()
         try:
             await super().start()
         except BaseException:
-            self.check_backs.stop()
+            self.checkbacks.stop()
             raise
 
     async def shutdown(self) -> None:
         try:
             await super().shutdown()
         finally:
-            self.check_backs.stop()
+            self.checkbacks.stop()
 
     # -- the transaction -------------------------------------------------------
 
@@ -230,7 +230,7 @@ class TransactionProducer(Producer):
             self._join_pool()
 
     def _join_pool(self) -> None:
-        self._tx.check_backs.join(timeout=5.0)
+        self._tx.checkbacks.join(timeout=5.0)
 
     def resolve_transaction(self, end: TransactionEnd) -> m.EndTransactionResponse:
         """See :meth:`AsyncTransactionProducer.resolve_transaction`."""

@@ -56,6 +56,7 @@ from broker_lite.core.acl_file import (
 from broker_lite.core.acl_policy import ActionName, PolicyEntry, ResourceKind, decide
 from broker_lite.core.log_safe import printable
 from broker_lite.errors import NoPermissionError, UnauthorizedError
+from broker_lite.values.names import DLQ_PREFIX, RETRY_PREFIX, SCHEDULE_TOPIC, SYSTEM_TOPIC_PREFIX
 
 __all__ = [
     "BAD_CREDENTIALS",
@@ -73,9 +74,7 @@ __all__ = [
 
 log = logging.getLogger("broker_lite.acl")
 
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
-_BROKER_TOPICS = ("RMQ_SYS_", "SCHEDULE_TOPIC_XXXX")
+_BROKER_TOPICS = (SYSTEM_TOPIC_PREFIX, SCHEDULE_TOPIC)
 _SPECIAL_TOPICS = ("%", *_BROKER_TOPICS)
 _REAL_TOPIC = "REAL_TOPIC"
 _RETRY_TOPIC = "RETRY_TOPIC"

@@ -57,6 +57,7 @@ from broker_lite.storage.properties import (
     TRANSACTION_ID,
     UNIQ_KEY,
 )
+from broker_lite.values.names import DLQ_PREFIX
 
 __all__ = [
     "SYSTEM_PROPERTIES",
@@ -68,7 +69,6 @@ __all__ = [
 
 TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 TRACE_CONTEXT = "TRACE_CONTEXT"
-DLQ_PREFIX = "%DLQ%"
 
 #: property names a user may not set and a consumer sees as system properties:
 #: RocketMQ's ``MessageConst.STRING_HASH_SET`` plus the ones broker_lite uses

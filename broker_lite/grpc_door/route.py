@@ -29,13 +29,13 @@ from typing import Any
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
 
-from broker_lite.core.topics import PERM_READ, PERM_WRITE, SYSTEM_TOPICS
+from broker_lite.core.topics import PERM_READ, PERM_WRITE
 from broker_lite.errors import InvalidMessageError, TopicNotFoundError
 from broker_lite.grpc_door.auth import Caller, check_consume, check_route
 from broker_lite.grpc_door.door import GrpcDoor
 from broker_lite.grpc_door.proxy_mode import accepted_types
 from broker_lite.grpc_door.status import Code, GrpcDoorError, ok
-from broker_lite.storage import validate_topic
+from broker_lite.values.names import SYSTEM_GROUP_PREFIX, is_system_topic, validate_topic
 
 __all__ = ["query_assignment", "query_route", "validate_group", "validate_topic_name"]
 
@@ -52,7 +52,7 @@ def validate_topic_name(name: str) -> str:
         validate_topic(name)
     except InvalidMessageError as exc:
         raise GrpcDoorError(Code.ILLEGAL_TOPIC, str(exc)) from None
-    if name in SYSTEM_TOPICS or name.startswith("RMQ_SYS_"):
+    if is_system_topic(name):
         raise GrpcDoorError(Code.ILLEGAL_TOPIC, f"cannot access system topic {name!r}")
     return name
 
@@ -62,7 +62,7 @@ def validate_group(name: str) -> str:
         raise GrpcDoorError(Code.ILLEGAL_CONSUMER_GROUP,
                             f"consumer group {name!r} must be 1 to 255 characters from "
                             "[%a-zA-Z0-9_-]")
-    if name.startswith("CID_RMQ_SYS_"):
+    if name.startswith(SYSTEM_GROUP_PREFIX):
         raise GrpcDoorError(Code.ILLEGAL_CONSUMER_GROUP, f"cannot use system group {name!r}")
     return name
 

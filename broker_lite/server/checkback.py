@@ -2,7 +2,7 @@
 
 The broker's check service (running in a worker thread) calls
 ``channel.send_check(request)`` on a producer's connection; the connection
-hands the request to the event loop, which runs :func:`answer_check`:
+hands the request to the event loop, which runs :func:`ask_producer`:
 
 1. send ``CHECK_TRANSACTION_STATE`` on that connection, with a server-side
    request id, and wait for the producer's ``CheckTransactionResponse``;
@@ -27,7 +27,7 @@ from broker_lite.protocol import BodyError, RequestCode, decode
 from broker_lite.protocol import messages as m
 from broker_lite.serving.context import ServerContext
 
-__all__ = ["CheckTarget", "answer_check"]
+__all__ = ["CheckTarget", "ask_producer"]
 
 log = logging.getLogger("broker_lite.server")
 
@@ -41,7 +41,7 @@ class CheckTarget(Protocol):
                       timeout: float) -> tuple[int, bytes]: ...
 
 
-async def answer_check(ctx: ServerContext, target: CheckTarget,
+async def ask_producer(ctx: ServerContext, target: CheckTarget,
                        request: m.CheckTransactionRequest) -> None:
     """Run one check-back to its end; never raises (except cancellation)."""
     tx = request.transaction_id

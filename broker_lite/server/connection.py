@@ -57,7 +57,7 @@ from broker_lite.protocol import (
     encode_frame,
 )
 from broker_lite.protocol import messages as m
-from broker_lite.server.checkback import answer_check
+from broker_lite.server.checkback import ask_producer
 from broker_lite.server.handlers import HANDLERS, INLINE, Handler, InlineHandler
 from broker_lite.server.hello import authenticate, welcome
 from broker_lite.serving.context import ServerContext
@@ -139,7 +139,7 @@ class Connection:
 
     def _start_check(self, request: CheckRequest) -> None:
         if self._alive:
-            self._ctx.spawn(answer_check(self._ctx, self, request),
+            self._ctx.spawn(ask_producer(self._ctx, self, request),
                             name=f"check-{request.transaction_id}")
 
     async def request(self, code: RequestCode, body: Any, timeout: float) -> tuple[int, bytes]:

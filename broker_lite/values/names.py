@@ -13,7 +13,8 @@ import re
 from broker_lite.errors import InvalidMessageError
 
 __all__ = ["BROKER_TOPICS", "DEFAULT_MAX_MESSAGE_SIZE", "DLQ_PREFIX", "HALF_TOPIC", "OP_TOPIC",
-           "RETRY_PREFIX", "SCHEDULE_TOPIC", "SYSTEM_TOPICS", "SYSTEM_TOPIC_PREFIX",
+           "RETRY_PREFIX", "SCHEDULE_TOPIC", "SYSTEM_GROUP_PREFIX", "SYSTEM_TOPICS",
+           "SYSTEM_TOPIC_PREFIX",
            "TRANS_CHECK_MAX_TIME_TOPIC", "dlq_topic", "is_system_topic", "retry_topic",
            "validate_topic"]
 
@@ -27,6 +28,8 @@ BROKER_TOPICS = frozenset({HALF_TOPIC, OP_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, SCH
 SYSTEM_TOPICS = BROKER_TOPICS
 #: RocketMQ reserves every topic named so
 SYSTEM_TOPIC_PREFIX = "RMQ_SYS_"
+#: RocketMQ reserves every consumer group named so
+SYSTEM_GROUP_PREFIX = "CID_" + SYSTEM_TOPIC_PREFIX
 
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"

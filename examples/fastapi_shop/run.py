@@ -68,7 +68,7 @@ def _relay() -> int:
     broker = rocketbox.celery_broker
     assert broker is not None
     return run_worker(rocketbox.base_outbox, celery_broker=broker, celery_backend=None,
-                      concurrency=2, beat=True, loglevel="INFO", checker=False,
+                      concurrency=2, sweeper=True, loglevel="INFO", checker=False,
                       settings=shop_settings()["celery_settings"])
 
 

@@ -16,9 +16,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from examples.flask_shop.commands import shop_broker
 from outbox import RelaySettings
 from outbox.celery import CelerySettings
-from outbox.targets.address import parse_broker_address
 
 
 def _here(name: str, driver: str = "sqlite") -> str:
@@ -32,20 +32,13 @@ def shop_settings(env: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         "database": db,
         "engine_options": {"connect_args": {"timeout": 30}} if db.startswith("sqlite") else {},
-        "broker": _broker(env),
+        "broker": shop_broker(env),
         "producer_group": "shop",
         "celery_broker": env.get("SHOP_CELERY_BROKER") or "sqla+" + _here("celery.sqlite"),
         "celery_settings": CelerySettings(polling_interval=0.05, sweep_interval=1.0),
         "relay": RelaySettings(lease_seconds=3.0, broker_timeout=2.0, backoff_base=0.1,
                                backoff_max=2.0),
     }
-
-
-def _broker(env: dict[str, str]) -> str:
-    """``SHOP_BROKER``, checked here so a typo is one line naming it, not a failed request."""
-    broker = env.get("SHOP_BROKER", "127.0.0.1:10911")
-    parse_broker_address(broker, setting="SHOP_BROKER")
-    return broker
 
 
 def inventory_db(env: dict[str, str] | None = None) -> str:

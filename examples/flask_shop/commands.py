@@ -13,8 +13,9 @@ import sys
 
 from outbox import Outbox
 from outbox.errors import ConfigurationError
+from outbox.targets.address import parse_broker_address
 
-__all__ = ["COMMANDS", "check_start", "serve_checker", "shop_parser"]
+__all__ = ["COMMANDS", "check_start", "serve_checker", "shop_broker", "shop_parser"]
 
 #: the parts a shop's ``run`` starts, in the order ``--help`` lists them
 COMMANDS = ("migrate", "web", "relay", "checker", "inventory")
@@ -53,7 +54,14 @@ def check_start(prog: str, command: str, outbox: Outbox, *, broker: bool = True)
 def serve_checker(outbox: Outbox) -> int:
     """The ``checker`` part: answer the broker's check-backs for ``outbox``; prints
     ``checker ready``."""
-    from outbox.checker import run_checker
+    from outbox.checkback_runner import run_checker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     return run_checker(outbox, on_ready=lambda: print("checker ready", flush=True))
+
+
+def shop_broker(env: dict[str, str]) -> str:
+    """``SHOP_BROKER``, checked here so a typo is one line naming it, not a failed request."""
+    broker = env.get("SHOP_BROKER", "127.0.0.1:10911")
+    parse_broker_address(broker, setting="SHOP_BROKER")
+    return broker

@@ -107,7 +107,7 @@ def _relay(crash_dir: str | None) -> int:
     assert broker is not None
     return run_worker(state.base_outbox, celery_broker=broker,
                       celery_backend=app.config["ROCKETBOX_CELERY_BACKEND"], concurrency=2,
-                      beat=True, loglevel="INFO", checker=False,
+                      sweeper=True, loglevel="INFO", checker=False,
                       settings=app.config["ROCKETBOX_CELERY_SETTINGS"],
                       publisher_factory=factory)
 

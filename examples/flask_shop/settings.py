@@ -23,9 +23,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from examples.flask_shop.commands import shop_broker
 from outbox import RelaySettings
 from outbox.celery import CelerySettings
-from outbox.targets.address import parse_broker_address
 
 
 def _here(name: str, env: dict[str, str]) -> str:
@@ -48,7 +48,7 @@ def shop_config(env: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         "SQLALCHEMY_DATABASE_URI": db,
         "SQLALCHEMY_ENGINE_OPTIONS": options,
-        "ROCKETBOX_BROKER": _broker(env),
+        "ROCKETBOX_BROKER": shop_broker(env),
         "ROCKETBOX_PRODUCER_GROUP": "shop",
         "ROCKETBOX_ACCESS_KEY": env.get("SHOP_ACCESS_KEY") or None,
         "ROCKETBOX_SECRET_KEY": env.get("SHOP_SECRET_KEY") or None,
@@ -66,13 +66,6 @@ def inventory_keys(env: dict[str, str] | None = None) -> tuple[str | None, str |
     env = dict(os.environ if env is None else env)
     return (env.get("SHOP_INVENTORY_ACCESS_KEY") or env.get("SHOP_ACCESS_KEY") or None,
             env.get("SHOP_INVENTORY_SECRET_KEY") or env.get("SHOP_SECRET_KEY") or None)
-
-
-def _broker(env: dict[str, str]) -> str:
-    """``SHOP_BROKER``, checked here so a typo is one line naming it, not a failed request."""
-    broker = env.get("SHOP_BROKER", "127.0.0.1:10911")
-    parse_broker_address(broker, setting="SHOP_BROKER")
-    return broker
 
 
 def inventory_db(env: dict[str, str] | None = None) -> str:

@@ -111,15 +111,15 @@ def _check_database(outbox: Outbox) -> None:
 
 @rocketbox_cli.command("relay", help="Run the Celery relay worker (with its sweeper lane).")
 @click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--no-sweeper", "beat", flag_value=False, default=True,
+@click.option("--no-sweeper", "sweeper", flag_value=False, default=True,
               help="do not run the sweeper lane in this worker")
-@click.option("--no-beat", "beat", flag_value=False, hidden=True,
+@click.option("--no-beat", "sweeper", flag_value=False, hidden=True,
               help="the old name of --no-sweeper")
 @click.option("--no-checker", "checker", flag_value=False, default=True,
               help="do not answer check-backs in this worker")
 @click.option("--loglevel", default="INFO", show_default=True)
 @with_appcontext
-def relay_command(concurrency: int, beat: bool, checker: bool, loglevel: str) -> None:
+def relay_command(concurrency: int, sweeper: bool, checker: bool, loglevel: str) -> None:
     from outbox.celery import run_worker
 
     state = state_for(current_app._get_current_object())  # type: ignore[attr-defined]
@@ -131,7 +131,7 @@ def relay_command(concurrency: int, beat: bool, checker: bool, loglevel: str) ->
     _startup_checks("relay", outbox)
     code = run_worker(state.base_outbox, celery_broker=broker,
                       celery_backend=current_app.config["ROCKETBOX_CELERY_BACKEND"],
-                      concurrency=concurrency, beat=beat, loglevel=loglevel,
+                      concurrency=concurrency, sweeper=sweeper, loglevel=loglevel,
                       checker=checker, settings=current_app.config["ROCKETBOX_CELERY_SETTINGS"])
     sys.exit(code)
 
@@ -139,7 +139,7 @@ def relay_command(concurrency: int, beat: bool, checker: bool, loglevel: str) ->
 @rocketbox_cli.command("checker", help="Answer the broker's check-backs from the status table.")
 @with_appcontext
 def checker_command() -> None:
-    from outbox.checker import run_checker
+    from outbox.checkback_runner import run_checker
 
     outbox = _outbox()
     _startup_checks("checker", outbox)

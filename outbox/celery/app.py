@@ -74,7 +74,7 @@ def redis_visibility_timeout(outbox: Outbox, settings: CelerySettings) -> float:
 
 def _transport_defaults(broker_url: str, outbox: Outbox,
                         settings: CelerySettings) -> dict[str, Any]:
-    if broker_url.startswith("sqla+"):
+    if broker_url.startswith(sqla.SQLA_PREFIX):
         return {"polling_interval": settings.polling_interval}
     if broker_url.startswith(("redis://", "rediss://")):
         # The on_commit hook must not hold up a commit while Redis is down: publishing

@@ -2,7 +2,7 @@
 
 ``make_celery(..., settings=CelerySettings(checker=True))`` adds
 :class:`CheckbackStep` to the worker's blueprint. It runs
-:func:`outbox.checker.run_checker` on a thread of the worker's main process
+:func:`outbox.checkback_runner.run_checker` on a thread of the worker's main process
 (never in a pool child), so one worker is both relay and responder: the
 broker's check-backs for the outbox's producer group reach it. A broker that
 is down at start-up is retried in the background; the worker starts anyway.
@@ -26,7 +26,7 @@ from typing import Any
 from celery import bootsteps
 
 from outbox.celery.state import RocketboxState, rocketbox_state
-from outbox.checker import run_checker
+from outbox.checkback_runner import run_checker
 
 __all__ = ["CheckbackStep", "SuperviseStep"]
 

@@ -34,7 +34,7 @@ from outbox.celery.state import RocketboxState, rocketbox_state
 from outbox.ending import END_TRANSACTION_TASK, mark_ended
 from outbox.errors import RelayError
 from outbox.relay import RelayReport
-from outbox.targets.base import EndOutcome, HalfStored, LeftToCheckBack, TxEnd
+from outbox.targets.base import EndOutcome, HalfStored, LeftToCheckback, TxEnd, tx_state
 
 __all__ = ["END_TRANSACTION_TASK", "RELAY_TASK", "SWEEP_TASK", "TRANSIENT_ERRORS",
            "register_tasks"]
@@ -101,9 +101,7 @@ def end_transaction(task: Any, tx_id: str, state_name: str, half_offset: int,
                     queue_offset: int) -> dict[str, Any]:
     """``rocketbox.end_transaction``: end a half-first transaction, then mark its row."""
     state: RocketboxState = rocketbox_state(task.app)
-    end = TxEnd(HalfStored(tx_id, "", half_offset, queue_offset),
-                "COMMIT" if state_name == "COMMIT" else
-                "ROLLBACK" if state_name == "ROLLBACK" else "UNKNOWN")
+    end = TxEnd(HalfStored(tx_id, "", half_offset, queue_offset), tx_state(state_name))
     result: EndOutcome | RelayError
     try:
         [result] = state.publisher().end_transactions([end])
@@ -117,7 +115,7 @@ def end_transaction(task: Any, tx_id: str, state_name: str, half_offset: int,
         log.error("end-transaction %s (%s) refused: %s", tx_id, state_name, result,
                   extra={"tx_id": tx_id})
         return {"tx_id": tx_id, "ended": False, "error": str(result)}
-    if isinstance(result, LeftToCheckBack):
+    if isinstance(result, LeftToCheckback):
         return {"tx_id": tx_id, "ended": False, "error": result.reason}
     if state_name == "COMMIT":
         mark_ended(state.outbox.engine, end, result)

@@ -3,7 +3,7 @@
 It builds the app with :func:`~outbox.celery.app.make_celery` and runs a
 Celery worker in this process: a ``threads`` pool of ``concurrency`` (the
 relay waits on the network and the database, not the CPU), the sweeper lane
-(:mod:`outbox.celery.sweeper`) unless ``beat`` is False, and the check-back
+(:mod:`outbox.celery.sweeper`) unless ``sweeper`` is False, and the check-back
 responder as a bootstep when ``checker`` is set. No beat process: the
 sweeper lane is a thread of the worker. Mingle and gossip are off: rocketbox
 uses no remote control, and they only slow the start.
@@ -17,6 +17,7 @@ supervisor that restarts on failure restarts it.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 from outbox.celery.app import CelerySettings, PublisherFactory, make_celery, rocketbox_state
 from outbox.config import Outbox
@@ -34,17 +35,27 @@ def worker_argv(*, concurrency: int, loglevel: str, pool: str = "threads") -> li
 
 
 def run_worker(outbox: Outbox, *, celery_broker: str, celery_backend: str | None,
-               concurrency: int, beat: bool, loglevel: str, checker: bool = True,
-               settings: CelerySettings | None = None,
-               publisher_factory: PublisherFactory | None = None) -> int:
+               concurrency: int, loglevel: str, sweeper: bool | None = None,
+               checker: bool = True, settings: CelerySettings | None = None,
+               publisher_factory: PublisherFactory | None = None,
+               beat: bool | None = None) -> int:
     """Run the relay worker until it is stopped (SIGTERM); returns its exit status.
 
-    ``beat`` runs the sweeper lane in this worker (its name is from the days
-    the sweeper was a beat schedule); False leaves sweeping to other workers.
+    ``sweeper`` (default True) runs the sweeper lane in this worker; False
+    leaves sweeping to other workers. ``beat`` is its deprecated old name
+    (from the days the sweeper was a beat schedule).
     """
+    if beat is not None:
+        if sweeper is not None:
+            raise ConfigurationError("run_worker: give sweeper=, not both sweeper= and "
+                                     "its deprecated old name beat=")
+        warnings.warn("run_worker(beat=...) is deprecated; use sweeper=...",
+                      DeprecationWarning, stacklevel=2)
+        sweeper = beat
+    sweeper = True if sweeper is None else sweeper
     settings = settings or CelerySettings()
     settings = dataclasses.replace(settings, checker=checker,
-                                   sweep_interval=settings.sweep_interval if beat else 0.0)
+                                   sweep_interval=settings.sweep_interval if sweeper else 0.0)
     app = make_celery(outbox, broker_url=celery_broker, backend_url=celery_backend,
                       settings=settings, publisher_factory=publisher_factory)
     code = 0

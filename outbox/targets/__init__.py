@@ -12,11 +12,12 @@ this package, and nothing outside it asks which broker it is
 
 from __future__ import annotations
 
+from outbox.targets import base as _base
 from outbox.targets.base import (
     EndOutcome,
     HalfOutcome,
     HalfStored,
-    LeftToCheckBack,
+    LeftToCheckback,
     OutgoingMessage,
     Publisher,
     Target,
@@ -26,6 +27,13 @@ from outbox.targets.base import (
 )
 from outbox.targets.runner import ProcessPublishers, TargetPublisher
 
-__all__ = ["EndOutcome", "HalfOutcome", "HalfStored", "LeftToCheckBack", "OutgoingMessage",
+__all__ = ["EndOutcome", "HalfOutcome", "HalfStored", "LeftToCheckback", "OutgoingMessage",
            "ProcessPublishers", "Publisher", "Target", "TargetPublisher", "TxEnd", "TxEnded",
            "TxState"]
+
+
+def __getattr__(name: str) -> object:
+    """``LeftToCheckBack``, the deprecated old spelling of :class:`LeftToCheckback`."""
+    if name == "LeftToCheckBack":
+        return _base.__getattr__(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

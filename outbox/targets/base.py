@@ -14,7 +14,7 @@ docs/targets.md is the contract in prose; in short:
   (``config``), or the broker may take it later (``transient``). One row's
   fault never fails the others.
 * :meth:`Target.end_transactions` ends each :class:`TxEnd`'s half and answers,
-  per end and in order, :class:`TxEnded`, :class:`LeftToCheckBack` (the broker
+  per end and in order, :class:`TxEnded`, :class:`LeftToCheckback` (the broker
   can no longer end it on request; its check-back will ask the status table),
   or a :class:`~outbox.errors.RowRefusedError`.
 * A request that did not get through at all raises
@@ -27,6 +27,7 @@ docs/targets.md is the contract in prose; in short:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol
 
@@ -34,8 +35,9 @@ import msgspec
 
 from outbox.errors import RowRefusedError
 
-__all__ = ["TX_ID_PROPERTY", "EndOutcome", "HalfOutcome", "HalfStored", "LeftToCheckBack",
-           "OutgoingMessage", "Publisher", "Target", "TxEnd", "TxEnded", "TxState", "dedupe_key"]
+__all__ = ["TX_ID_PROPERTY", "EndOutcome", "HalfOutcome", "HalfStored", "LeftToCheckback",
+           "OutgoingMessage", "Publisher", "Target", "TxEnd", "TxEnded", "TxState", "dedupe_key",
+           "tx_state"]
 
 #: the user property a target puts the row's ``tx_id`` in, where the broker has no
 #: better place for it (RocketMQ 5); the inbox de-duplicates on it
@@ -58,6 +60,12 @@ def dedupe_key(message: Any) -> str:
 
 #: how a row's transaction ends (``UNKNOWN``: not now, the broker's check-back decides)
 TxState = Literal["COMMIT", "ROLLBACK", "UNKNOWN"]
+
+
+def tx_state(name: str | None) -> TxState:
+    """The :data:`TxState` a status row's ``state`` (or a task's argument) names;
+    anything but ``COMMIT`` or ``ROLLBACK`` is ``UNKNOWN``."""
+    return "COMMIT" if name == "COMMIT" else "ROLLBACK" if name == "ROLLBACK" else "UNKNOWN"
 
 
 class OutgoingMessage(msgspec.Struct, frozen=True):
@@ -108,7 +116,7 @@ class TxEnded(msgspec.Struct, frozen=True):
     commit_offset: int = -1
 
 
-class LeftToCheckBack(msgspec.Struct, frozen=True):
+class LeftToCheckback(msgspec.Struct, frozen=True):
     """The broker can no longer end this half on request (it forgot the transaction);
     its check-back will ask the status table. Not a failure: no attempt is counted."""
 
@@ -117,7 +125,7 @@ class LeftToCheckBack(msgspec.Struct, frozen=True):
 
 
 HalfOutcome = HalfStored | RowRefusedError
-EndOutcome = TxEnded | LeftToCheckBack | RowRefusedError
+EndOutcome = TxEnded | LeftToCheckback | RowRefusedError
 
 
 class Target(Protocol):
@@ -157,3 +165,12 @@ class Publisher(Protocol):
     def end_transactions(self, ends: Sequence[TxEnd]) -> list[EndOutcome]: ...
 
     def close(self) -> None: ...
+
+
+def __getattr__(name: str) -> Any:
+    """``LeftToCheckBack``, the deprecated old spelling of :class:`LeftToCheckback`."""
+    if name == "LeftToCheckBack":
+        warnings.warn("LeftToCheckBack is deprecated; use LeftToCheckback",
+                      DeprecationWarning, stacklevel=2)
+        return LeftToCheckback
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

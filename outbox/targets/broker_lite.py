@@ -47,16 +47,29 @@ from outbox.targets.base import (
     EndOutcome,
     HalfOutcome,
     HalfStored,
-    LeftToCheckBack,
+    LeftToCheckback,
     OutgoingMessage,
     TxEnd,
     TxEnded,
+    TxState,
 )
 from outbox.targets.runner import TargetPublisher
 
-__all__ = ["RECONNECT_MAX_DELAY", "RECONNECT_WAIT", "BrokerLitePublisher", "BrokerLiteTarget",
-           "ProducerSeam", "broker_client_config", "end_outcomes", "producer_ender", "refused",
-           "row_fault", "transaction_ends"]
+__all__ = [
+    "LOCAL_STATES",
+    "RECONNECT_MAX_DELAY",
+    "RECONNECT_WAIT",
+    "STATE_NAMES",
+    "BrokerLitePublisher",
+    "BrokerLiteTarget",
+    "ProducerSeam",
+    "broker_client_config",
+    "end_outcomes",
+    "producer_ender",
+    "refused",
+    "row_fault",
+    "transaction_ends",
+]
 
 log = logging.getLogger("rocketbox.relay")
 ItemT = TypeVar("ItemT")
@@ -70,9 +83,12 @@ RECONNECT_MAX_DELAY = 0.5
 #: outage ends at once instead of holding its rows and its worker thread
 RECONNECT_WAIT = 1.0
 
-_STATES = {"COMMIT": LocalTransactionState.COMMIT_MESSAGE,
-           "ROLLBACK": LocalTransactionState.ROLLBACK_MESSAGE,
-           "UNKNOWN": LocalTransactionState.UNKNOW}
+#: a row's end state as broker_lite's client names it, and back: the one mapping
+LOCAL_STATES: dict[TxState, LocalTransactionState] = {
+    "COMMIT": LocalTransactionState.COMMIT_MESSAGE,
+    "ROLLBACK": LocalTransactionState.ROLLBACK_MESSAGE,
+    "UNKNOWN": LocalTransactionState.UNKNOW}
+STATE_NAMES: dict[LocalTransactionState, TxState] = {v: k for k, v in LOCAL_STATES.items()}
 #: broker errors that say the setup is wrong, not the row, and not for now
 _CONFIG_ERRORS = (TopicNotFoundError, NoPermissionError, UnauthorizedError)
 
@@ -169,7 +185,7 @@ def refused(tx_id: str, error: BrokerError, target: str) -> RowRefusedError:
 
 def transaction_ends(ends: Sequence[TxEnd]) -> list[TransactionEnd]:
     """The client's ends for the seam's: each half named by its offsets and ``tx_id``."""
-    return [TransactionEnd(half.tx_id, _STATES[end.state], half.half_offset,
+    return [TransactionEnd(half.tx_id, LOCAL_STATES[end.state], half.half_offset,
                            half.queue_offset, half.tx_id)
             for end in ends for half in (end.half,)]
 
@@ -182,7 +198,7 @@ def end_outcomes(ends: Sequence[TxEnd], answers: Sequence[TransactionEndResult |
         if isinstance(answer, BrokerError):
             outcomes.append(refused(end.tx_id, answer, target))
         elif answer.outcome == "unknown":
-            outcomes.append(LeftToCheckBack(end.tx_id, "the broker left it to check-back"))
+            outcomes.append(LeftToCheckback(end.tx_id, "the broker left it to check-back"))
         else:
             outcomes.append(TxEnded(end.tx_id, answer.commit_log_offset))
     return outcomes

@@ -7,12 +7,12 @@ died with its DB transaction open), broker_lite sends
 :class:`CheckbackResponder` is such a producer: a broker_lite
 :class:`~broker_lite.client.TransactionProducer` registered under
 ``outbox.producer_group`` whose :class:`StatusTableListener` answers by the
-one check-back rule set (:func:`outbox.checkback.answer_checkback`; broker_lite
+one check-back rule set (:func:`outbox.checkback_rules.answer_checkback`; broker_lite
 has no rules of its own: a half is stored once per ``tx_id``). The half's
 age comes from the broker's store time.
 
 :func:`serve` runs a responder until stopped (``rocketbox checker`` through
-:func:`outbox.checker.run_checker`).
+:func:`outbox.checkback_runner.run_checker`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from broker_lite.client import (
     TransactionProducer,
 )
 from broker_lite.errors import BrokerError, NoPermissionError, UnauthorizedError
-from outbox.checkback import (
+from outbox.checkback_rules import (
     PG_XID_PROPERTY,
     CheckAnswer,
     CheckQuestion,
@@ -39,18 +39,13 @@ from outbox.checkback import (
 )
 from outbox.config import Outbox
 from outbox.errors import ConfigurationError
-from outbox.targets.broker_lite import broker_client_config
+from outbox.targets.base import tx_state
+from outbox.targets.broker_lite import LOCAL_STATES, broker_client_config
 
 __all__ = ["CheckbackResponder", "StatusTableListener", "answer_check", "half_pg_xid",
            "question_of", "serve"]
 
 log = logging.getLogger("rocketbox.checker")
-
-_STATES = {
-    "COMMIT": LocalTransactionState.COMMIT_MESSAGE,
-    "ROLLBACK": LocalTransactionState.ROLLBACK_MESSAGE,
-}
-
 
 def half_pg_xid(msg: ReceivedMessage | Message) -> int | None:
     """The PostgreSQL xid a half carries (:data:`PG_XID_PROPERTY`), if any."""
@@ -70,7 +65,7 @@ def answer_check(outbox: Outbox, msg: ReceivedMessage, *,
                  now: float | None = None) -> tuple[LocalTransactionState, CheckAnswer]:
     """What the status table says about the half ``msg``, as a broker state and a reason."""
     answer = answer_checkback(outbox, question_of(msg), now=now)
-    return _STATES.get(answer.state, LocalTransactionState.UNKNOW), answer
+    return LOCAL_STATES[tx_state(answer.state)], answer
 
 
 class StatusTableListener:

@@ -47,7 +47,7 @@ class TargetSupport(Protocol):
                          on_ready: Callable[[], None] | None, *, threads: int,
                          retry_interval: float) -> None:
         """Answer the broker's check-backs from the status table until ``stop`` is set
-        (by :func:`outbox.checkback.answer_checkback`); ``on_ready`` once serving."""
+        (by :func:`outbox.checkback_rules.answer_checkback`); ``on_ready`` once serving."""
         ...
 
 

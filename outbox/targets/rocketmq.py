@@ -27,7 +27,7 @@ does about it (docs/rocketmq.md has the whole story):
   together. The proxy keeps the
   transaction in that process's memory for about 30 s and forgets it on first
   use; an end it cannot match ("cannot found transaction data", an
-  INTERNAL_SERVER_ERROR) becomes :class:`~outbox.targets.base.LeftToCheckBack`:
+  INTERNAL_SERVER_ERROR) becomes :class:`~outbox.targets.base.LeftToCheckback`:
   the check-back commits the recorded half from the status table. OK from
   EndTransaction only means the proxy handed a one-way request to the broker.
 * **Errors.** Refused credentials, no permission and an unknown topic are
@@ -85,18 +85,19 @@ from outbox.targets.base import (
     EndOutcome,
     HalfOutcome,
     HalfStored,
-    LeftToCheckBack,
+    LeftToCheckback,
     OutgoingMessage,
     TxEnd,
     TxEnded,
 )
 
-__all__ = ["PROBE_TOPIC", "TX_ID_PROPERTY", "RocketMQTarget", "client_configuration",
+__all__ = ["PROBE_TOPIC", "RESOLUTIONS", "TX_ID_PROPERTY", "RocketMQTarget", "client_configuration",
            "fault_of", "is_transaction_gone", "probe"]
 
 log = logging.getLogger("rocketbox.relay")
 
-_RESOLUTIONS = {"COMMIT": TransactionResolution.COMMIT,
+#: a row's end state as RocketMQ names it (UNKNOWN has no resolution to send)
+RESOLUTIONS = {"COMMIT": TransactionResolution.COMMIT,
                 "ROLLBACK": TransactionResolution.ROLLBACK}
 #: the topic the start-up probe asks a route for (that it exists does not matter)
 PROBE_TOPIC = "rocketbox-probe"
@@ -320,16 +321,16 @@ class RocketMQTarget:
     async def _end(self, producer: Producer, end: TxEnd) -> EndOutcome:
         half = end.half
         if not half.message_id or not half.transaction_id:
-            return LeftToCheckBack(end.tx_id, "no RocketMQ half recorded for this row")
-        if end.state not in _RESOLUTIONS:
-            return LeftToCheckBack(end.tx_id, "the row's state is UNKNOWN")
+            return LeftToCheckback(end.tx_id, "no RocketMQ half recorded for this row")
+        if end.state not in RESOLUTIONS:
+            return LeftToCheckback(end.tx_id, "the row's state is UNKNOWN")
         config = producer.client_configuration
         request = EndTransactionRequest()
         request.topic.name = half.topic
         request.topic.resource_namespace = config.namespace
         request.message_id = half.message_id
         request.transaction_id = half.transaction_id
-        request.resolution = _RESOLUTIONS[end.state]
+        request.resolution = RESOLUTIONS[end.state]
         request.source = TransactionSource.SOURCE_CLIENT
         endpoints = self._endpoints.pop(half.message_id, None) or config.rpc_endpoints
         response = await self._rpc(producer.rpc_client.end_transaction_async, endpoints,
@@ -339,7 +340,7 @@ class RocketMQTarget:
         if code == Code.OK:
             return TxEnded(end.tx_id)
         if is_transaction_gone(code, text):
-            return LeftToCheckBack(end.tx_id, f"the proxy no longer holds the transaction "
+            return LeftToCheckback(end.tx_id, f"the proxy no longer holds the transaction "
                                               f"({text})")
         fault = RowFault.CONFIG if code in (Code.UNAUTHORIZED, Code.FORBIDDEN,
                                             Code.TOPIC_NOT_FOUND) else RowFault.TRANSIENT

@@ -16,15 +16,15 @@ RocketMQ's transaction id for it):
   COMMIT would write the message a second time (apache/rocketmq #5574,
   #8158); ROLLBACK closes the renewed copy and leaves the commit alone;
 * the row recorded this half's ids otherwise: the row's state, by the same
-  rules as broker_lite's check-back (:func:`outbox.checkback.check_state`);
+  rules as broker_lite's check-back (:func:`outbox.checkback_rules.check_state`);
 * the row recorded another half: ROLLBACK (this one is a duplicate);
 * the row recorded none yet: ROLLBACK if the row says ROLLBACK, otherwise
   UNKNOWN (a relay may be recording it right now; the proxy asks again);
-* no row: :func:`~outbox.checkback.check_state` (the writing transaction's
+* no row: :func:`~outbox.checkback_rules.check_state` (the writing transaction's
   fate, or the half's age past ``local_tx_timeout``).
 
 These are RocketMQ's own rules (:func:`per_half`), run first by the one
-check-back rule set every target shares (:func:`outbox.checkback.answer_checkback`),
+check-back rule set every target shares (:func:`outbox.checkback_rules.answer_checkback`),
 which also ages the half by the broker's store time, counts the answer
 (``observe_checkback``) and logs it, a malformed xid included.
 :class:`StatusTableChecker` is the official client's ``TransactionChecker``
@@ -39,7 +39,7 @@ from typing import Any
 from rocketmq import Message, TransactionChecker, TransactionResolution
 from sqlalchemy import select
 
-from outbox.checkback import (
+from outbox.checkback_rules import (
     PG_XID_PROPERTY,
     CheckAnswer,
     CheckQuestion,
@@ -50,12 +50,11 @@ from outbox.config import Outbox
 from outbox.models import aware
 from outbox.models import transaction_table as t
 from outbox.targets.base import TX_ID_PROPERTY
+from outbox.targets.rocketmq import RESOLUTIONS
 
 __all__ = ["RULES", "StatusTableChecker", "answer_half", "handed_off", "per_half",
            "question_of"]
 
-_RESOLUTIONS = {"COMMIT": TransactionResolution.COMMIT,
-                "ROLLBACK": TransactionResolution.ROLLBACK}
 
 
 def per_half(outbox: Outbox, question: CheckQuestion, now: datetime) -> CheckAnswer | None:
@@ -135,5 +134,5 @@ class StatusTableChecker(TransactionChecker):  # type: ignore[misc]  # the clien
     def check(self, message: Message) -> Any:
         answer = answer_half(self.outbox, question_of(message))
         self.answered[answer.state] += 1
-        return _RESOLUTIONS.get(answer.state,
-                                TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED)
+        return RESOLUTIONS.get(answer.state,
+                               TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED)

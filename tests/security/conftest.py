@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,17 +25,11 @@ from typing import Any
 
 import pytest
 
-_TESTS = Path(__file__).resolve().parents[1]
-for _helpers in (_TESTS / "broker_lite" / "server", _TESTS / "broker_lite" / "grpc_door"):
-    if str(_helpers) not in sys.path:
-        sys.path.insert(0, str(_helpers))
-
-from server_wire import WireClient, signed_hello  # noqa: E402
-
-from broker_lite.errors import ResponseCode  # noqa: E402
-from broker_lite.protocol import FrameKind, RequestCode, decode, encode  # noqa: E402
-from broker_lite.protocol import messages as m  # noqa: E402
-from tests.support import BrokerLiteServer, broker_starter  # noqa: E402
+from broker_lite.errors import ResponseCode
+from broker_lite.protocol import FrameKind, RequestCode, decode, encode
+from broker_lite.protocol import messages as m
+from tests.broker_lite.server.server_wire import WireClient, signed_hello
+from tests.support import BrokerLiteServer, broker_starter
 
 SECRETS = {"root": "root-secret", "app": "app-secret", "inv": "inv-secret",
            "alice": "alice-secret", "bob": "bob-secret"}

@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from grpc_support import raw_metadata, raw_stub
 from rocketmq.grpc_protocol import Code
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as spb
-from server_wire import WireClient, signed_hello
 
 from broker_lite.protocol import RequestCode
+from tests.broker_lite.grpc_door.grpc_support import raw_metadata, raw_stub
+from tests.broker_lite.server.server_wire import WireClient, signed_hello
 
 
 @pytest.mark.timeout(60)

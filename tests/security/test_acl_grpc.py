@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from grpc_support import Checker, config, make_message, raw_metadata, raw_stub, receive, running
 from rocketmq import FilterExpression, Producer, SimpleConsumer, TransactionResolution
 from rocketmq.grpc_protocol import Code
 from rocketmq.grpc_protocol import definition_pb2 as pb
@@ -16,6 +15,15 @@ from rocketmq.grpc_protocol import service_pb2 as spb
 
 from broker_lite.protocol import RequestCode
 from broker_lite.protocol import messages as m
+from tests.broker_lite.grpc_door.grpc_support import (
+    Checker,
+    config,
+    make_message,
+    raw_metadata,
+    raw_stub,
+    receive,
+    running,
+)
 from tests.support import BrokerLiteServer, wait_until
 
 pytestmark = pytest.mark.grpc

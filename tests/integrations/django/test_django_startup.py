@@ -73,9 +73,9 @@ def test_a_database_behind_the_head_names_the_alias(tmp_path: Path) -> None:
 @pytest.mark.timeout(30)
 def test_no_sweeper_and_its_old_name() -> None:
     parser = RelayCommand().create_parser("manage.py", "rocketbox_relay")
-    assert parser.parse_args([]).beat is True
-    assert parser.parse_args(["--no-sweeper"]).beat is False
-    assert parser.parse_args(["--no-beat"]).beat is False
+    assert parser.parse_args([]).sweeper is True
+    assert parser.parse_args(["--no-sweeper"]).sweeper is False
+    assert parser.parse_args(["--no-beat"]).sweeper is False
     assert "--no-sweeper" in parser.format_help() and "--no-beat" not in parser.format_help()
 
 

@@ -75,7 +75,7 @@ def test_an_unreachable_database_fails_at_start(command: str) -> None:
 @pytest.mark.timeout(30)
 def test_no_sweeper_and_its_old_name() -> None:
     def parsed(*args: str) -> object:
-        return relay_command.make_context("relay", list(args)).params["beat"]
+        return relay_command.make_context("relay", list(args)).params["sweeper"]
 
     assert parsed() is True
     assert parsed("--no-sweeper") is False

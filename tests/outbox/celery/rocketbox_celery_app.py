@@ -39,7 +39,7 @@ from sqlalchemy import create_engine
 
 from outbox import BrokerLitePublisher, Outbox, RelaySettings
 from outbox.celery import CelerySettings, make_celery, run_worker
-from outbox.checker import run_checker
+from outbox.checkback_runner import run_checker
 from outbox.targets import OutgoingMessage, Publisher
 from tests.support.publishers import AfterHalves
 
@@ -112,7 +112,7 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["worker"]:
         sys.exit(run_worker(outbox, celery_broker=env["RB_TEST_CELERY_BROKER"],
                             celery_backend=env.get("RB_TEST_CELERY_BACKEND") or None,
-                            concurrency=2, beat=True, loglevel="INFO",
+                            concurrency=2, sweeper=True, loglevel="INFO",
                             checker=settings.checker, settings=settings,
                             publisher_factory=_publisher))
     sys.exit(f"usage: {sys.argv[0]} worker|checker")

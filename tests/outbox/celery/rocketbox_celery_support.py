@@ -88,13 +88,13 @@ def running(name: str, argv: list[str], env: Mapping[str, str], tmp: Path, *,
 
 
 def celery_worker(name: str, env: Mapping[str, str], tmp: Path, *, concurrency: int = 2,
-                  beat: bool = True) -> contextlib.AbstractContextManager[Proc]:
+                  sweeper: bool = True) -> contextlib.AbstractContextManager[Proc]:
     """``celery -A rocketbox_celery_app worker --pool=threads``, with its sweeper lane unless
-    ``beat`` is False (the name is from when the sweeper ran in beat)."""
+    ``sweeper`` is False."""
     argv = [str(CELERY), "-A", APP_MODULE, "worker", "--pool=threads",
             f"--concurrency={concurrency}", "--loglevel=INFO", "--without-mingle",
             "--without-gossip", "--without-heartbeat", "-n", f"{name}@%h"]
-    if not beat:
+    if not sweeper:
         env = {**env, "RB_TEST_SWEEP": "0"}
     return running(name, argv, env, tmp)
 

@@ -39,7 +39,7 @@ def test_worker_relays_committed_units_once_and_nothing_else(
     engine = stack.engine
     outbox = app_outbox(engine, broker.native, stack.redis.url)
     with celery_worker("relay", stack.env(broker.native, RB_TEST_SWEEP="0"), stack.tmp,
-                       beat=False) as worker:
+                       sweeper=False) as worker:
         started = time.monotonic()
         with Session(engine) as session, session.begin():
             a = publish(session, "Jobs", {"a": 1}, outbox=outbox)
@@ -119,7 +119,7 @@ def test_worker_killed_between_half_and_end_the_checker_commits_once(
     outbox = app_outbox(engine, broker.native, stack.redis.url)
     with module_entry("checker", "checker", env, stack.tmp) as checker:
         with celery_worker("doomed", {**env, "RB_TEST_KILL_AFTER_HALVES": str(marker)},
-                           stack.tmp, beat=False) as doomed:
+                           stack.tmp, sweeper=False) as doomed:
             with Session(engine) as session, session.begin():
                 tx_id = publish(session, "Killed", {"k": 1}, outbox=outbox)
             wait_until(lambda: not doomed.alive(), timeout=20,
@@ -185,7 +185,7 @@ def test_checker_bootstep_answers_check_backs_inside_the_worker(
         assert not isinstance(half, Exception)
     finally:
         publisher.close()
-    with celery_worker("checking", env, stack.tmp, beat=False) as worker:
+    with celery_worker("checking", env, stack.tmp, sweeper=False) as worker:
         wait_until(lambda: commit_counts(broker_records(broker.data_dir)).get(tx_id),
                    timeout=20, message=worker.log_tail)
         assert f"check-back {tx_id}" in worker.log_text()

@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session
 
 from broker_lite.client import LocalTransactionState
 from outbox import PG_XID_PROPERTY, BrokerLitePublisher, Outbox, new_tx_id, publish
-from outbox.checkback import check_state
-from outbox.checker import CheckbackResponder, run_checker
+from outbox.checkback_rules import check_state
+from outbox.checkback_runner import CheckbackResponder, run_checker
 from outbox.targets import OutgoingMessage
 from tests.outbox.checker.checker_support import broker_records, commit_counts, resolution
 from tests.support import BrokerLiteServer, free_port, wait_until

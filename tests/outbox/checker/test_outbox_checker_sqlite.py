@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from broker_lite.client import LocalTransactionState, Message, TransactionProducer
 from outbox import PG_XID_PROPERTY, Outbox, metadata, publish
-from outbox.checkback import check_state
+from outbox.checkback_rules import check_state
 from outbox.half_first import SqlStatusListener, send_in_transaction
 from tests.outbox.checker.checker_support import broker_records, commit_counts
 from tests.support import BrokerLiteServer

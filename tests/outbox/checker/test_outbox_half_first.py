@@ -13,10 +13,15 @@ from sqlalchemy.orm import Session
 from broker_lite.client import LocalTransactionState, Message, TransactionProducer
 from outbox import PG_XID_PROPERTY, BrokerLitePublisher, Outbox, Relay, new_tx_id
 from outbox.celery import CelerySettings, make_celery, rocketbox_state
-from outbox.checker import CheckbackResponder
+from outbox.checkback_runner import CheckbackResponder
 from outbox.half_first import SqlStatusListener, send_in_transaction
 from outbox.models import transaction_table as t
-from tests.outbox.checker.checker_support import HERE, broker_records, commit_counts, resolution
+from tests.outbox.checker.checker_support import (
+    HERE,
+    broker_records,
+    commit_counts,
+    resolution,
+)
 from tests.support import BrokerLiteServer, wait_until
 
 

@@ -164,7 +164,7 @@ def test_the_database_url_can_come_from_the_environment(sqlite_url: str) -> None
 
 @pytest.mark.parametrize("command, module", [
     (["relay"], "outbox.celery.worker"),
-    (["checker"], "outbox.checker"),
+    (["checker"], "outbox.checkback_runner"),
     (["audit", "--anything"], "spark.audit_job"),
     (["demo"], "outbox.demo"),
 ])
@@ -214,16 +214,16 @@ def test_relay_builds_the_outbox_and_the_worker_settings(sqlite_url: str,
                  "--no-sweeper"]) == 0
     assert main(["relay", "--db", sqlite_url, "--broker", "10.0.0.5:9876",
                  "--no-beat"]) == 0  # the old name, still accepted
-    assert calls[1][1]["beat"] is False
+    assert calls[1][1]["sweeper"] is False
     assert main(["relay", "--db", sqlite_url, "--broker", "10.0.0.5:9876"]) == 0
-    assert calls[2][1]["beat"] is True
+    assert calls[2][1]["sweeper"] is True
     del calls[1:]
     ((outbox, kwargs),) = calls
     assert (outbox.broker, outbox.producer_group, outbox.access_key, outbox.secret_key) == \
         ("10.0.0.5:9876", "shop", "ak", "sk")
     assert str(outbox.engine.url) == sqlite_url
     assert kwargs == {"celery_broker": f"sqla+{sqlite_url}", "celery_backend": None,
-                      "concurrency": 4, "beat": False, "loglevel": "INFO"}
+                      "concurrency": 4, "sweeper": False, "loglevel": "INFO"}
 
 
 @pytest.mark.timeout(30)

@@ -1,4 +1,4 @@
-"""``outbox.logging``: records carry tx_id and their other extra fields, as JSON or key=value."""
+"""``outbox.log_setup``: records carry tx_id and their other extra fields, as JSON or key=value."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from outbox.logging import (
+from outbox.log_setup import (
     ContextFilter,
     StructuredFormatter,
     configure_logging,

@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy import Engine, create_engine, select, text
 
 from outbox import Outbox, migrate, publish
-from outbox.core_commit import OPT_OUT
 from outbox.models import transaction_table as t
+from outbox.sqla_core_commit import OPT_OUT
 from tests.support import PostgresServer
 
 

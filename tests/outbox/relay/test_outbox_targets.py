@@ -15,7 +15,7 @@ from sqlalchemy import create_engine
 from broker_lite.client import Admin
 from outbox import BrokerLitePublisher, BrokerUnreachableError, Outbox, RelaySettings
 from outbox.errors import RowFault, RowRefusedError
-from outbox.targets import HalfStored, LeftToCheckBack, OutgoingMessage, TxEnd, TxEnded
+from outbox.targets import HalfStored, LeftToCheckback, OutgoingMessage, TxEnd, TxEnded
 from tests.outbox.relay.outbox_relay_support import FAST_BROKER
 from tests.support import free_port, start_broker_lite
 
@@ -57,7 +57,7 @@ def test_each_row_gets_an_outcome_that_names_its_fault(tmp_path: Path) -> None:
             publisher.close()
     committed, undecided, missing = ended
     assert isinstance(committed, TxEnded) and committed.commit_offset > ok.half_offset
-    assert isinstance(undecided, LeftToCheckBack) and undecided.tx_id == "tx-later"
+    assert isinstance(undecided, LeftToCheckback) and undecided.tx_id == "tx-later"
     assert isinstance(missing, RowRefusedError) and missing.tx_id == "tx-never-sent"
 
 
@@ -76,3 +76,15 @@ def test_an_unreachable_broker_fails_the_request_and_the_next_call_connects(
             assert ended == TxEnded("tx-1", -1)
     finally:
         publisher.close()
+
+
+@pytest.mark.timeout(30)
+def test_state_names_have_one_mapping_both_ways() -> None:
+    from broker_lite.client import LocalTransactionState
+    from outbox.models import STATES
+    from outbox.targets.base import tx_state
+    from outbox.targets.broker_lite import LOCAL_STATES, STATE_NAMES
+    assert [tx_state(name) for name in STATES] == list(STATES)
+    assert tx_state(None) == tx_state("PENDING") == "UNKNOWN"
+    assert {STATE_NAMES[LOCAL_STATES[name]] for name in STATES} == set(STATES)
+    assert LOCAL_STATES["COMMIT"] is LocalTransactionState.COMMIT_MESSAGE

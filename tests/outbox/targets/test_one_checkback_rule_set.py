@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from broker_lite.client import LocalTransactionState, ReceivedMessage
 from outbox import PG_XID_PROPERTY, Outbox, metadata, metrics, publish
-from outbox.checker import answer_check
+from outbox.checkback_runner import answer_check
 from outbox.models import transaction_table as t
 from outbox.targets.base import TX_ID_PROPERTY
 from outbox.targets.rocketmq_checkback import StatusTableChecker

@@ -26,7 +26,7 @@ from sqlalchemy import Engine, create_engine, select
 
 from broker_lite.client import Admin
 from outbox import Outbox, RelaySettings, migrate, publish
-from outbox.checker import run_checker
+from outbox.checkback_runner import run_checker
 from outbox.models import transaction_table as t
 from outbox.relay import Relay
 from outbox.targets import EndOutcome, Publisher, TargetPublisher

@@ -28,7 +28,7 @@ from sqlalchemy import Engine, create_engine, select
 
 from broker_lite.client import Admin
 from outbox import Outbox, RelaySettings, migrate, publish
-from outbox.checker import run_checker
+from outbox.checkback_runner import run_checker
 from outbox.cli import main
 from outbox.errors import BrokerUnreachableError, ConfigurationError, RowFault, RowRefusedError
 from outbox.inbox_rocketmq import RocketMQInbox

@@ -16,7 +16,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         from integrations.django.conf import startup_checks
-        from outbox.checker import run_checker
+        from outbox.checkback_runner import run_checker
 
         try:
             outbox = state().base_outbox

@@ -17,9 +17,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--concurrency", type=int, default=1)
-        parser.add_argument("--no-sweeper", dest="beat", action="store_false",
+        parser.add_argument("--no-sweeper", dest="sweeper", action="store_false",
                             help="do not run the sweeper lane in this worker")
-        parser.add_argument("--no-beat", dest="beat", action="store_false",
+        parser.add_argument("--no-beat", dest="sweeper", action="store_false",
                             help=argparse.SUPPRESS)  # the old name of --no-sweeper
         parser.add_argument("--no-checker", dest="checker", action="store_false")
         parser.add_argument("--loglevel", default="INFO")
@@ -43,7 +43,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc), returncode=2) from None
         code = run_worker(current.base_outbox, celery_broker=current.celery_broker,
                           celery_backend=current.options["CELERY_BACKEND"],
-                          concurrency=options["concurrency"], beat=options["beat"],
+                          concurrency=options["concurrency"], sweeper=options["sweeper"],
                           loglevel=options["loglevel"], checker=options["checker"],
                           settings=current.options["CELERY_SETTINGS"])
         if code:

@@ -25,7 +25,7 @@ from broker_lite.errors import BrokerBusyError, ProtocolError, ResponseCode
 from broker_lite.protocol import BodyError, decode
 from broker_lite.protocol import messages as m
 
-__all__ = ["CheckBacks", "awaitable", "is_async"]
+__all__ = ["Checkbacks", "awaitable", "is_async"]
 
 log = logging.getLogger("broker_lite.client.transaction")
 
@@ -41,7 +41,7 @@ async def awaitable(value: object) -> object:
     return value
 
 
-class CheckBacks:
+class Checkbacks:
     """The check-back side of producer group ``group``: its listener, pool and counts."""
 
     def __init__(self, group: str, listener: TransactionListener | AsyncTransactionListener,
