@@ -26,6 +26,7 @@ from tests.support import (
     start_postgres,
     start_redis,
 )
+from tests.support.rabbitmq_server import RabbitMQServer, start_rabbitmq
 
 T = TypeVar("T")
 
@@ -85,6 +86,13 @@ def redis_server() -> Iterator[RedisServer]:
 @pytest.fixture(scope="session")
 def redis_url(redis_server: RedisServer) -> str:
     return redis_server.url
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_server() -> Iterator[RabbitMQServer]:
+    """One RabbitMQ node for the session (tests/support/rabbitmq_server.py)."""
+    with contextlib.ExitStack() as stack:
+        yield _enter(stack, start_rabbitmq())
 
 
 @pytest.fixture

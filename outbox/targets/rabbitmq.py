@@ -36,6 +36,7 @@ nothing to end and nothing to answer (docs/rabbitmq.md has the whole story):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import time
@@ -206,6 +207,8 @@ class RabbitMQTarget:
         self._lock: asyncio.Lock | None = None
         self._callbacks: list[Callable[[], None]] = []
         self._connected_before = False
+        #: a publish got no answer: the connection is made again before the next one
+        self._broken = False
 
     def on_reconnect(self, callback: Callable[[], None]) -> None:
         self._callbacks.append(callback)
@@ -214,7 +217,11 @@ class RabbitMQTarget:
         await self._ready()
 
     async def _ready(self) -> AbstractExchange:
-        """The exchange to publish to, on an open channel (made now if need be)."""
+        """The exchange to publish to, on an open channel (made now if need be).
+
+        Anything that goes wrong while making them (the connection died under
+        us, say) drops the connection and is :class:`BrokerUnreachableError`.
+        """
         if self._exchange is not None and self._usable():
             return self._exchange
         if self._lock is None:  # made on the loop that uses it
@@ -222,23 +229,44 @@ class RabbitMQTarget:
         async with self._lock:
             if self._exchange is not None and self._usable():
                 return self._exchange
-            if self._connection is None or self._connection.is_closed:
-                self._connection = await connect(self.settings,
-                                                 name=f"{self.settings.app_id}-relay")
-                if self._connected_before:
-                    for callback in self._callbacks:
-                        callback()
-                self._connected_before = True
-            channel = await self._connection.channel(publisher_confirms=True,
-                                                     on_return_raises=True)
-            self._channel = channel
-            self._exchange = (channel.default_exchange if not self.settings.exchange else
-                              await channel.get_exchange(self.settings.exchange, ensure=False))
+            if self._broken or (self._connection is not None and self._connection.is_closed):
+                await self._drop()
+            try:
+                if self._connection is None:
+                    self._connection = await connect(self.settings,
+                                                     name=f"{self.settings.app_id}-relay")
+                    if self._connected_before:
+                        for callback in self._callbacks:
+                            callback()
+                    self._connected_before = True
+                channel = await self._connection.channel(publisher_confirms=True,
+                                                         on_return_raises=True)
+                self._exchange = (
+                    channel.default_exchange if not self.settings.exchange
+                    else await channel.get_exchange(self.settings.exchange, ensure=False))
+                self._channel = channel
+            except (BrokerUnreachableError, ConfigurationError):
+                raise
+            except Exception as exc:
+                await self._drop()
+                raise BrokerUnreachableError(f"{self.description} unreachable: "
+                                             f"{exc or type(exc).__name__}",
+                                             server=self.settings.shown) from exc
             return self._exchange
 
     def _usable(self) -> bool:
-        return (self._connection is not None and not self._connection.is_closed
+        return (not self._broken and self._connection is not None
+                and not self._connection.is_closed
                 and self._channel is not None and not self._channel.is_closed)
+
+    async def _drop(self) -> None:
+        """Forget the connection (closing it as far as it still can be)."""
+        connection, self._connection = self._connection, None
+        self._channel = self._exchange = None
+        self._broken = False
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(connection.close(), self.settings.timeout)
 
     async def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfOutcome]:
         if not messages:
@@ -300,8 +328,9 @@ class RabbitMQTarget:
             return self._refused(msg.tx_id, exc, RowFault.CONFIG)
         except amqp_errors.ChannelPreconditionFailed as exc:  # over the broker's size limit
             return self._refused(msg.tx_id, exc, RowFault.ROW_INVALID)
-        except (amqp_errors.AMQPError, amqp_errors.ChannelInvalidStateError, ConnectionError,
-                OSError, TimeoutError) as exc:
+        except (amqp_errors.AMQPError, RuntimeError, ConnectionError, OSError,
+                TimeoutError) as exc:  # ChannelInvalidStateError is a RuntimeError
+            self._broken = True
             return _NotConfirmed(f"no confirm: {exc or type(exc).__name__}")
         return HalfStored(msg.tx_id, msg.topic)
 
@@ -323,10 +352,7 @@ class RabbitMQTarget:
         return [TxEnded(end.tx_id) for end in ends]
 
     async def close(self) -> None:
-        connection, self._connection = self._connection, None
-        self._channel = self._exchange = None
-        if connection is not None and not connection.is_closed:
-            await connection.close()
+        await self._drop()
 
 
 def _reply_text(exc: amqp_errors.PublishError) -> str:
