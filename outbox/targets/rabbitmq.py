@@ -46,7 +46,7 @@ from urllib.parse import parse_qs, quote, unquote
 
 import aio_pika
 import aiormq.exceptions as amqp_errors
-from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange, FieldValue
 
 from outbox.config import Outbox
 from outbox.errors import BrokerUnreachableError, ConfigurationError, RowFault, RowRefusedError
@@ -118,7 +118,7 @@ class AmqpSettings:
 
 def amqp_message(msg: OutgoingMessage, *, app_id: str) -> aio_pika.Message:
     """The AMQP message for one row (the mapping in the module doc)."""
-    headers: dict[str, str | int] = {str(k): str(v) for k, v in msg.properties.items()}
+    headers: dict[str, FieldValue] = {str(k): str(v) for k, v in msg.properties.items()}
     headers[TX_ID_PROPERTY] = msg.tx_id
     if msg.keys:
         headers[KEYS_HEADER] = " ".join(msg.keys)

@@ -7,6 +7,7 @@ aio-pika; waits are on an event set by each delivery, with a deadline.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -109,7 +110,5 @@ class Consumer:
                                       f"deliveries {len(self.deliveries)}, inbox "
                                       f"{self.inbox.counts}")
                 arrived.clear()
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(arrived.wait(), left)
-                except TimeoutError:
-                    pass
