@@ -22,7 +22,7 @@ from outbox.inbox_rabbitmq import RabbitMQInbox
 from outbox.models import transaction_table as t
 from tests.support import WaitTimeout
 
-__all__ = ["PROCESSED_SQL", "Consumer", "declare", "processed", "queue_depth", "relayed_ids"]
+__all__ = ["PROCESSED_SQL", "Consumer", "declare", "on_order", "processed", "queue_depth", "relayed_ids"]
 
 #: the business table the handler writes to: no unique key, so a double processing shows
 PROCESSED_SQL = "CREATE TABLE processed (tx_id text NOT NULL, body bytea NOT NULL)"
@@ -64,7 +64,7 @@ def relayed_ids(engine: Engine) -> set[str]:
         return set(conn.execute(select(t.c.tx_id).where(t.c.relayed_at.is_not(None))).scalars())
 
 
-def _on_order(session: Session, message: Any) -> None:
+def on_order(session: Session, message: Any) -> None:
     session.execute(text("INSERT INTO processed (tx_id, body) VALUES (:tx, :body)"),
                     {"tx": message.message_id, "body": message.body})
 
@@ -73,9 +73,10 @@ class Consumer:
     """Consumes ``queue`` through a :class:`RabbitMQInbox` (group ``billing``); records
     every delivery's ``message_id``, duplicates included."""
 
-    def __init__(self, url: str, queue: str, outbox: Outbox) -> None:
+    def __init__(self, url: str, queue: str, outbox: Outbox,
+                 handler: Callable[[Session, Any], None] | None = None) -> None:
         self.url, self.queue = url, queue
-        self.inbox = RabbitMQInbox("billing", _on_order, outbox=outbox)
+        self.inbox = RabbitMQInbox("billing", handler or on_order, outbox=outbox)
         self.deliveries: list[str] = []
         #: each delivery's AMQP properties the tests look at
         self.messages: list[dict[str, Any]] = []

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, select
@@ -27,6 +28,7 @@ from tests.support.rabbitmq_server import RabbitMQServer
 from tests.targets.rabbitmq.rabbit_support import (
     Consumer,
     declare,
+    on_order,
     processed,
     queue_depth,
     relayed_ids,
@@ -187,3 +189,24 @@ def test_a_row_not_confirmed_holds_back_the_rest_of_its_message_group_only(
         conn.execute(t.update().values(next_attempt_at=t.c.created_at))
     drain(outbox, publisher_for(outbox))
     assert relayed_ids(pg_engine) == {head, behind, other, loose}
+
+
+@pytest.mark.timeout(180)
+def test_a_handler_that_fails_is_rolled_back_and_its_message_comes_back_until_it_commits(
+        outbox: Outbox, pg_engine: Engine, queue: str, rabbitmq_server: RabbitMQServer) -> None:
+    [tx_id] = _commit(pg_engine, outbox, queue)
+    drain(outbox, publisher_for(outbox))
+    calls: list[str] = []
+
+    def fails_once(session: Session, message: Any) -> None:
+        calls.append(message.message_id)
+        on_order(session, message)  # written, then thrown away with the failed transaction
+        if len(calls) == 1:
+            raise RuntimeError("the business transaction fails")
+
+    consumer = Consumer(rabbitmq_server.url, queue, outbox, handler=fails_once)
+    consumer.run_until(lambda c: c.inbox.counts["processed"] >= 1, timeout=60)
+    assert consumer.deliveries == [tx_id, tx_id]  # not acked the first time: it came back
+    assert consumer.inbox.counts == {"processed": 1, "duplicates": 0, "failed": 1}
+    assert processed(pg_engine) == [tx_id]
+    assert queue_depth(rabbitmq_server.url, queue) == 0
