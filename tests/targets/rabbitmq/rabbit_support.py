@@ -22,7 +22,8 @@ from outbox.inbox_rabbitmq import RabbitMQInbox
 from outbox.models import transaction_table as t
 from tests.support import WaitTimeout
 
-__all__ = ["PROCESSED_SQL", "Consumer", "declare", "on_order", "processed", "queue_depth", "relayed_ids"]
+__all__ = ["PROCESSED_SQL", "Consumer", "declare", "on_order", "processed", "queue_depth",
+           "relayed_ids"]
 
 #: the business table the handler writes to: no unique key, so a double processing shows
 PROCESSED_SQL = "CREATE TABLE processed (tx_id text NOT NULL, body bytea NOT NULL)"
