@@ -60,7 +60,7 @@ from outbox.targets.base import (
     TxEnded,
 )
 
-__all__ = ["GROUP_HEADER", "KEYS_HEADER", "PUBLISHED_MS_HEADER", "AmqpSettings",
+__all__ = ["GROUP_HEADER", "KEYS_HEADER", "POSITION", "PUBLISHED_MS_HEADER", "AmqpSettings",
            "RabbitMQTarget", "amqp_message", "connect", "probe"]
 
 log = logging.getLogger("rocketbox.relay")
@@ -69,6 +69,8 @@ log = logging.getLogger("rocketbox.relay")
 KEYS_HEADER = "rocketbox-keys"
 GROUP_HEADER = "rocketbox-group"
 PUBLISHED_MS_HEADER = "rocketbox-published-ms"
+#: the position the relay writes on a row (``broker_position``): AMQP says no more
+POSITION = "QUEUE"
 #: the address's query options the target knows
 _OPTIONS = frozenset({"exchange"})
 #: the resolver's answers that say the host does not exist (not "try again")
@@ -332,7 +334,9 @@ class RabbitMQTarget:
                 TimeoutError) as exc:  # ChannelInvalidStateError is a RuntimeError
             self._broken = True
             return _NotConfirmed(f"no confirm: {exc or type(exc).__name__}")
-        return HalfStored(msg.tx_id, msg.topic)
+        # AMQP 0-9-1 does not tell where a message went (a stream's offset is not in the
+        # confirm): the row says "QUEUE"; the export has each stream message's offset
+        return HalfStored(msg.tx_id, msg.topic, position=POSITION)
 
     def _refused(self, tx_id: str, exc: BaseException, kind: RowFault,
                  text: str | None = None) -> RowRefusedError:

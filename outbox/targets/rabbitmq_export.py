@@ -6,8 +6,9 @@ over AMQP 0-9-1 from ``x-stream-offset=first`` and writes one
 :class:`~outbox.broker_export.ExportedMessage` per message:
 
 * ``tx_id``: the ``message_id`` (the relay sets it to the row's ``tx_id``);
-* ``position``: the message's stream offset (the ``x-stream-offset`` header
-  RabbitMQ puts on every message it delivers from a stream);
+* ``position``: ``STREAM:OFFSET``, the message's offset in the stream (the
+  ``x-stream-offset`` header RabbitMQ puts on every message it delivers from a
+  stream);
 * ``time_ms``: the ``rocketbox-published-ms`` header the target set when it
   published (else the AMQP ``timestamp``, whole seconds; else 0);
 * ``body_sha256``: the body's SHA-256, hex;
@@ -16,8 +17,8 @@ over AMQP 0-9-1 from ``x-stream-offset=first`` and writes one
 A quorum or classic queue cannot be re-read (a read takes the messages), so
 it is refused: publish through an exchange (``?exchange=NAME``) that routes
 each message both to the consumers' queue and to a stream kept for the audit,
-and export that stream (``--source``). Which streams: ``source`` (names,
-comma-separated), else every topic in the status table.
+and export that stream. ``source`` (``--source``) names the streams,
+comma-separated: AMQP 0-9-1 cannot list them.
 
 RabbitMQ 3.10 tells no stream's last offset over AMQP (a passive declare's
 message count is an estimate), so the read ends once it has at least that
@@ -27,17 +28,14 @@ many messages and then none came for :data:`IDLE_END` seconds.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from pathlib import Path
 
 import aiormq.exceptions as amqp_errors
 from aio_pika.abc import AbstractIncomingMessage
-from sqlalchemy import select
 
-from outbox.broker_export import ExportedMessage, write_export
+from outbox.broker_export import ExportedMessage, body_sha256, write_export
 from outbox.config import Outbox
 from outbox.errors import ConfigurationError
-from outbox.models import transaction_table
 from outbox.targets.rabbitmq import PUBLISHED_MS_HEADER, AmqpSettings, connect
 
 __all__ = ["IDLE_END", "export_messages", "exported", "read_stream"]
@@ -62,8 +60,9 @@ def exported(message: AbstractIncomingMessage, stream: str) -> ExportedMessage:
     else:
         time_ms = 0
     return ExportedMessage(tx_id=message.message_id or "",
-                           position=str(headers[OFFSET_HEADER]), time_ms=time_ms,
-                           body_sha256=hashlib.sha256(message.body).hexdigest(),
+                           position=f"{stream}:{int(str(headers[OFFSET_HEADER]))}",
+                           time_ms=time_ms,
+                           body_sha256=body_sha256(message.body),
                            destination=stream)
 
 
@@ -93,7 +92,10 @@ async def read_stream(settings: AmqpSettings, stream: str, *,
             await message.ack()
             arrived.set()
 
-        await queue.consume(on_message, arguments={OFFSET_HEADER: "first"})
+        try:  # a quorum queue refuses the offset argument; a classic one ignores it
+            await queue.consume(on_message, arguments={OFFSET_HEADER: "first"})
+        except amqp_errors.ChannelPreconditionFailed:
+            not_a_stream.append(stream)
         while not not_a_stream:
             arrived.clear()
             try:
@@ -106,32 +108,29 @@ async def read_stream(settings: AmqpSettings, stream: str, *,
                 f"--source: {stream!r} is not a stream (a read would take its messages); "
                 f"export a stream (x-queue-type=stream) that the exchange also routes to",
                 setting="source")
-        return sorted(messages, key=lambda m: int(m.position))
+        return sorted(messages, key=lambda m: int(m.position.rpartition(":")[2]))
     finally:
         await connection.close()
 
 
-def _streams(outbox: Outbox, source: str | None) -> list[str]:
-    if source is not None:
-        names = [name.strip() for name in source.split(",") if name.strip()]
-        if not names:
-            raise ConfigurationError("--source is empty: name the stream(s) to export",
-                                     setting="source")
-        return names
-    t = transaction_table
-    with outbox.engine.connect() as conn:
-        return sorted(conn.execute(select(t.c.topic).distinct()).scalars())
+def _streams(source: str | None) -> list[str]:
+    names = [name.strip() for name in (source or "").split(",") if name.strip()]
+    if not names:
+        raise ConfigurationError("--source: name the stream(s) to export (comma-separated); "
+                                 "AMQP 0-9-1 cannot list a vhost's streams", setting="source")
+    return names
 
 
 def export_messages(outbox: Outbox, out: Path, *, source: str | None = None) -> int:
-    """Write every message of the streams (``source``, else each topic) to ``out``;
-    return how many."""
+    """Write every message of the streams ``source`` names to ``out``; return how many."""
     settings = AmqpSettings.of(outbox)
+    streams = _streams(source)
 
     async def read_all() -> list[ExportedMessage]:
         every: list[ExportedMessage] = []
-        for stream in _streams(outbox, source):
+        for stream in streams:
             every.extend(await read_stream(settings, stream))
         return every
 
-    return write_export(asyncio.run(read_all()), out)
+    written: int = write_export(asyncio.run(read_all()), out)
+    return written
