@@ -188,8 +188,15 @@ def probe(outbox: Outbox) -> Exception | None:
     return None
 
 
-class _NotConfirmed(Exception):
-    """A publish that got no answer (the connection or channel went); not the row's fault."""
+class _NotConfirmed:
+    """A publish that got no answer (the connection or channel went); not the row's fault.
+    A value, never raised: all of a pass's rows so make the pass fail."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return self.reason
 
 
 class RabbitMQTarget:
