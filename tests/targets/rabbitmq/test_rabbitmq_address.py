@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import threading
+
 import pytest
 from sqlalchemy import create_engine
 
@@ -69,3 +72,17 @@ def test_the_probe_refuses_wrong_credentials_and_reports_an_outage_and_takes_the
     down = support_for(_outbox(good)).probe(_outbox(f"amqp://127.0.0.1:{free_port()}"))
     assert isinstance(down, BrokerUnreachableError)
     assert support_for(_outbox(good)).probe(_outbox(good)) is None
+
+
+@pytest.mark.timeout(30)
+def test_the_checker_has_nothing_to_answer_on_rabbitmq_says_so_and_returns_on_stop(
+        caplog: pytest.LogCaptureFixture) -> None:
+    outbox = _outbox("amqp://app:s3cret@127.0.0.1:5672/")
+    stop, ready = threading.Event(), threading.Event()
+    stop.set()
+    with caplog.at_level(logging.INFO, logger="rocketbox.checker"):
+        support_for(outbox).serve_checkbacks(outbox, stop, ready.set, threads=1,
+                                             retry_interval=1.0)
+    assert ready.is_set()
+    [line] = [r.getMessage() for r in caplog.records if r.name == "rocketbox.checker"]
+    assert "no transactional half and no check-back" in line and "s3cret" not in line
