@@ -86,3 +86,16 @@ def test_the_checker_has_nothing_to_answer_on_rabbitmq_says_so_and_returns_on_st
     assert ready.is_set()
     [line] = [r.getMessage() for r in caplog.records if r.name == "rocketbox.checker"]
     assert "no transactional half and no check-back" in line and "s3cret" not in line
+
+
+@pytest.mark.timeout(120)
+def test_the_access_key_and_secret_key_are_the_user_and_password_of_a_url_without_them(
+        rabbitmq_server: RabbitMQServer) -> None:
+    bare = rabbitmq_server.url.replace("guest:guest@", "")
+    engine = create_engine("sqlite://")
+    wrong = Outbox(engine=engine, broker=bare, access_key="guest", secret_key="wrong")
+    right = Outbox(engine=engine, broker=bare, access_key="guest", secret_key="guest")
+    assert "guest" not in right.broker  # nothing secret in the address the CLI prints
+    with pytest.raises(ConfigurationError, match="refused the credentials of user 'guest'"):
+        support_for(wrong).probe(wrong)
+    assert support_for(right).probe(right) is None
