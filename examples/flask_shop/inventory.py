@@ -23,9 +23,10 @@ from outbox.targets.address import parse_broker_address
 if TYPE_CHECKING:
     from typing import TypeAlias
 
+    from examples.flask_shop.inventory_rabbitmq import RabbitMQInventoryConsumer
     from examples.flask_shop.inventory_rocketmq import RocketMQInventoryConsumer
 
-    Consumer: TypeAlias = InboxConsumer | RocketMQInventoryConsumer
+    Consumer: TypeAlias = InboxConsumer | RocketMQInventoryConsumer | RabbitMQInventoryConsumer
 
 GROUP = "inventory"
 TOPIC = "Orders"
@@ -69,7 +70,12 @@ def reserve(session: Session, message: ReceivedMessage) -> None:
 
 
 def make_consumer(engine: Engine, broker: str, **options: object) -> Consumer:
-    """The inventory consumer (not started): the native one, or RocketMQ's for ``rocketmq://``."""
+    """The inventory consumer (not started): the native one, RocketMQ's for ``rocketmq://``,
+    RabbitMQ's for ``amqp://``."""
+    if parse_broker_address(broker, setting="SHOP_BROKER").kind == "rabbitmq":
+        from examples.flask_shop.inventory_rabbitmq import RabbitMQInventoryConsumer
+
+        return RabbitMQInventoryConsumer(engine, broker, **options)  # type: ignore[arg-type]
     if parse_broker_address(broker, setting="SHOP_BROKER").is_rocketmq:
         from examples.flask_shop.inventory_rocketmq import RocketMQInventoryConsumer
 
