@@ -20,9 +20,8 @@ mode) and its two steps are:
 Order per message group: the rows of one group are published one after
 another, each after the previous one's ack, and after a failure the rest of
 that group in the request is not published (its
-:class:`~outbox.targets.base.HalfStored` has ``queue_offset -1``; the relay
-holds those rows back behind the failed one, and an end asked for one of them
-is :class:`~outbox.targets.base.LeftToCheckback`, no attempt counted).
+:class:`~outbox.targets.base.HalfStored` has ``queue_offset -1``, and the
+relay holds those rows back behind the failed one, no attempt counted).
 Different groups and ungrouped rows are published at once.
 
 Before the first row of a topic, the target finds the topic's stream and
@@ -50,7 +49,6 @@ from outbox.targets.base import (
     EndOutcome,
     HalfOutcome,
     HalfStored,
-    LeftToCheckback,
     OutgoingMessage,
     TxEnd,
     TxEnded,
@@ -321,9 +319,14 @@ class NatsTarget:
         outcomes: list[EndOutcome] = []
         for end in ends:
             if position_of(end.half) is None:
-                outcomes.append(LeftToCheckback(
-                    end.tx_id, "not published in this pass (an earlier row of its message "
-                               "group failed); the next pass publishes it"))
+                # The relay asks no end of a row held back behind its group's failure; a
+                # row it sent no message for at all had a half_offset recorded (never by
+                # this target's passes): only re-sending its body can relay it.
+                outcomes.append(RowRefusedError(
+                    "no NATS message was published for this row in this pass (its "
+                    "half_offset is recorded, so the relay sent it no body): set its "
+                    "half_offset to NULL and replay it", tx_id=end.tx_id,
+                    kind=RowFault.CONFIG, target=self.description))
                 continue
             if end.state != "COMMIT":
                 log.error("%s: row state is %s but its message is in stream %s: JetStream has "
