@@ -23,6 +23,7 @@ nats-py's default for ``pull_subscribe``). A message without
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -67,10 +68,8 @@ class NatsInbox:
         """Process one delivered message (sync, no ack); True when it may be acked
         (processed now or before), False when the handler failed."""
         delivered = 1
-        try:
+        with contextlib.suppress(Exception):  # not a JetStream delivery: a plain message
             delivered = int(msg.metadata.num_delivered or 1)
-        except Exception:  # not a JetStream delivery (a test's plain message)
-            pass
         outcome = process_once(self._sessions, self.group, nats_inbox_key(msg),
                                lambda session: self.handler(session, msg), delivery=delivered)
         with self._lock:
