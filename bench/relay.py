@@ -237,7 +237,10 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
                 say(f"  throughput rep {rep + 1} client  : {base['per_s']:8,.0f} msg/s "
                     "(nats-py alone, confirmed publishes, best of windows "
                     + ", ".join(f"{t['window']}: {t['per_s']:,.0f}" for t in base["trials"])
-                    + f"); nats/client {r['per_s'] / base['per_s']:.2f}x")
+                    + f"); nats/client {r['per_s'] / base['per_s']:.2f}x; the target "
+                    f"alone (send_halves of 200, no database) "
+                    f"{base['target_alone_per_s']:,.0f} rows/s, "
+                    f"{base['target_alone_per_s'] / base['per_s']:.2f}x the client")
             if side == "rocketmq":
                 base = raw_best(env, args.raw_rows, args.timeout)
                 raw.append(base)

@@ -42,6 +42,7 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
+from nats.js.api import PubAck
 
 from outbox.config import Outbox
 from outbox.errors import BrokerUnreachableError, ConfigurationError, RowFault, RowRefusedError
@@ -211,8 +212,10 @@ class NatsTarget:
                 continue
             chains.setdefault(msg.message_group or f"\0{msg.tx_id}", []).append(msg)
         unreachable: list[BaseException] = []
-        await asyncio.gather(*(self._publish_chain(js, chain, outcomes, unreachable)
-                               for chain in chains.values()))
+        loose = [chain[0] for chain in chains.values() if chain[0].message_group is None]
+        await asyncio.gather(self._publish_loose(js, loose, outcomes, unreachable),
+                             *(self._publish_chain(js, chain, outcomes, unreachable)
+                               for chain in chains.values() if chain[0].message_group))
         if unreachable and len(unreachable) == len(chains) == len(outcomes) - _held(outcomes):
             # every publish went unanswered, and nothing else happened: no row is at fault
             raise BrokerUnreachableError(f"{self.description} unreachable: "
@@ -232,6 +235,35 @@ class NatsTarget:
                     outcomes[rest.tx_id] = HalfStored(rest.tx_id, rest.topic)
                 return
 
+    async def _publish_loose(self, js: JetStreamContext, loose: list[OutgoingMessage],
+                             outcomes: dict[str, HalfOutcome],
+                             unreachable: list[BaseException]) -> None:
+        """Publish rows without a group all at once (``publish_async``), then wait for
+        their acks with one deadline (``broker_timeout``)."""
+        sent: list[tuple[OutgoingMessage, asyncio.Future[PubAck]]] = []
+        for msg in loose:
+            headers = headers_for(msg, self.description)
+            if isinstance(headers, RowRefusedError):
+                outcomes[msg.tx_id] = headers
+                continue
+            try:
+                sent.append((msg, await js.publish_async(
+                    msg.topic, msg.body, stream=self._streams.get(msg.topic),
+                    headers=headers)))
+            except Exception as exc:
+                outcomes[msg.tx_id] = self._failed(msg, exc, unreachable)
+        if not sent:
+            return
+        await asyncio.wait([future for _msg, future in sent], timeout=self._timeout)
+        for msg, future in sent:
+            if not future.done():
+                future.cancel()
+                outcomes[msg.tx_id] = self._failed(msg, nats.errors.TimeoutError(), unreachable)
+            elif future.exception() is not None:
+                outcomes[msg.tx_id] = self._failed(msg, future.exception(), unreachable)
+            else:
+                outcomes[msg.tx_id] = self._stored(msg, future.result())
+
     async def _publish(self, js: JetStreamContext, msg: OutgoingMessage,
                        unreachable: list[BaseException]) -> HalfOutcome:
         headers = headers_for(msg, self.description)
@@ -241,6 +273,22 @@ class NatsTarget:
         try:
             ack = await js.publish(subject_for(msg.topic, msg.message_group), msg.body,
                                    timeout=self._timeout, stream=stream, headers=headers)
+        except Exception as exc:
+            return self._failed(msg, exc, unreachable)
+        return self._stored(msg, ack)
+
+    def _stored(self, msg: OutgoingMessage, ack: PubAck) -> HalfStored:
+        if ack.duplicate:
+            log.debug("%s: already in stream %s at %d (a re-send)", msg.tx_id, ack.stream,
+                      ack.seq)
+        return HalfStored(msg.tx_id, msg.topic, queue_offset=ack.seq,
+                          transaction_id=ack.stream)
+
+    def _failed(self, msg: OutgoingMessage, exc: BaseException | None,
+                unreachable: list[BaseException]) -> RowRefusedError:
+        """The row's refusal for what its publish raised (an unanswered one is noted)."""
+        try:
+            raise exc or nats.errors.TimeoutError()
         except nats.js.errors.NoStreamResponseError as exc:
             self._streams.pop(msg.topic, None)  # the stream went away: find it again
             return self._refused(msg.tx_id, f"no JetStream stream takes subject "
@@ -256,11 +304,8 @@ class NatsTarget:
         except _UNREACHABLE as exc:
             unreachable.append(exc)
             return self._refused(msg.tx_id, f"no ack: {_text(exc)}", RowFault.TRANSIENT, exc)
-        if ack.duplicate:
-            log.debug("%s: already in stream %s at %d (a re-send)", msg.tx_id, ack.stream,
-                      ack.seq)
-        return HalfStored(msg.tx_id, msg.topic, queue_offset=ack.seq,
-                          transaction_id=ack.stream)
+        except Exception as exc:
+            return self._refused(msg.tx_id, _text(exc), RowFault.TRANSIENT, exc)
 
     def _refused(self, tx_id: str, text: str, kind: RowFault,
                  cause: BaseException | None = None) -> RowRefusedError:
