@@ -33,6 +33,7 @@ than the relay's longest retry refuses the topic's rows (``config``, naming
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -73,7 +74,7 @@ RECONNECT_WAIT = 0.5
 _UNREACHABLE = (nats.errors.TimeoutError, nats.errors.ConnectionClosedError,
                 nats.errors.ConnectionReconnectingError, nats.errors.ConnectionDrainingError,
                 nats.errors.NoServersError, nats.errors.OutboundBufferLimitError,
-                nats.errors.StaleConnectionError, asyncio.TimeoutError, OSError)
+                nats.errors.StaleConnectionError, TimeoutError, OSError)
 
 
 def server_urls(outbox: Outbox) -> list[str]:
@@ -92,30 +93,39 @@ async def connect(outbox: Outbox, *, name: str,
     """
     timeout = outbox.relay.broker_timeout
 
+    seen: list[Exception] = []
+
     async def on_reconnect() -> None:
         if reconnected is not None:
             reconnected()
 
     async def on_error(exc: Exception) -> None:
+        seen.append(exc)
         log.debug("NATS connection: %s", exc)
 
     options: dict[str, Any] = {}
     if outbox.access_key:
         options.update(user=outbox.access_key, password=outbox.secret_key or "")
+    client = Client()
     try:
-        client: Client = await nats.connect(
+        # nats-py retries a first connect for ever when reconnects are unlimited: the
+        # first one gets broker_timeout, later ones are the client's own business
+        await asyncio.wait_for(client.connect(
             servers=server_urls(outbox), name=name, connect_timeout=min(3.0, timeout),
             allow_reconnect=True, max_reconnect_attempts=-1,
             reconnect_time_wait=RECONNECT_WAIT, reconnected_cb=on_reconnect,
-            error_cb=on_error, **options)
-    except nats.errors.Error as exc:
-        if "authorization" in str(exc).lower():
+            error_cb=on_error, **options), timeout)
+    except (TimeoutError, OSError, nats.errors.Error) as exc:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(client.close(), 2.0)
+        refused = next((e for e in [exc, *seen] if "authorization" in str(e).lower()), None)
+        if refused is not None:
             raise ConfigurationError(f"{outbox.broker} refused the credentials "
-                                     f"(access_key/secret_key): {exc}",
+                                     f"(access_key/secret_key): {refused}",
                                      setting="access_key") from exc
-        raise BrokerUnreachableError(f"NATS at {outbox.broker} unreachable: {exc}") from exc
-    except OSError as exc:
-        raise BrokerUnreachableError(f"NATS at {outbox.broker} unreachable: {exc}") from exc
+        last = seen[-1] if seen else exc
+        raise BrokerUnreachableError(f"NATS at {outbox.broker} unreachable: "
+                                     f"{_text(last)}") from exc
     return client
 
 

@@ -41,8 +41,9 @@ def find_nats_server() -> str:
     return found
 
 
-def _ping(port: int, timeout: float = 2.0) -> None:
-    """One JetStream account-info request; raises while the server is not ready."""
+def _ping(port: int, timeout: float = 2.0, *, jetstream: bool = True) -> None:
+    """One JetStream account-info request (a flush without JetStream); raises while the
+    server is not ready."""
     import nats
 
     async def quiet(exc: Exception) -> None:
@@ -53,7 +54,10 @@ def _ping(port: int, timeout: float = 2.0) -> None:
                                     allow_reconnect=False, max_reconnect_attempts=0,
                                     error_cb=quiet)
         try:
-            await client.jetstream(timeout=timeout).account_info()
+            if jetstream:
+                await client.jetstream(timeout=timeout).account_info()
+            else:
+                await client.flush(timeout)
         finally:
             await client.close()
 
@@ -68,6 +72,7 @@ class NatsServer:
     port: int
     base_dir: Path
     binary: str
+    jetstream: bool = True
     process: Process | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -83,11 +88,11 @@ class NatsServer:
         return self.base_dir / "nats.log"
 
     def argv(self, port: int) -> list[str]:
-        return [self.binary, "-js", "-sd", os.fspath(self.store_dir), "-p", str(port),
-                "-a", LOOPBACK, "--http_port", "0"]
+        js = ["-js", "-sd", os.fspath(self.store_dir)] if self.jetstream else []
+        return [self.binary, *js, "-p", str(port), "-a", LOOPBACK]
 
     def ping(self) -> None:
-        _ping(self.port)
+        _ping(self.port, jetstream=self.jetstream)
 
     def kill(self) -> None:
         """SIGKILL the server (its store stays)."""
@@ -115,8 +120,10 @@ class NatsServer:
 
 
 @contextlib.contextmanager
-def start_nats(*, timeout: float = START_TIMEOUT) -> Iterator[NatsServer]:
-    """Start ``nats-server -js`` on a free loopback port with a fresh store directory.
+def start_nats(*, timeout: float = START_TIMEOUT, jetstream: bool = True
+               ) -> Iterator[NatsServer]:
+    """Start ``nats-server -js`` on a free loopback port with a fresh store directory
+    (``jetstream=False``: a plain nats-server, without ``-js``).
 
     Raises:
         ServerUnavailable: nats-server is not installed.
@@ -124,13 +131,16 @@ def start_nats(*, timeout: float = START_TIMEOUT) -> Iterator[NatsServer]:
     """
     binary = find_nats_server()
     base = _make_tempdir("rocketbox-nats-", None)
-    server = NatsServer(LOOPBACK, 0, base, binary)
+    server = NatsServer(LOOPBACK, 0, base, binary, jetstream)
     started: list[Process] = []
     try:
         def launch(port: int) -> Process:
             return _spawn(server.argv(port), log=server.log_path, cwd=base, name="nats-server")
 
-        port = _launch_answering("nats-server", launch, _ping, ignore=(Exception,),
+        def probe(port: int) -> None:
+            _ping(port, jetstream=jetstream)
+
+        port = _launch_answering("nats-server", launch, probe, ignore=(Exception,),
                                  timeout=timeout, started=started)
         server.port, server.process = port, started[-1]
         yield server

@@ -220,3 +220,25 @@ def test_a_short_duplicate_window_or_no_stream_refuses_the_topic_until_fixed(
         publisher.close()
     assert [m.tx_id for m in stored(nats_server.url, "SHORT")] == short
     assert relayed(engine) == set(short)
+
+
+@pytest.mark.timeout(120)
+def test_the_start_up_probe_names_a_server_without_jetstream_and_returns_an_outage(
+        nats_server: NatsServer) -> None:
+    from outbox.errors import BrokerUnreachableError, ConfigurationError
+    from outbox.targets.choose import support_for
+    from tests.support.nats_server import start_nats
+    from tests.support.servers import free_port
+
+    def outbox_at(url: str) -> Outbox:
+        from sqlalchemy import create_engine
+
+        return Outbox(engine=create_engine("sqlite://"), broker=url, relay=RELAY)
+
+    assert support_for(outbox_at(nats_server.url)).probe(outbox_at(nats_server.url)) is None
+    down = outbox_at(f"nats://127.0.0.1:{free_port()}")
+    assert isinstance(support_for(down).probe(down), BrokerUnreachableError)
+    with start_nats(jetstream=False) as plain:
+        no_js = outbox_at(plain.url)
+        with pytest.raises(ConfigurationError, match=r"JetStream is not enabled .* -js"):
+            support_for(no_js).probe(no_js)
