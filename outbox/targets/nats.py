@@ -11,8 +11,8 @@ mode) and its two steps are:
   and ``Nats-Expected-Stream``, so a row never lands in another stream than
   the one checked for its topic. The answer is a
   :class:`~outbox.targets.base.HalfStored` with ``queue_offset`` = the
-  stream sequence and ``transaction_id`` = the stream's name (the row's
-  position ``STREAM:SEQ``).
+  stream sequence, ``transaction_id`` = the stream's name and ``position``
+  = ``STREAM:SEQ``, which the relay writes to the row's ``broker_position``).
 * :meth:`NatsTarget.end_transactions` makes **no broker call**: a published
   row's end is :class:`~outbox.targets.base.TxEnded`, and the relay marks
   the row relayed.
@@ -103,7 +103,9 @@ async def connect(outbox: Outbox, *, name: str,
         seen.append(exc)
         log.debug("NATS connection: %s", exc)
 
-    options: dict[str, Any] = {}
+    # floats where nats-py's hints say int: it takes seconds as floats
+    options: dict[str, Any] = {"connect_timeout": min(3.0, timeout),
+                               "reconnect_time_wait": RECONNECT_WAIT}
     if outbox.access_key:
         options.update(user=outbox.access_key, password=outbox.secret_key or "")
     client = Client()
@@ -111,10 +113,9 @@ async def connect(outbox: Outbox, *, name: str,
         # nats-py retries a first connect for ever when reconnects are unlimited: the
         # first one gets broker_timeout, later ones are the client's own business
         await asyncio.wait_for(client.connect(
-            servers=server_urls(outbox), name=name, connect_timeout=min(3.0, timeout),
-            allow_reconnect=True, max_reconnect_attempts=-1,
-            reconnect_time_wait=RECONNECT_WAIT, reconnected_cb=on_reconnect,
-            error_cb=on_error, **options), timeout)
+            servers=server_urls(outbox), name=name, allow_reconnect=True,
+            max_reconnect_attempts=-1, reconnected_cb=on_reconnect, error_cb=on_error,
+            **options), timeout)
     except (TimeoutError, OSError, nats.errors.Error) as exc:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(client.close(), 2.0)
@@ -292,7 +293,7 @@ class NatsTarget:
             log.debug("%s: already in stream %s at %d (a re-send)", msg.tx_id, ack.stream,
                       ack.seq)
         return HalfStored(msg.tx_id, msg.topic, queue_offset=ack.seq,
-                          transaction_id=ack.stream)
+                          transaction_id=ack.stream, position=f"{ack.stream}:{ack.seq}")
 
     def _failed(self, msg: OutgoingMessage, exc: BaseException | None,
                 unreachable: list[BaseException]) -> RowRefusedError:
@@ -387,7 +388,7 @@ class NatsTarget:
                 log.error("%s: row state is %s but its message is in stream %s: JetStream has "
                           "no half to roll back (publish committed rows only)", end.tx_id,
                           end.state, position_of(end.half), extra={"tx_id": end.tx_id})
-            outcomes.append(TxEnded(end.tx_id))
+            outcomes.append(TxEnded(end.tx_id, position=position_of(end.half)))
         return outcomes
 
 

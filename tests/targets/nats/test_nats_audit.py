@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import insert, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from outbox import Outbox, Relay
@@ -78,9 +78,8 @@ def test_the_audit_over_the_streams_export_finds_changed_lost_and_phantom(
     assert sorted(m.tx_id for m in messages) == sorted([*ids, phantom])
     assert [m.position for m in messages] == [f"AUDITED:{n}" for n in range(1, N + 2)]
     with engine.connect() as conn:  # the relay recorded where each row went
-        positions = dict(conn.execute(
-            t.select().with_only_columns(t.c.tx_id, t.c.broker_position)
-            .where(t.c.tx_id.in_(ids))).tuples())
+        positions = {tx: at for tx, at in conn.execute(
+            select(t.c.tx_id, t.c.broker_position).where(t.c.tx_id.in_(ids)))}
     assert positions == {m.tx_id: m.position for m in messages if m.tx_id in positions}
 
     summary = tmp_path / "summary.json"

@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import Engine, update
+from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
 
 from outbox import Outbox, Relay
@@ -102,6 +102,9 @@ def test_commit_gives_one_message_consumed_once_rollback_none_resend_dropped(
     drain(outbox)
     assert [m.tx_id for m in stored(nats_server.url, "ORDERS1")] == [first, second]
     assert relayed(engine) == {first, second}
+    with engine.connect() as conn:  # the duplicate's ack names the first copy's place
+        positions = {tx: at for tx, at in conn.execute(select(t.c.tx_id, t.c.broker_position))}
+        assert positions == {first: "ORDERS1:1", second: "ORDERS1:2"}
 
     handled: list[str] = []
     inbox = NatsInbox("billing", lambda _s, msg: handled.append(msg.headers["Nats-Msg-Id"]),
