@@ -21,6 +21,7 @@ target before it publishes to a stream, by the start-up probe, and by
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from outbox.config import RelaySettings
 
@@ -91,7 +92,7 @@ def _minutes(seconds: float) -> int:
     return max(1, -(-int(seconds) // 60))
 
 
-def stream_settings(name: str, topics: list[str], relay: RelaySettings) -> dict[str, object]:
+def stream_settings(name: str, topics: list[str], relay: RelaySettings) -> dict[str, Any]:
     """The settings of a stream for ``topics`` that keeps the rules: ``add_stream(**these)``.
 
     Its duplicate window is the relay's longest retry rounded up to whole
