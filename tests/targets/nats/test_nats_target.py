@@ -245,3 +245,50 @@ def test_the_start_up_probe_names_a_server_without_jetstream_and_returns_an_outa
         no_js = outbox_at(plain.url)
         with pytest.raises(ConfigurationError, match=r"JetStream is not enabled .* -js"):
             support_for(no_js).probe(no_js)
+
+
+@pytest.mark.timeout(120)
+def test_a_failing_handler_naks_and_the_redelivery_is_processed_once(
+        engine: Engine, nats_server: NatsServer) -> None:
+    outbox = Outbox(engine=engine, broker=nats_server.url, relay=RELAY)
+    create_stream(nats_server.url, "ORDERS5", ["Orders5"], RELAY)
+    ids = committed(outbox, "Orders5", 2)
+    drain(outbox)
+    calls: list[str] = []
+
+    def flaky(_session: Session, msg: object) -> None:
+        key = msg.headers["Nats-Msg-Id"]  # type: ignore[attr-defined]
+        calls.append(key)
+        if calls.count(key) == 1 and key == ids[0]:
+            raise RuntimeError("the first try fails")
+
+    inbox = NatsInbox("flaky", flaky, outbox=outbox, nak_delay=0.2)
+    consume(nats_server.url, "ORDERS5", "flaky", inbox,
+            until=lambda: inbox.counts["processed"] >= 2, timeout=60)
+    assert inbox.counts == {"processed": 2, "duplicates": 0, "failed": 1}
+    assert calls.count(ids[0]) == 2 and calls.count(ids[1]) == 1
+    assert sorted(_seen(engine, "flaky")) == sorted(ids)  # the failed try left no inbox row
+
+
+@pytest.mark.timeout(60)
+def test_the_checker_on_nats_has_nothing_to_answer_and_stops_when_told(
+        caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+    import threading
+
+    from sqlalchemy import create_engine
+
+    from outbox.targets.choose import support_for
+
+    outbox = Outbox(engine=create_engine("sqlite://"), broker="nats://127.0.0.1:4222")
+    stop, ready = threading.Event(), threading.Event()
+    caplog.set_level(logging.INFO, logger="rocketbox.checker")
+    worker = threading.Thread(target=support_for(outbox).serve_checkbacks,
+                              args=(outbox, stop, ready.set),
+                              kwargs={"threads": 1, "retry_interval": 1.0})
+    worker.start()
+    assert ready.wait(30)
+    stop.set()
+    worker.join(30)
+    assert not worker.is_alive()
+    assert "no half messages and no check-backs: nothing to answer" in caplog.text
