@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -88,8 +89,10 @@ async def connect(outbox: Outbox, *, name: str,
                   reconnected: Callable[[], None] | None = None) -> Client:
     """A connection to ``outbox.broker`` (``access_key``/``secret_key`` as user/password).
 
-    Raises :class:`~outbox.errors.ConfigurationError` for refused credentials,
-    :class:`~outbox.errors.BrokerUnreachableError` when no server answers.
+    Raises :class:`~outbox.errors.ConfigurationError` for refused credentials or a TLS
+    certificate the machine does not trust (nats-py's default context: the system's
+    CAs, or ``SSL_CERT_FILE``), :class:`~outbox.errors.BrokerUnreachableError` when no
+    server answers within ``broker_timeout``.
     """
     timeout = outbox.relay.broker_timeout
 
@@ -124,6 +127,13 @@ async def connect(outbox: Outbox, *, name: str,
             raise ConfigurationError(f"{outbox.broker} refused the credentials "
                                      f"(access_key/secret_key): {refused}",
                                      setting="access_key") from exc
+        untrusted = next((e for e in [exc, *seen]
+                          if isinstance(e, ssl.SSLCertVerificationError)), None)
+        if untrusted is not None:
+            raise ConfigurationError(
+                f"{outbox.broker}: the server's TLS certificate is not trusted "
+                f"({untrusted}); trust its CA (the system's store, or SSL_CERT_FILE)",
+                setting="broker") from exc
         last = seen[-1] if seen else exc
         raise BrokerUnreachableError(f"NATS at {outbox.broker} unreachable: "
                                      f"{_text(last)}") from exc

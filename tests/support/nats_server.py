@@ -73,6 +73,8 @@ class NatsServer:
     base_dir: Path
     binary: str
     jetstream: bool = True
+    #: more nats-server arguments (``--tls ...``)
+    extra: tuple[str, ...] = ()
     process: Process | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -89,7 +91,7 @@ class NatsServer:
 
     def argv(self, port: int) -> list[str]:
         js = ["-js", "-sd", os.fspath(self.store_dir)] if self.jetstream else []
-        return [self.binary, *js, "-p", str(port), "-a", LOOPBACK]
+        return [self.binary, *js, "-p", str(port), "-a", LOOPBACK, *self.extra]
 
     def ping(self) -> None:
         _ping(self.port, jetstream=self.jetstream)
@@ -120,10 +122,10 @@ class NatsServer:
 
 
 @contextlib.contextmanager
-def start_nats(*, timeout: float = START_TIMEOUT, jetstream: bool = True
-               ) -> Iterator[NatsServer]:
+def start_nats(*, timeout: float = START_TIMEOUT, jetstream: bool = True,
+               extra: tuple[str, ...] = ()) -> Iterator[NatsServer]:
     """Start ``nats-server -js`` on a free loopback port with a fresh store directory
-    (``jetstream=False``: a plain nats-server, without ``-js``).
+    (``jetstream=False``: a plain nats-server, without ``-js``; ``extra``: more arguments).
 
     Raises:
         ServerUnavailable: nats-server is not installed.
@@ -131,7 +133,7 @@ def start_nats(*, timeout: float = START_TIMEOUT, jetstream: bool = True
     """
     binary = find_nats_server()
     base = _make_tempdir("rocketbox-nats-", None)
-    server = NatsServer(LOOPBACK, 0, base, binary, jetstream)
+    server = NatsServer(LOOPBACK, 0, base, binary, jetstream, extra)
     started: list[Process] = []
     try:
         def launch(port: int) -> Process:
