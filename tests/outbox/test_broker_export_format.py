@@ -8,6 +8,8 @@ field, and a bad message is refused when it is made.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -115,3 +117,15 @@ def test_a_bad_message_is_refused_when_made_and_never_written(tmp_path: Path) ->
         write_export([ExportedMessage(**GOOD), GOOD], path)
     assert path.read_text(encoding="utf-8") == "kept\n"  # the old export is left whole
     assert not path.with_name(path.name + ".tmp").exists()
+
+
+@pytest.mark.timeout(120)
+def test_the_module_is_light_an_exporter_or_a_spark_task_loads_no_more() -> None:
+    """stdlib and msgspec only: no SQLAlchemy, no broker client, no Spark."""
+    probe = ("import sys, json\nimport outbox.broker_export\n"
+             "print(json.dumps(sorted(n for n in ('sqlalchemy', 'pyspark', 'grpc', 'rocketmq', "
+             "'celery', 'broker_lite', 'rich') if n in sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=100, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
