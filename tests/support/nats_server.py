@@ -57,7 +57,7 @@ def _ping(port: int, timeout: float = 2.0, *, jetstream: bool = True) -> None:
             if jetstream:
                 await client.jetstream(timeout=timeout).account_info()
             else:
-                await client.flush(timeout)
+                await client.flush(max(1, round(timeout)))
         finally:
             await client.close()
 
