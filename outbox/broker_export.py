@@ -32,13 +32,14 @@ import msgspec
 
 from outbox.errors import OutboxError
 
-__all__ = ["EXPORT_FIELDS", "ExportFormatError", "ExportedMessage", "body_sha256",
-           "read_export", "write_export"]
+__all__ = ["EXPORT_FIELDS", "MAX_POSITION", "MAX_TX_ID", "ExportFormatError", "ExportedMessage",
+           "body_sha256", "read_export", "write_export"]
 
 #: the keys of every line, in the order :func:`write_export` writes them
 EXPORT_FIELDS = ("tx_id", "position", "time_ms", "body_sha256", "destination")
-#: the longest ``tx_id`` the status table holds (``rocketbox_transaction.tx_id``)
-MAX_TX_ID = 64
+#: the longest ``tx_id`` a line may carry (the status table's are at most 64 characters;
+#: a longer one can match no row: the audit calls it ``phantom``)
+MAX_TX_ID = 255
 #: the longest position (``rocketbox_transaction.broker_position``)
 MAX_POSITION = 255
 _SHA256 = re.compile(r"[0-9a-f]{64}")

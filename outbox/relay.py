@@ -116,18 +116,18 @@ _RECORD_PG = update(t).where(t.c.tx_id == _RELAYED.c.tx_id,
                              t.c.claimed_by == bindparam("b_me")).values(
     relayed_at=bindparam("b_now"), claimed_by=None, claimed_until=None, last_error=None,
     half_offset=_RELAYED.c.half, commit_offset=_RELAYED.c.commit)
-_RELAYED_AT = func.unnest(bindparam("b_txs", type_=ARRAY(String)),
+_POSITIONED = func.unnest(bindparam("b_txs", type_=ARRAY(String)),
                           bindparam("b_halves", type_=ARRAY(BigInteger)),
                           bindparam("b_commits", type_=ARRAY(BigInteger)),
                           bindparam("b_positions", type_=ARRAY(String))
                           ).table_valued("tx_id", "half", "commit", "position") \
     .render_derived(name="relayed")
 #: the same, with where the broker put each row (a target that names positions: TxEnded)
-_RECORD_PG_POSITIONS = update(t).where(t.c.tx_id == _RELAYED_AT.c.tx_id,
+_RECORD_PG_POSITIONS = update(t).where(t.c.tx_id == _POSITIONED.c.tx_id,
                                        t.c.claimed_by == bindparam("b_me")).values(
     relayed_at=bindparam("b_now"), claimed_by=None, claimed_until=None, last_error=None,
-    half_offset=_RELAYED_AT.c.half, commit_offset=_RELAYED_AT.c.commit,
-    broker_position=_RELAYED_AT.c.position)
+    half_offset=_POSITIONED.c.half, commit_offset=_POSITIONED.c.commit,
+    broker_position=_POSITIONED.c.position)
 
 
 class Relay:

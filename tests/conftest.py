@@ -13,7 +13,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import pytest
 
@@ -27,6 +27,9 @@ from tests.support import (
     start_redis,
 )
 from tests.support.rabbitmq_server import RabbitMQServer, start_rabbitmq
+
+if TYPE_CHECKING:
+    from tests.support.nats_server import NatsServer
 
 T = TypeVar("T")
 
@@ -89,6 +92,12 @@ def redis_url(redis_server: RedisServer) -> str:
 
 
 @pytest.fixture(scope="session")
+def nats_server() -> Iterator[NatsServer]:
+    """nats-server with JetStream on loopback, for the session (tests/support/nats_server.py)."""
+    from tests.support.nats_server import start_nats
+
+    with contextlib.ExitStack() as stack:
+        yield _enter(stack, start_nats())
 def rabbitmq_server() -> Iterator[RabbitMQServer]:
     """One RabbitMQ node for the session (tests/support/rabbitmq_server.py)."""
     with contextlib.ExitStack() as stack:

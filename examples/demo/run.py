@@ -37,6 +37,7 @@ from examples.demo.audit import (
     query,
     spark_available,
 )
+from examples.demo.nats_part import EXPORT, export_records, start_nats_part
 from examples.demo.parts import REPO, DemoError, RelaySupervisor, poll
 from procgroup import Process, ProcessError
 
@@ -189,9 +190,10 @@ def _terminating(demo: Demo) -> Iterator[None]:
             signal.signal(signal.SIGTERM, previous)
 
 
-#: ``--target``: broker_lite's native door, or its gRPC door as RocketMQ 5's proxy behaves,
-#: or a RabbitMQ node (started as the tests start one; the shop's Orders is a stream)
-TARGETS = ("broker-lite", "rocketmq-proxy", "rabbitmq")
+#: ``--target``: broker_lite's native door, its gRPC door as RocketMQ 5's proxy behaves,
+#: a private nats-server with JetStream (examples/demo/nats_part.py), or a RabbitMQ node
+#: (started as the tests start one; the shop's Orders is a stream)
+TARGETS = ("broker-lite", "rocketmq-proxy", "nats", "rabbitmq")
 #: broker_lite's flags per target (check-backs a second after a half is left open)
 _BROKER_FLAGS = {
     "broker-lite": ("--tx-timeout", "1", "--tx-check-interval", "0.5", "--auto-create-topics"),
@@ -325,7 +327,10 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
             (work / "acl.json").chmod(0o600)
             acl_flags = ["--acl", str(work / "acl.json")]
         broker: Process | None = None
-        if rabbitmq:
+        if target == "nats":
+            broker, address = start_nats_part(demo, work)
+            env = _env(work, address)
+        elif rabbitmq:
             env = _env(work, _rabbitmq(servers))
         else:
             broker = demo.part("broker", [python, "-m", "broker_lite", "serve", "--data-dir",
@@ -402,9 +407,14 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
         timings["relay and consume"] = time.monotonic() - waiting
         downtime, kill_period = supervisor.downtime(), supervisor.kill_period()
         auditing = time.monotonic()
-        export = _rabbitmq_export(work, env["SHOP_BROKER"]) if rabbitmq else None
-        result = audit(work, ok_refs, failed_refs,
-                       records=None if export is None else exported_records(export))
+        export: Path | None = None
+        records: list[dict[str, Any]] | None = None
+        if target == "nats":
+            records, export = export_records(env["SHOP_BROKER"], work), work / EXPORT
+        elif rabbitmq:
+            export = _rabbitmq_export(work, env["SHOP_BROKER"])
+            records = exported_records(export)
+        result = audit(work, ok_refs, failed_refs, records=records)
         timings["audit"] = time.monotonic() - auditing
         slo = BASE_SLO + kill_period
         spark_result = "off"
@@ -457,6 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "rocketmq-proxy: broker_lite's gRPC door behaving as Apache "
                              "RocketMQ 5's proxy (--grpc-proxy-semantics), reached through "
                              "the official RocketMQ client, as a RocketMQ cluster would be; "
+                             "or nats: a private nats-server with JetStream (docs/nats.md); "
                              "or rabbitmq: a RabbitMQ node (rabbitmq-server, started as the "
                              "tests start it; Orders is a stream; no relay kills)")
     parser.add_argument("--acl", action="store_true",
@@ -484,6 +495,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if orders < 1:
         parser.error("--orders must be >= 1")
     console = Console()
+    if args.acl and args.target == "nats":
+        parser.error("--acl: the demo's ACL is broker_lite's; not with --target nats")
     try:
         spark = args.spark if args.spark != "auto" else ("off" if args.quick else "on")
         return run(orders, args.dir.resolve(), console, timeout=args.timeout, spark=spark,

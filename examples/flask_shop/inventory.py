@@ -71,7 +71,11 @@ def reserve(session: Session, message: ReceivedMessage) -> None:
 
 def make_consumer(engine: Engine, broker: str, **options: object) -> Consumer:
     """The inventory consumer (not started): the native one, RocketMQ's for ``rocketmq://``,
-    RabbitMQ's for ``amqp://``."""
+    NATS's for ``nats://``, RabbitMQ's for ``amqp://``."""
+    if parse_broker_address(broker, setting="SHOP_BROKER").kind == "nats":
+        from examples.flask_shop.inventory_nats import NatsInventoryConsumer
+
+        return NatsInventoryConsumer(engine, broker, **options)  # type: ignore[arg-type,return-value]
     if parse_broker_address(broker, setting="SHOP_BROKER").kind == "rabbitmq":
         from examples.flask_shop.inventory_rabbitmq import RabbitMQInventoryConsumer
 

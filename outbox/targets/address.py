@@ -5,6 +5,8 @@
 ``broker-lite://HOST:PORT``               the same, spelled out
 ``rocketmq://HOST:PORT[,HOST:PORT...]``   Apache RocketMQ 5 proxy endpoints (gRPC)
 ``rocketmqs://HOST:PORT[,...]``           the same over TLS
+``nats://HOST:PORT[,HOST:PORT...]``       NATS JetStream servers (docs/nats.md)
+``tls://HOST:PORT[,...]``                 the same over TLS
 ``amqp://[USER:PASS@]HOST:PORT[/VHOST]``  RabbitMQ (AMQP 0-9-1; ``?exchange=NAME``)
 ``amqps://...``                           the same over TLS
 ========================================  ==========================================
@@ -32,13 +34,14 @@ from typing import Literal
 
 from outbox.errors import ConfigurationError
 
-__all__ = ["BROKER_LITE", "DEFAULT_KIND", "KINDS", "RABBITMQ", "ROCKETMQ", "BrokerAddress",
-           "BrokerAddressError", "KindTraits", "parse_broker_address"]
+__all__ = ["BROKER_LITE", "DEFAULT_KIND", "KINDS", "NATS", "RABBITMQ", "ROCKETMQ",
+           "BrokerAddress", "BrokerAddressError", "KindTraits", "parse_broker_address"]
 
-Kind = Literal["broker-lite", "rocketmq", "rabbitmq"]
+Kind = Literal["broker-lite", "rocketmq", "nats", "rabbitmq"]
 
 BROKER_LITE: Kind = "broker-lite"
 ROCKETMQ: Kind = "rocketmq"
+NATS: Kind = "nats"
 RABBITMQ: Kind = "rabbitmq"
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,12 @@ KINDS: dict[Kind, KindTraits] = {
         consumer_hint="use outbox.inbox_rocketmq.RocketMQInbox with the official client's "
                       "SimpleConsumer",
         extra="rocketmq"),
+    NATS: KindTraits(
+        "NATS JetStream", "nats", "tls",
+        "nats://HOST:PORT[,HOST:PORT...] (NATS JetStream servers; tls:// for TLS)",
+        "outbox.targets.nats_support", frozenset({"outbox"}), "docs/nats.md",
+        consumer_hint="use outbox.inbox_nats.NatsInbox with a nats-py JetStream subscription",
+        extra="nats"),
     RABBITMQ: KindTraits(
         "RabbitMQ", "amqp", "amqps",
         "amqp://[USER:PASS@]HOST:PORT[/VHOST][?exchange=NAME] (RabbitMQ; amqps:// for TLS)",

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,11 +32,14 @@ from outbox import Outbox, RelaySettings, publish
 from outbox.broker_export import ExportedMessage, read_export, write_export
 from spark.audit_job import main as audit_main
 from spark.segments import KIND_COMMIT, RECORD_FIELDS, SEGMENT_NAME, decode_segment
+from spark.session import default_jars
 from tests.support import BrokerLiteServer
 from tests.support.publishers import drain
 from tests.support.sqlite import sqlite_outbox_engine
 
 pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
 
 N = 60
 # every row is older than --grace at the audit's "now"; a message 10 min late is late
@@ -152,3 +158,32 @@ def test_a_tampered_export_is_reported_for_exactly_the_lines_hit(
                                         " but DB row missing")
     assert details[dropped].endswith(", not in the broker export")
     assert code == 1
+
+
+@pytest.mark.timeout(300)
+def test_spark_submit_runs_the_job_over_an_export(tmp_path: Path,
+                                                  broker_lite_server: BrokerLiteServer) -> None:
+    """``spark-submit spark/audit_job.py --broker-export``: the executors import the export's
+    reader from the checkout (PYTHONPATH), as with the commit log's decoder."""
+    submit = Path(sys.executable).with_name("spark-submit")
+    if not submit.exists():
+        pytest.skip(f"no spark-submit beside {sys.executable}")
+    with _pipeline(tmp_path, broker_lite_server) as run:
+        messages = committed(run.data_dir)
+        dropped = run.published[9]
+        write_export([m for m in messages if m.tx_id != dropped], tmp_path / "broker.jsonl")
+        summary = tmp_path / "summary.json"
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": os.pathsep.join(
+            [str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        done = subprocess.run(
+            [str(submit), "--master", "local[1]", "--jars", ",".join(default_jars()),
+             "--driver-java-options", f"-Dlog4j2.configurationFile={ROOT}/spark/"
+             "log4j2-quiet.properties", str(ROOT / "spark" / "audit_job.py"),
+             "--jdbc-url", f"jdbc:sqlite:{run.db}", "--broker-export",
+             str(tmp_path / "broker.jsonl"), *RULES, "--json", str(summary), "--quiet"],
+            env=env, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL,
+            check=False, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr[-2000:]
+    document = json.loads(summary.read_text())
+    assert document["counts"] == _only(document["counts"], ok=N - 1, lost=1)
+    assert [d["tx_id"] for d in document["divergent_ids"]] == [dropped]
