@@ -26,10 +26,10 @@ from tests.support import (
     start_postgres,
     start_redis,
 )
-from tests.support.rabbitmq_server import RabbitMQServer, start_rabbitmq
 
 if TYPE_CHECKING:
     from tests.support.nats_server import NatsServer
+    from tests.support.rabbitmq_server import RabbitMQServer
 
 T = TypeVar("T")
 
@@ -98,8 +98,13 @@ def nats_server() -> Iterator[NatsServer]:
 
     with contextlib.ExitStack() as stack:
         yield _enter(stack, start_nats())
+
+
+@pytest.fixture(scope="session")
 def rabbitmq_server() -> Iterator[RabbitMQServer]:
     """One RabbitMQ node for the session (tests/support/rabbitmq_server.py)."""
+    from tests.support.rabbitmq_server import start_rabbitmq
+
     with contextlib.ExitStack() as stack:
         yield _enter(stack, start_rabbitmq())
 
