@@ -150,7 +150,7 @@ def leg_summary(rows: Sequence[tuple[str, float, float]],
         claimed, halves, ends = at("claimed", tx), at("halves", tx), at("ends", tx)
         if claimed is None or halves is None or ends is None:
             continue
-        if records["claimed"][tx][1] == "rocketbox-listener":
+        if records["claimed"][tx][1].startswith("rocketbox-listener"):
             via_listener += 1
             legs["commit->claimed (listener)"].append(claimed - committed)
         else:

@@ -23,6 +23,7 @@ from _relay_common import (
     BACKLOG_TX,
     ENQUEUE_WINDOW_ENV,
     LISTEN_ENV,
+    LISTEN_LANES_ENV,
     PRODUCER_GROUP,
     Env,
     Seen,
@@ -51,6 +52,9 @@ def celery_settings() -> Any:
     window = os.environ.get(ENQUEUE_WINDOW_ENV)
     if window:
         settings = dataclasses.replace(settings, enqueue_window=float(window))
+    lanes = os.environ.get(LISTEN_LANES_ENV)
+    if lanes:
+        settings = dataclasses.replace(settings, listen_lanes=int(lanes))
     # --listen: the hook NOTIFYs and the worker listens (outbox.celery.listen)
     return dataclasses.replace(settings, listen=os.environ.get(LISTEN_ENV) == "1")
 

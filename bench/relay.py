@@ -59,7 +59,7 @@ from importlib import metadata as importlib_metadata
 from typing import Any
 
 from _common import git_state, load_average, median, render_saved, save_result, scratch_dir
-from _relay_common import ENQUEUE_WINDOW_ENV, LISTEN_ENV, SIDES, Env
+from _relay_common import ENQUEUE_WINDOW_ENV, LISTEN_ENV, LISTEN_LANES_ENV, SIDES, Env
 from _relay_legs import LEGS, LEGS_ENV
 from _relay_ours import ours_celery_app, ours_relay_main, start_ours_worker, stop_ours_worker
 from _relay_peer import PEER_PACKAGES, PeerConfig, peer_relay_main, require_peer
@@ -318,6 +318,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--listen", action="store_true",
                         help="our on_commit hook NOTIFYs and our worker listens "
                              "(CelerySettings.listen, outbox/celery/listen.py)")
+    parser.add_argument("--listen-lanes", type=int, default=None,
+                        help="with --listen: our worker's CelerySettings.listen_lanes "
+                             "(default: the library's)")
     parser.add_argument("--save-as", default="",
                         help="save the full run as bench/results/relay-NAME.json (and the "
                              "relay-NAME section of bench/README.md) instead of relay.json")
@@ -368,6 +371,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.enqueue_window is not None:
         os.environ[ENQUEUE_WINDOW_ENV] = str(args.enqueue_window)
     os.environ[LISTEN_ENV] = "1" if args.listen else "0"
+    if args.listen_lanes is not None:
+        os.environ[LISTEN_LANES_ENV] = str(args.listen_lanes)
     result = measure(args)
     if args.restricted:
         print("--cases/--sides subset: results not saved")

@@ -66,6 +66,9 @@ class CelerySettings:
     #: (:mod:`outbox.celery.listen`); the sweeper relays what a lost notification
     #: left. Ignored on SQLite (no NOTIFY)
     listen: bool = False
+    #: with ``listen``: the relay threads a wake-up goes to; a wake-up during a pass
+    #: starts another pass on an idle lane instead of waiting for it to end
+    listen_lanes: int = 2
 
     def __post_init__(self) -> None:
         if self.sweep_interval < 0 or self.retry_base <= 0 or self.retry_max <= 0:
@@ -81,6 +84,9 @@ class CelerySettings:
         if self.polling_interval <= 0:
             raise ConfigurationError("celery settings: polling_interval must be > 0",
                                      setting="polling_interval")
+        if self.listen_lanes < 1:
+            raise ConfigurationError(f"celery settings: listen_lanes must be >= 1, got "
+                                     f"{self.listen_lanes}", setting="listen_lanes")
         if not 0 <= self.enqueue_window <= 5:
             raise ConfigurationError("celery settings: enqueue_window must be between 0 and "
                                      f"5 seconds, got {self.enqueue_window}",
