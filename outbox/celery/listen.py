@@ -33,6 +33,7 @@ listener starts.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import threading
 from collections.abc import Callable
@@ -57,8 +58,10 @@ _NOTIFY = f"NOTIFY {CHANNEL}"
 
 
 def can_listen(engine: Engine) -> bool:
-    """Whether ``engine``'s database has ``LISTEN/NOTIFY`` (PostgreSQL)."""
-    return engine.dialect.name == "postgresql"
+    """Whether the wake-up can run for ``engine``: PostgreSQL (``LISTEN/NOTIFY``) with
+    psycopg 3 installed (the listener's own connection uses it, whatever the engine's
+    driver). Otherwise the hook enqueues tasks and no listener starts."""
+    return engine.dialect.name == "postgresql" and importlib.util.find_spec("psycopg") is not None
 
 
 def notify(engine: Engine) -> None:
