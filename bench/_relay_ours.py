@@ -37,6 +37,7 @@ __all__ = [
     "celery_settings",
     "consume_ours",
     "ours_celery_app",
+    "ours_listen",
     "ours_producer",
     "ours_relay_main",
     "start_ours_worker",
@@ -55,8 +56,16 @@ def celery_settings() -> Any:
     lanes = os.environ.get(LISTEN_LANES_ENV)
     if lanes:
         settings = dataclasses.replace(settings, listen_lanes=int(lanes))
-    # --listen: the hook NOTIFYs and the worker listens (outbox.celery.listen)
-    return dataclasses.replace(settings, listen=os.environ.get(LISTEN_ENV) == "1")
+    # --listen / --no-listen (else the library's default): the wake-up or the tasks
+    listen = os.environ.get(LISTEN_ENV)
+    if listen:
+        settings = dataclasses.replace(settings, listen=listen == "1")
+    return settings
+
+
+def ours_listen() -> bool:
+    """Whether our relays ran with the wake-up (``CelerySettings.listen``) in this run."""
+    return bool(celery_settings().listen)
 
 
 def ours_celery_app(env: Env, side: str = "ours") -> Any:

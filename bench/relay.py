@@ -61,7 +61,13 @@ from typing import Any
 from _common import git_state, load_average, median, render_saved, save_result, scratch_dir
 from _relay_common import ENQUEUE_WINDOW_ENV, LISTEN_ENV, LISTEN_LANES_ENV, SIDES, Env
 from _relay_legs import LEGS, LEGS_ENV
-from _relay_ours import ours_celery_app, ours_relay_main, start_ours_worker, stop_ours_worker
+from _relay_ours import (
+    ours_celery_app,
+    ours_listen,
+    ours_relay_main,
+    start_ours_worker,
+    stop_ours_worker,
+)
 from _relay_peer import PEER_PACKAGES, PeerConfig, peer_relay_main, require_peer
 from _relay_raw import raw_best
 from _relay_report import markdown_section, report, rocketmq_section, run_header, summarise
@@ -131,7 +137,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     if args.restricted:
         return {}
     result = summarise(args, tp, lat, best, trials)
-    result["listen"] = args.listen
+    result["listen"] = ours_listen()
     result["legs"] = legs_result(lat["ours"])
     if bound:
         result["sql_bound"] = bound_summary(tp["ours"], bound)
@@ -315,9 +321,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--enqueue-window", type=float, default=None,
                         help="our on_commit hook's CelerySettings.enqueue_window in seconds "
                              "(default: the library's)")
-    parser.add_argument("--listen", action="store_true",
-                        help="our on_commit hook NOTIFYs and our worker listens "
-                             "(CelerySettings.listen, outbox/celery/listen.py)")
+    parser.add_argument("--listen", action=argparse.BooleanOptionalAction, default=None,
+                        help="--listen: our relays are woken by PostgreSQL's NOTIFY and our "
+                             "worker listens; --no-listen: our on_commit hook enqueues "
+                             "coalesced relay tasks (CelerySettings.listen, "
+                             "outbox/celery/listen.py; default: the library's, the wake-up)")
     parser.add_argument("--listen-lanes", type=int, default=None,
                         help="with --listen: our worker's CelerySettings.listen_lanes "
                              "(default: the library's)")
@@ -370,7 +378,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         require_peer()
     if args.enqueue_window is not None:
         os.environ[ENQUEUE_WINDOW_ENV] = str(args.enqueue_window)
-    os.environ[LISTEN_ENV] = "1" if args.listen else "0"
+    if args.listen is not None:
+        os.environ[LISTEN_ENV] = "1" if args.listen else "0"
     if args.listen_lanes is not None:
         os.environ[LISTEN_LANES_ENV] = str(args.listen_lanes)
     result = measure(args)
