@@ -166,6 +166,8 @@ def leg_summary(rows: Sequence[tuple[str, float, float]],
         legs["ends->visible"].append(visible - ends)
     return {"p50_ms": {name: percentile([x * 1000 for x in v], 50) if v else None
                        for name, v in legs.items()},
+            "p99_ms": {name: percentile([x * 1000 for x in v], 99) if v else None
+                       for name, v in legs.items()},
             "samples": {name: len(v) for name, v in legs.items()},
             "rows": len(rows), "via_listener": via_listener}
 

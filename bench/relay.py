@@ -36,8 +36,11 @@ flipping every repetition:
   message minus when the producer's DB commit returned, both
   ``time.monotonic()`` (one clock for all processes on Linux). Ours takes the
   commit time in an ``after_commit`` listener that runs before the outbox's
-  own hook (which coalesces commits into ``rocketbox.relay`` tasks, one per
-  ``enqueue_window`` at most), so the enqueue counts as latency. The first
+  own hook. By default (``CelerySettings.listen`` on PostgreSQL) the commit
+  itself wakes the worker's listener (``pg_notify`` in the row's INSERT);
+  with ``--no-listen`` the hook coalesces commits into ``rocketbox.relay``
+  tasks, one per ``enqueue_window`` at most, and the enqueue counts as
+  latency. The first
   second of the stream is a warm-up and is not counted. Every process calls
   ``gc.freeze()`` once set up (ours in the product, the harness for the rest).
 
@@ -264,11 +267,12 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
                 f"missing {r['missing']}")
             if r.get("legs"):
                 say("    legs p50 ms: " + legs_line(r["legs"]))
+                say("    legs p99 ms: " + legs_line(r["legs"], "p99_ms"))
     return tp, lat, raw, bound
 
 
-def legs_line(legs: dict[str, Any]) -> str:
-    shown = [f"{name} {v:.1f}" for name, v in legs["p50_ms"].items() if v is not None]
+def legs_line(legs: dict[str, Any], key: str = "p50_ms") -> str:
+    shown = [f"{name} {v:.1f}" for name, v in legs.get(key, {}).items() if v is not None]
     return ", ".join(shown) + f" ({legs['via_listener']}/{legs['rows']} rows via the listener)"
 
 
