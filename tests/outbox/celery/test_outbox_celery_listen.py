@@ -52,14 +52,14 @@ SILENT = CelerySettings(sweep_interval=0, listen=False)
 
 
 def listen_worker(name: str, stack: CeleryStack, broker: str, *,
-                  sweep: str = "0") -> contextlib.AbstractContextManager[Proc]:
+                  sweep: str = "0", **extra: str) -> contextlib.AbstractContextManager[Proc]:
     """``celery -A tests.outbox.celery.rocketbox_listen_app worker`` (the listener on; no
-    sweeper unless ``sweep``)."""
+    sweeper unless ``sweep``; ``extra``: more of the app's environment)."""
     argv = [str(CELERY), "-A", "tests.outbox.celery.rocketbox_listen_app", "worker",
             "--pool=threads", "--concurrency=2", "--loglevel=INFO", "--without-mingle",
             "--without-gossip", "--without-heartbeat", "-n", f"{name}@%h"]
     return running(name, argv, stack.env(broker, RB_TEST_SWEEP=sweep,
-                                         RB_TEST_SWEEP_MIN_AGE="0.2"), stack.tmp)
+                                         RB_TEST_SWEEP_MIN_AGE="0.2", **extra), stack.tmp)
 
 
 def listening_backends(stack: CeleryStack) -> list[int]:
@@ -284,3 +284,25 @@ def test_listen_lanes_below_one_are_refused_naming_the_setting() -> None:
     with pytest.raises(ConfigurationError, match="listen_lanes must be >= 1, got 0") as caught:
         CelerySettings(listen_lanes=0)
     assert caught.value.setting == "listen_lanes"
+
+
+@pytest.mark.timeout(120)
+def test_a_listening_worker_killed_between_half_and_end_leaves_one_commit(
+        stack: CeleryStack, broker: BrokerLiteServer) -> None:
+    engine = stack.engine
+    marker = stack.tmp / "killed"
+    dead_redis = f"redis://127.0.0.1:{free_port()}/0"  # no task: only the wake-up relays
+    waking = hooked_outbox(engine, broker.native, dead_redis, settings=WAKE)
+    with listen_worker("doomed", stack, broker.native, RB_TEST_LEASE="2",
+                       RB_TEST_KILL_AFTER_HALVES=str(marker)) as doomed:
+        wait_until(lambda: listening_backends(stack), timeout=20,
+                   message=lambda: doomed.log_tail())
+        [tx_id] = commit(engine, waking, 1, "Killed")
+        wait_until(lambda: not doomed.alive(), timeout=20, message=doomed.log_tail)
+    assert doomed.returncode == -9  # kill -9 after the half, before its end
+    assert marker.read_text() == tx_id
+    assert relayed_ids(engine) == set()
+    # a fresh listening worker's sweeper takes the dead worker's claim back and relays it
+    with listen_worker("after", stack, broker.native, sweep="0.3") as after:
+        wait_relayed(engine, {tx_id}, after, timeout=30)
+    assert commit_counts(broker_records(broker.data_dir)) == {tx_id: 1}
