@@ -5,11 +5,15 @@ on_commit hook waits for its ``enqueue_window``, pushes the task to Redis,
 the worker pops it and hands it to a pool thread. That is most of a row's
 commit-to-visible time at a steady load, and none of it is the relay's work.
 
-So with ``CelerySettings.listen`` on PostgreSQL the on_commit hook sends
-``NOTIFY rocketbox_relay`` instead of a task (:func:`notify`, one autocommit
-statement on a pooled connection, at once, no window; a first version sent
-both, and the tasks' empty claims and Celery's per-task work cost the
-listener more than they saved, bench/README.md), and every worker runs a
+So with ``CelerySettings.listen`` (the default on PostgreSQL) no task is
+sent: the relays are woken through ``NOTIFY rocketbox_relay``.
+:func:`outbox.publish.publish` puts ``pg_notify`` in the row's own
+``INSERT``, which PostgreSQL delivers with the commit
+(:class:`~outbox.celery.hooks.WakeHook`; a row sent with the ``COMMIT``
+gets :func:`notify` after it, one autocommit statement on a pooled
+connection). A first version sent a task too, and the tasks' empty claims
+and Celery's per-task work cost the listener more than they saved
+(bench/README.md). Every worker runs a
 :class:`Listener` on threads of its main process: one connection of its own
 that ``LISTEN`` s on the channel, and ``CelerySettings.listen_lanes`` relay
 threads. A wake-up goes to an idle lane, which relays every due row right
@@ -27,8 +31,8 @@ listener reconnecting, the notifying statement failing, a worker restarted)
 only leaves its rows to the next sweep (the sweeper lane, as for a task lost
 with Redis: within about ``sweep_interval + sweep_min_age``). The tasks stay
 registered (``rocketbox.sweep``, a hook made with ``listen`` off). On SQLite
-there is no NOTIFY: the setting is ignored, the hook enqueues tasks and no
-listener starts.
+(no NOTIFY), or without psycopg 3 installed, the setting is ignored: the hook
+enqueues tasks and no listener starts.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ log = logging.getLogger("rocketbox.celery")
 
 #: the channel the on_commit hook notifies and the workers listen on
 CHANNEL = "rocketbox_relay"
-#: the claim name of a worker's listener (``host:pid:listener``)
+#: the claim names of a worker's listener lanes (``host:pid:listener-1``, ...)
 LISTENER_RUN_ID = "listener"
 _NOTIFY = f"NOTIFY {CHANNEL}"
 
