@@ -35,6 +35,7 @@ __all__ = [
     "ENQUEUE_WINDOW_ENV",
     "ID_RE",
     "LISTEN_ENV",
+    "LISTEN_LANES_ENV",
     "PEER_QUEUE",
     "PEER_TABLE",
     "PRODUCER_GROUP",
@@ -66,6 +67,8 @@ SIDES = ("ours", "rocketmq", "nats", "peer")
 ENQUEUE_WINDOW_ENV = "ROCKETBOX_BENCH_ENQUEUE_WINDOW"
 #: --listen ("1"): our hook NOTIFYs and our worker listens (outbox.celery.listen)
 LISTEN_ENV = "ROCKETBOX_BENCH_LISTEN"
+#: --listen-lanes N: our worker's CelerySettings.listen_lanes
+LISTEN_LANES_ENV = "ROCKETBOX_BENCH_LISTEN_LANES"
 
 
 def body(i: int) -> dict[str, Any]:

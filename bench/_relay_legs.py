@@ -150,7 +150,7 @@ def leg_summary(rows: Sequence[tuple[str, float, float]],
         claimed, halves, ends = at("claimed", tx), at("halves", tx), at("ends", tx)
         if claimed is None or halves is None or ends is None:
             continue
-        if records["claimed"][tx][1] == "rocketbox-listener":
+        if records["claimed"][tx][1].startswith("rocketbox-listener"):
             via_listener += 1
             legs["commit->claimed (listener)"].append(claimed - committed)
         else:
@@ -165,6 +165,8 @@ def leg_summary(rows: Sequence[tuple[str, float, float]],
         legs["halves->ends"].append(ends - halves)
         legs["ends->visible"].append(visible - ends)
     return {"p50_ms": {name: percentile([x * 1000 for x in v], 50) if v else None
+                       for name, v in legs.items()},
+            "p99_ms": {name: percentile([x * 1000 for x in v], 99) if v else None
                        for name, v in legs.items()},
             "samples": {name: len(v) for name, v in legs.items()},
             "rows": len(rows), "via_listener": via_listener}

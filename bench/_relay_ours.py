@@ -23,6 +23,7 @@ from _relay_common import (
     BACKLOG_TX,
     ENQUEUE_WINDOW_ENV,
     LISTEN_ENV,
+    LISTEN_LANES_ENV,
     PRODUCER_GROUP,
     Env,
     Seen,
@@ -36,6 +37,7 @@ __all__ = [
     "celery_settings",
     "consume_ours",
     "ours_celery_app",
+    "ours_listen",
     "ours_producer",
     "ours_relay_main",
     "start_ours_worker",
@@ -51,8 +53,19 @@ def celery_settings() -> Any:
     window = os.environ.get(ENQUEUE_WINDOW_ENV)
     if window:
         settings = dataclasses.replace(settings, enqueue_window=float(window))
-    # --listen: the hook NOTIFYs and the worker listens (outbox.celery.listen)
-    return dataclasses.replace(settings, listen=os.environ.get(LISTEN_ENV) == "1")
+    lanes = os.environ.get(LISTEN_LANES_ENV)
+    if lanes:
+        settings = dataclasses.replace(settings, listen_lanes=int(lanes))
+    # --listen / --no-listen (else the library's default): the wake-up or the tasks
+    listen = os.environ.get(LISTEN_ENV)
+    if listen:
+        settings = dataclasses.replace(settings, listen=listen == "1")
+    return settings
+
+
+def ours_listen() -> bool:
+    """Whether our relays ran with the wake-up (``CelerySettings.listen``) in this run."""
+    return bool(celery_settings().listen)
 
 
 def ours_celery_app(env: Env, side: str = "ours") -> Any:

@@ -36,8 +36,11 @@ flipping every repetition:
   message minus when the producer's DB commit returned, both
   ``time.monotonic()`` (one clock for all processes on Linux). Ours takes the
   commit time in an ``after_commit`` listener that runs before the outbox's
-  own hook (which coalesces commits into ``rocketbox.relay`` tasks, one per
-  ``enqueue_window`` at most), so the enqueue counts as latency. The first
+  own hook. By default (``CelerySettings.listen`` on PostgreSQL) the commit
+  itself wakes the worker's listener (``pg_notify`` in the row's INSERT);
+  with ``--no-listen`` the hook coalesces commits into ``rocketbox.relay``
+  tasks, one per ``enqueue_window`` at most, and the enqueue counts as
+  latency. The first
   second of the stream is a warm-up and is not counted. Every process calls
   ``gc.freeze()`` once set up (ours in the product, the harness for the rest).
 
@@ -59,10 +62,16 @@ from importlib import metadata as importlib_metadata
 from typing import Any
 
 from _common import git_state, load_average, median, render_saved, save_result, scratch_dir
-from _relay_common import ENQUEUE_WINDOW_ENV, LISTEN_ENV, SIDES, Env
+from _relay_common import ENQUEUE_WINDOW_ENV, LISTEN_ENV, LISTEN_LANES_ENV, SIDES, Env
 from _relay_legs import LEGS, LEGS_ENV
 from _relay_nats import NATS_REDIS_DB, raw_rate
-from _relay_ours import ours_celery_app, ours_relay_main, start_ours_worker, stop_ours_worker
+from _relay_ours import (
+    ours_celery_app,
+    ours_listen,
+    ours_relay_main,
+    start_ours_worker,
+    stop_ours_worker,
+)
 from _relay_peer import PEER_PACKAGES, PeerConfig, peer_relay_main, require_peer
 from _relay_raw import raw_best
 from _relay_report import markdown_section, report, rocketmq_section, run_header, summarise
@@ -138,7 +147,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     if args.restricted:
         return {}
     result = summarise(args, tp, lat, best, trials)
-    result["listen"] = args.listen
+    result["listen"] = ours_listen()
     result["legs"] = legs_result(lat["ours"])
     if bound:
         result["sql_bound"] = bound_summary(tp["ours"], bound)
@@ -275,11 +284,12 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
                 f"missing {r['missing']}")
             if r.get("legs"):
                 say("    legs p50 ms: " + legs_line(r["legs"]))
+                say("    legs p99 ms: " + legs_line(r["legs"], "p99_ms"))
     return tp, lat, raw, bound
 
 
-def legs_line(legs: dict[str, Any]) -> str:
-    shown = [f"{name} {v:.1f}" for name, v in legs["p50_ms"].items() if v is not None]
+def legs_line(legs: dict[str, Any], key: str = "p50_ms") -> str:
+    shown = [f"{name} {v:.1f}" for name, v in legs.get(key, {}).items() if v is not None]
     return ", ".join(shown) + f" ({legs['via_listener']}/{legs['rows']} rows via the listener)"
 
 
@@ -336,9 +346,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--enqueue-window", type=float, default=None,
                         help="our on_commit hook's CelerySettings.enqueue_window in seconds "
                              "(default: the library's)")
-    parser.add_argument("--listen", action="store_true",
-                        help="our on_commit hook NOTIFYs and our worker listens "
-                             "(CelerySettings.listen, outbox/celery/listen.py)")
+    parser.add_argument("--listen", action=argparse.BooleanOptionalAction, default=None,
+                        help="--listen: our relays are woken by PostgreSQL's NOTIFY and our "
+                             "worker listens; --no-listen: our on_commit hook enqueues "
+                             "coalesced relay tasks (CelerySettings.listen, "
+                             "outbox/celery/listen.py; default: the library's, the wake-up)")
+    parser.add_argument("--listen-lanes", type=int, default=None,
+                        help="with --listen: our worker's CelerySettings.listen_lanes "
+                             "(default: the library's)")
     parser.add_argument("--save-as", default="",
                         help="save the full run as bench/results/relay-NAME.json (and the "
                              "relay-NAME section of bench/README.md) instead of relay.json")
@@ -388,7 +403,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         require_peer()
     if args.enqueue_window is not None:
         os.environ[ENQUEUE_WINDOW_ENV] = str(args.enqueue_window)
-    os.environ[LISTEN_ENV] = "1" if args.listen else "0"
+    if args.listen is not None:
+        os.environ[LISTEN_ENV] = "1" if args.listen else "0"
+    if args.listen_lanes is not None:
+        os.environ[LISTEN_LANES_ENV] = str(args.listen_lanes)
     if "rabbitmq" in args.sides:  # its own servers, first (bench/_relay_rabbitmq.py); printed
         from _relay_rabbitmq import rabbitmq_side
 

@@ -11,13 +11,26 @@ together with every unrelayed row of its group before it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
-from sqlalchemy import Connection, and_, any_, exists, false, func, or_, select, update
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy import (
+    Connection,
+    Integer,
+    and_,
+    any_,
+    bindparam,
+    exists,
+    false,
+    func,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.sql.elements import BindParameter, ColumnElement
 
 from outbox.config import Outbox
 from outbox.models import aware
@@ -68,20 +81,61 @@ def _free(row: Any, now: datetime) -> bool:
             and (row.claimed_until is None or aware(row.claimed_until) < now))
 
 
-def _blocked(now: datetime) -> ColumnElement[bool]:
+def _blocked() -> ColumnElement[bool]:
     """A grouped row waits behind an earlier row of its group that cannot go now.
 
     That row is parked, backing off, or in flight under another claim's lease.
     Such rows are left out of the claim's window: otherwise a group whose head
     is stuck fills every window with rows that cannot go, and the rows behind
     them (other groups, ungrouped rows) are never reached. The probe follows
-    the ``(message_group, seq)`` index of unrelayed rows.
+    the ``(message_group, seq)`` index of unrelayed rows. ``now`` is the
+    ``c_now`` parameter.
     """
     earlier = t.alias("earlier")
     return exists().where(
         earlier.c.message_group == t.c.message_group, earlier.c.seq < t.c.seq,
         earlier.c.relayed_at.is_(None),
-        or_(earlier.c.parked, earlier.c.next_attempt_at > now, earlier.c.claimed_until >= now))
+        or_(earlier.c.parked, earlier.c.next_attempt_at > _NOW,
+            earlier.c.claimed_until >= _NOW))
+
+
+#: the parameters of the claim's statements (built once, :func:`_due` and :func:`_pg_claim`)
+_NOW: BindParameter[datetime] = bindparam("c_now", type_=t.c.next_attempt_at.type)
+_ONLY: BindParameter[str] = bindparam("c_only", expanding=True, type_=t.c.tx_id.type)
+_CREATED_BEFORE: BindParameter[datetime] = bindparam("c_created_before",
+                                                     type_=t.c.created_at.type)
+_LIMIT: BindParameter[int] = bindparam("c_limit", type_=Integer())
+
+
+@functools.cache
+def _due(only: bool, older: bool) -> ColumnElement[bool]:
+    """Due, free and not blocked (parameter ``c_now``), and with ``older`` committed before
+    ``c_created_before``, with ``only`` among ``c_only``.
+
+    Built once per shape: constructing this expression on every pass cost more
+    Python time than PostgreSQL spent running it (the relay's passes are small
+    under a steady load), and a statement built once is also compiled once.
+    """
+    # ``NOT parked`` (not ``parked IS false``) matches the partial index's WHERE
+    due = and_(t.c.relayed_at.is_(None), ~t.c.parked, t.c.next_attempt_at <= _NOW,
+               or_(t.c.claimed_until.is_(None), t.c.claimed_until < _NOW),
+               or_(t.c.message_group.is_(None), ~_blocked()))
+    if older:
+        due = and_(due, t.c.created_at <= _CREATED_BEFORE)
+    if only:
+        due = and_(due, t.c.tx_id.in_(_ONLY))
+    return due
+
+
+@functools.cache
+def _pg_claim(only: bool, older: bool) -> Any:
+    """PostgreSQL's claim in one statement: pick and lock (``SKIP LOCKED``) the ``c_limit``
+    due rows with the oldest ``next_attempt_at``, mark them claimed, return them whole."""
+    picked = (select(t.c.tx_id).where(_due(only, older)).order_by(t.c.next_attempt_at)
+              .limit(_LIMIT).with_for_update(skip_locked=True))
+    return (update(t).where(t.c.tx_id == any_(func.array(picked.scalar_subquery())))
+            .values(claimed_by=bindparam("c_name"), claimed_until=bindparam("c_until"))
+            .returning(*ROW_COLUMNS))
 
 
 def claim(outbox: Outbox, name: str, limit: int | None = None, *, only: Sequence[str] | None = None,
@@ -98,30 +152,33 @@ def claim(outbox: Outbox, name: str, limit: int | None = None, *, only: Sequence
     limit = limit or outbox.relay.batch_size
     now = datetime.now(UTC)
     until = now + timedelta(seconds=outbox.relay.lease_seconds)
-    # ``NOT parked`` (not ``parked IS false``) matches the partial index's WHERE
-    due = and_(t.c.relayed_at.is_(None), ~t.c.parked, t.c.next_attempt_at <= now,
-               or_(t.c.claimed_until.is_(None), t.c.claimed_until < now),
-               or_(t.c.message_group.is_(None), ~_blocked(now)))
+    params: dict[str, Any] = {"c_now": now, "c_until": until, "c_name": name,
+                              "c_limit": limit}
     if older_than is not None:
-        due = and_(due, t.c.created_at <= now - timedelta(seconds=older_than))
-    window = and_(due, t.c.tx_id.in_(list(only))) if only else due
+        params["c_created_before"] = now - timedelta(seconds=older_than)
+    if only:
+        params["c_only"] = list(only)
+    shape = (bool(only), older_than is not None)
     with outbox.engine.begin() as conn:
         if conn.dialect.name == "sqlite":
             # Take SQLite's write lock before reading: two claims that both read
             # first would pick the same rows, or deadlock upgrading their locks.
             conn.execute(update(t).where(false()).values(claimed_by=t.c.claimed_by))
-        elif not only:
-            # Walk the pending index: the planner's row estimate is often stale
-            # for a backlog written since the last ANALYZE, and then it reads
-            # and sorts every due row to return the first ``limit``.
-            conn.exec_driver_sql("SET LOCAL enable_sort = off")
-        rows = _take(conn, name, window, until, limit=limit)
+            rows = _take(conn, _due(*shape), params, limit=limit)
+        else:
+            if not only:
+                # Walk the pending index: the planner's row estimate is often stale
+                # for a backlog written since the last ANALYZE, and then it reads
+                # and sorts every due row to return the first ``limit``.
+                conn.exec_driver_sql("SET LOCAL enable_sort = off")
+            rows = [_row(row) for row in conn.execute(_pg_claim(*shape), params)]
         if any(row.message_group is not None for row in rows):
-            rows = _group_runs(conn, name, rows, limit, now, until,
-                                    heads=None if only else due)
+            rows = _group_runs(conn, name, rows, limit, now, params,
+                               heads=None if only else _due(*shape))
     return sorted(rows, key=_seq)
 
-def _take(conn: Connection, name: str, where: ColumnElement[bool], until: datetime, *,
+
+def _take(conn: Connection, where: ColumnElement[bool], params: dict[str, Any], *,
           limit: int | None = None) -> list[ClaimedRow]:
     """Lock (skipping rows another claim holds), mark claimed and return the rows."""
     if conn.dialect.name == "postgresql":
@@ -132,19 +189,21 @@ def _take(conn: Connection, name: str, where: ColumnElement[bool], until: dateti
         return [_row(row) for row in conn.execute(
             update(t).where(t.c.tx_id == any_(func.array(
                 picked.with_for_update(skip_locked=True).scalar_subquery())))
-            .values(claimed_by=name, claimed_until=until)
-            .returning(*ROW_COLUMNS))]
+            .values(claimed_by=bindparam("c_name"), claimed_until=bindparam("c_until"))
+            .returning(*ROW_COLUMNS), params)]
     query = select(*ROW_COLUMNS).where(where)
     if limit is not None:
         query = query.order_by(t.c.next_attempt_at).limit(limit)
-    rows = [_row(row) for row in conn.execute(query)]
+    rows = [_row(row) for row in conn.execute(query, params)]
     if rows:
         conn.execute(update(t).where(t.c.tx_id.in_([r.tx_id for r in rows]))
-                     .values(claimed_by=name, claimed_until=until))
+                     .values(claimed_by=params["c_name"], claimed_until=params["c_until"]))
     return rows
 
+
 def _group_runs(conn: Connection, name: str, rows: list[ClaimedRow], limit: int, now: datetime,
-                until: datetime, *, heads: ColumnElement[bool] | None) -> list[ClaimedRow]:
+                params: dict[str, Any], *, heads: ColumnElement[bool] | None
+                ) -> list[ClaimedRow]:
     """Keep ungrouped rows, and grouped ones only as a run from their group's head.
 
     Each group's unrelayed rows up to the last one claimed are read without
@@ -189,7 +248,7 @@ def _group_runs(conn: Connection, name: str, rows: list[ClaimedRow], limit: int,
     keep = {tx for _seq, tx in sorted(ungrouped + runs(heads is not None))[:limit]}
     wanted = [tx for tx in keep if tx not in mine]
     if wanted and heads is not None:
-        for row in _take(conn, name, and_(heads, t.c.tx_id.in_(wanted)), until):
+        for row in _take(conn, and_(heads, t.c.tx_id.in_(wanted)), params):
             mine[row.tx_id] = row
         keep &= {tx for _seq, tx in ungrouped + runs(False)}  # a run ends at a row not taken
     release = [tx for tx in mine if tx not in keep]

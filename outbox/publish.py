@@ -18,6 +18,12 @@ function on the sync session or connection underneath
 ``at_commit`` ride are the sync path's, and every driver call is awaited on
 the event loop. After such a session commits, ``outbox.on_commit`` runs in
 the loop's default executor, never on the loop. docs/async.md has the rest.
+
+Wake-up: when ``outbox.on_commit`` wakes the relays through PostgreSQL
+(``CelerySettings.listen``, the default there: its hook has a
+``wake_channel``), the row's ``INSERT`` also calls ``pg_notify`` on that
+channel, which PostgreSQL delivers with the commit, and the hook is not
+called for the row (:func:`_wake_channel`).
 """
 
 from __future__ import annotations
@@ -80,6 +86,8 @@ def _pg_insert_sql() -> str:
 PARAMETERS = ("tx_id", "producer_group", "topic", "tag", "keys", "message_group", "body",
               "headers", "state", "created_at", "next_attempt_at")
 _PG_INSERT = _pg_insert_sql()
+#: the same, waking the listening relays when the transaction commits (:func:`_wake_channel`)
+_PG_INSERT_WAKE = _PG_INSERT + " RETURNING pg_notify(%(wake_channel)s, '')"
 
 
 def new_tx_id() -> str:
@@ -166,9 +174,14 @@ def publish(
         created_at=now, next_attempt_at=now,
     )
     check_message(values, keys=keys, max_body_size=outbox.max_body_size)  # broker limits
+    woken = False
     if not (at_commit and hold(conn, values)):  # held: it goes out with the COMMIT
-        _insert(conn, values)
-    if isinstance(session, Session):
+        channel = _wake_channel(conn, outbox)
+        _insert(conn, values, wake=channel)
+        woken = channel is not None  # PostgreSQL delivers the wake-up with the commit
+    if woken:
+        pass  # no hook call for this row
+    elif isinstance(session, Session):
         _remember(session, outbox, tx_id)
     else:
         remember_on_connection(conn, outbox.on_commit, tx_id)
@@ -189,8 +202,25 @@ async def _publish_async(session: AsyncSession | AsyncConnection,
     return tx_id
 
 
-def _insert(conn: Connection, values: dict[str, Any]) -> None:
-    """Write the row now, with its own ``INSERT``."""
+def _wake_channel(conn: Connection, outbox: Outbox) -> str | None:
+    """The channel to notify inside the transaction, if the outbox's hook asks for one.
+
+    An ``on_commit`` hook with a ``wake_channel`` attribute
+    (:class:`outbox.celery.hooks.WakeHook`) has its relays woken by PostgreSQL
+    itself: the row's ``INSERT`` also calls ``pg_notify``, which PostgreSQL
+    delivers when (and only if) the transaction commits, and the hook is not
+    called for that row. Only on PostgreSQL. (A caller that hands ids to the
+    hook by itself, as the Flask and Django units do, wakes the relays a
+    second time: harmless.)
+    """
+    channel = getattr(outbox.on_commit, "wake_channel", None)
+    if not isinstance(channel, str) or conn.dialect.name != "postgresql":
+        return None
+    return channel
+
+
+def _insert(conn: Connection, values: dict[str, Any], *, wake: str | None = None) -> None:
+    """Write the row now, with its own ``INSERT`` (calling ``pg_notify(wake)`` in it)."""
     if conn.dialect.name == "postgresql":
         if values["message_group"] is not None:
             conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:g))"),
@@ -198,12 +228,19 @@ def _insert(conn: Connection, values: dict[str, Any]) -> None:
         if conn.dialect.driver in _PYFORMAT_DRIVERS:
             if values["headers"] is not None:
                 values["headers"] = json.dumps(values["headers"])
-            conn.exec_driver_sql(_PG_INSERT, values)
+            if wake is None:
+                conn.exec_driver_sql(_PG_INSERT, values)
+            else:
+                conn.exec_driver_sql(_PG_INSERT_WAKE, {**values, "wake_channel": wake}).close()
         else:
             # computed inside the INSERT: no extra round trip per message
             values["pg_xid"] = _XID
             values["seq"] = _SEQ
-            conn.execute(insert(transaction_table).values(**values))
+            statement = insert(transaction_table).values(**values)
+            if wake is None:
+                conn.execute(statement)
+            else:
+                conn.execute(statement.returning(func.pg_notify(wake, ""))).close()
     else:
         values["seq"] = select(func.coalesce(func.max(transaction_table.c.seq), 0) + 1) \
             .scalar_subquery()

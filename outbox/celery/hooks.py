@@ -11,10 +11,12 @@ enqueues at most one task per window, whatever its commit rate, and a row
 waits at most one window longer than it would have. ``enqueue_window = 0``
 gives the old one-task-per-commit hook.
 
-With ``CelerySettings.listen`` on PostgreSQL the hook sends no task: it
-sends ``NOTIFY rocketbox_relay`` at once, the workers' listeners relay the
-rows, and the sweeper relays whatever a lost notification left
-(:mod:`outbox.celery.listen`).
+With ``CelerySettings.listen`` (the default) on PostgreSQL the hook sends no
+task: the workers are woken through ``NOTIFY rocketbox_relay``, sent with
+the commit by ``publish()`` itself (:class:`WakeHook`), their listeners
+relay the rows at once, and the sweeper relays whatever a lost notification
+left (:mod:`outbox.celery.listen`). The coalescing below is the path of
+SQLite and of ``listen=False``.
 
 It never raises into the caller's commit: when the Celery broker (Redis, or
 the SQLite queue table) cannot take the task, it logs a warning and returns,
@@ -33,12 +35,13 @@ import time
 from collections.abc import Callable, Sequence
 
 from celery import Celery
+from sqlalchemy import Engine
 
-from outbox.celery.listen import can_listen, notify
+from outbox.celery.listen import CHANNEL, can_listen, notify
 from outbox.celery.state import rocketbox_state
 from outbox.celery.tasks import RELAY_TASK
 
-__all__ = ["CoalescingHook", "celery_on_commit"]
+__all__ = ["CoalescingHook", "WakeHook", "celery_on_commit"]
 
 log = logging.getLogger("rocketbox.celery")
 
@@ -68,13 +71,7 @@ def celery_on_commit(app: Celery, *,
                             "them: %s", RELAY_TASK, len(part), exc, extra={"tx_ids": part})
 
     if state.settings.listen and can_listen(state.outbox.engine):
-        engine = state.outbox.engine
-
-        def wake(tx_ids: Sequence[str]) -> None:
-            if tx_ids:
-                notify(engine)  # the listening workers relay at once (outbox.celery.listen)
-
-        return wake
+        return WakeHook(state.outbox.engine)
     if window <= 0:
         def on_commit(tx_ids: Sequence[str]) -> None:
             if tx_ids:
@@ -82,6 +79,30 @@ def celery_on_commit(app: Celery, *,
 
         return on_commit
     return CoalescingHook(send, window)
+
+
+class WakeHook:
+    """The hook with ``CelerySettings.listen`` on PostgreSQL: the listening relays are woken.
+
+    :func:`outbox.publish.publish` reads :attr:`wake_channel`: a row written
+    with its own ``INSERT`` carries ``pg_notify(wake_channel, '')`` in that
+    statement, so PostgreSQL delivers the wake-up with the commit itself (no
+    statement and no second connection after it; nothing to lose if the
+    process dies right after the commit), and that row's id never reaches
+    this hook. A row sent with the ``COMMIT`` (:mod:`outbox.at_commit`) or a
+    caller handing ids on by itself (the Flask and Django units) calls the
+    hook, which sends ``NOTIFY`` after the commit (:func:`notify`).
+    """
+
+    #: the channel :func:`outbox.publish.publish` notifies inside the transaction
+    wake_channel = CHANNEL
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def __call__(self, tx_ids: Sequence[str]) -> None:
+        if tx_ids:
+            notify(self._engine)  # the listening workers relay at once (outbox.celery.listen)
 
 
 class CoalescingHook:

@@ -5,17 +5,22 @@ on_commit hook waits for its ``enqueue_window``, pushes the task to Redis,
 the worker pops it and hands it to a pool thread. That is most of a row's
 commit-to-visible time at a steady load, and none of it is the relay's work.
 
-So with ``CelerySettings.listen`` on PostgreSQL the on_commit hook sends
-``NOTIFY rocketbox_relay`` instead of a task (:func:`notify`, one autocommit
-statement on a pooled connection, at once, no window; a first version sent
-both, and the tasks' empty claims and Celery's per-task work cost the
-listener more than they saved, bench/README.md), and every worker runs a
-:class:`Listener` on a thread of its
-main process: one connection of its own that ``LISTEN`` s on the channel and,
-when woken, relays every due row right away (passes until a claim comes
-back short). Notifications that arrive during a pass are taken together by
-the next one, so the batch grows with the load instead of waiting for a
-window.
+So with ``CelerySettings.listen`` (the default on PostgreSQL) no task is
+sent: the relays are woken through ``NOTIFY rocketbox_relay``.
+:func:`outbox.publish.publish` puts ``pg_notify`` in the row's own
+``INSERT``, which PostgreSQL delivers with the commit
+(:class:`~outbox.celery.hooks.WakeHook`; a row sent with the ``COMMIT``
+gets :func:`notify` after it, one autocommit statement on a pooled
+connection). A first version sent a task too, and the tasks' empty claims
+and Celery's per-task work cost the listener more than they saved
+(bench/README.md). Every worker runs a
+:class:`Listener` on threads of its main process: one connection of its own
+that ``LISTEN`` s on the channel, and ``CelerySettings.listen_lanes`` relay
+threads. A wake-up goes to an idle lane, which relays every due row right
+away (passes until a claim comes back short), so a row committed while
+another lane's pass is in flight does not wait for that pass to end. With
+every lane busy, the wake-ups that arrive are taken together by the next
+pass: the batch grows with the load instead of waiting for a window.
 
 This changes no guarantee. The status table stays the truth: the listener
 is one more relay racing the tasks and the sweeper, kept apart by the same
@@ -26,12 +31,13 @@ listener reconnecting, the notifying statement failing, a worker restarted)
 only leaves its rows to the next sweep (the sweeper lane, as for a task lost
 with Redis: within about ``sweep_interval + sweep_min_age``). The tasks stay
 registered (``rocketbox.sweep``, a hook made with ``listen`` off). On SQLite
-there is no NOTIFY: the setting is ignored, the hook enqueues tasks and no
-listener starts.
+(no NOTIFY), or without psycopg 3 installed, the setting is ignored: the hook
+enqueues tasks and no listener starts.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import threading
 from collections.abc import Callable
@@ -42,6 +48,7 @@ from sqlalchemy import Engine
 
 from outbox.celery.state import RocketboxState, rocketbox_state
 from outbox.celery.tasks import TRANSIENT_ERRORS
+from outbox.errors import ConfigurationError
 
 __all__ = ["CHANNEL", "ListenStep", "Listener", "can_listen", "notify"]
 
@@ -49,14 +56,16 @@ log = logging.getLogger("rocketbox.celery")
 
 #: the channel the on_commit hook notifies and the workers listen on
 CHANNEL = "rocketbox_relay"
-#: the claim name of a worker's listener (``host:pid:listener``)
+#: the claim names of a worker's listener lanes (``host:pid:listener-1``, ...)
 LISTENER_RUN_ID = "listener"
 _NOTIFY = f"NOTIFY {CHANNEL}"
 
 
 def can_listen(engine: Engine) -> bool:
-    """Whether ``engine``'s database has ``LISTEN/NOTIFY`` (PostgreSQL)."""
-    return engine.dialect.name == "postgresql"
+    """Whether the wake-up can run for ``engine``: PostgreSQL (``LISTEN/NOTIFY``) with
+    psycopg 3 installed (the listener's own connection uses it, whatever the engine's
+    driver). Otherwise the hook enqueues tasks and no listener starts."""
+    return engine.dialect.name == "postgresql" and importlib.util.find_spec("psycopg") is not None
 
 
 def notify(engine: Engine) -> None:
@@ -75,34 +84,62 @@ def _conninfo(engine: Engine) -> str:
 
 
 class Listener:
-    """Relays due rows whenever the channel is notified (see the module doc)."""
+    """Relays due rows whenever the channel is notified (see the module doc).
+
+    One thread holds the ``LISTEN`` ing connection; ``lanes`` threads relay.
+    A wake-up goes to an idle lane at once, so rows committed while a pass is
+    in flight start their own pass instead of waiting for it to end (the
+    lanes race as every relay does, kept apart by the claims). With every
+    lane busy the wake-up is remembered, and the first lane to finish makes
+    one more pass over whatever is due then: under load the passes grow,
+    idle they start at once.
+    """
 
     def __init__(self, state: RocketboxState, *, on_fatal: Callable[[str], None],
-                 retry_seconds: float = 1.0, wait_seconds: float = 0.5) -> None:
+                 retry_seconds: float = 1.0, wait_seconds: float = 0.5,
+                 lanes: int | None = None) -> None:
         self.state = state
         self._on_fatal = on_fatal
         self._retry = retry_seconds
-        self._wait = wait_seconds  # how often the thread looks at its stop flag
+        self._wait = wait_seconds  # how often the threads look at their stop flag
+        self._lanes = state.settings.listen_lanes if lanes is None else lanes
+        if self._lanes < 1:
+            raise ConfigurationError(f"listen_lanes must be >= 1, got {self._lanes}",
+                                     setting="listen_lanes")
         self._stop = threading.Event()
         #: set while the listener holds a ``LISTEN`` ing connection
         self.listening = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._due = threading.Condition()
+        self._woken = False  # a wake-up no lane has taken yet
+        self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="rocketbox-listener",
-                                        daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, name="rocketbox-listener",
+                                          daemon=True)]
+        self._threads += [threading.Thread(target=self._lane, args=(n,), daemon=True,
+                                           name=f"rocketbox-listener-{n}")
+                          for n in range(1, self._lanes + 1)]
+        for thread in self._threads:
+            thread.start()
 
     def stop(self, timeout: float = 15.0) -> None:
         self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
+        with self._due:
+            self._due.notify_all()
+        threads, self._threads = self._threads, []
+        for thread in threads:
             thread.join(timeout)
 
-    def relay_due(self) -> int:
+    def wake(self) -> None:
+        """Rows may be due: an idle lane relays them now, else the next lane to finish."""
+        with self._due:
+            self._woken = True
+            self._due.notify()
+
+    def relay_due(self, lane: int = 1) -> int:
         """Passes over due rows until a claim comes back short; the rows relayed."""
-        relay = self.state.relay(LISTENER_RUN_ID)
+        relay = self.state.relay(f"{LISTENER_RUN_ID}-{lane}")
         limit = self.state.outbox.relay.batch_size
         relayed = 0
         while not self._stop.is_set():
@@ -111,6 +148,23 @@ class Listener:
             if report.claimed < limit or report.relayed == 0:
                 return relayed
         return relayed
+
+    def _lane(self, lane: int) -> None:
+        try:
+            while not self._stop.is_set():
+                with self._due:
+                    while not self._woken and not self._stop.is_set():
+                        self._due.wait(self._wait)
+                    if self._stop.is_set():
+                        return
+                    self._woken = False
+                try:
+                    self.relay_due(lane)
+                except TRANSIENT_ERRORS as exc:  # the broker is away: the sweeper retries
+                    log.warning("relay after a wake-up failed: %s", exc)
+        except Exception as exc:
+            log.exception("a wake-up lane failed")
+            self._on_fatal(f"the wake-up listener died: {exc!r}")
 
     def _run(self) -> None:
         import psycopg
@@ -134,19 +188,10 @@ class Listener:
         with psycopg.connect(_conninfo(self.state.outbox.engine), autocommit=True) as conn:
             conn.execute(f"LISTEN {CHANNEL}")
             self.listening.set()
+            self.wake()  # rows committed while nobody listened: relay them now
             while not self._stop.is_set():
-                woken = False
-                for _ in conn.notifies(timeout=self._wait, stop_after=1):
-                    woken = True
-                if not woken:
-                    continue
-                # the wake-ups already queued are answered by this same pass
-                for _ in conn.notifies(timeout=0.0):
-                    pass
-                try:
-                    self.relay_due()
-                except TRANSIENT_ERRORS as exc:  # the broker is away: the sweeper retries
-                    log.warning("relay after a wake-up failed: %s", exc)
+                for _ in conn.notifies(timeout=self._wait):  # each one as it arrives
+                    self.wake()
 
 
 class ListenStep(bootsteps.StartStopStep):  # type: ignore[misc]

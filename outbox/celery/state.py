@@ -61,11 +61,15 @@ class CelerySettings:
     #: many seconds per process; commits in between share the next task
     #: (0: one task per commit; see :mod:`outbox.celery.hooks`)
     enqueue_window: float = 0.02
-    #: PostgreSQL, opt-in: the on_commit hook sends ``NOTIFY rocketbox_relay`` instead
-    #: of a task and each worker listens for it and relays at once
-    #: (:mod:`outbox.celery.listen`); the sweeper relays what a lost notification
-    #: left. Ignored on SQLite (no NOTIFY)
-    listen: bool = False
+    #: PostgreSQL (with psycopg 3 installed): the relays are woken through
+    #: ``NOTIFY rocketbox_relay``, sent with the commit, instead of a task, and each
+    #: worker listens for it and relays at once (:mod:`outbox.celery.listen`); the
+    #: sweeper relays what a lost notification left. Ignored on SQLite (no NOTIFY).
+    #: False: the on_commit hook enqueues coalesced ``rocketbox.relay`` tasks
+    listen: bool = True
+    #: with ``listen``: the relay threads a wake-up goes to; a wake-up during a pass
+    #: starts another pass on an idle lane instead of waiting for it to end
+    listen_lanes: int = 1
 
     def __post_init__(self) -> None:
         if self.sweep_interval < 0 or self.retry_base <= 0 or self.retry_max <= 0:
@@ -81,6 +85,9 @@ class CelerySettings:
         if self.polling_interval <= 0:
             raise ConfigurationError("celery settings: polling_interval must be > 0",
                                      setting="polling_interval")
+        if self.listen_lanes < 1:
+            raise ConfigurationError(f"celery settings: listen_lanes must be >= 1, got "
+                                     f"{self.listen_lanes}", setting="listen_lanes")
         if not 0 <= self.enqueue_window <= 5:
             raise ConfigurationError("celery settings: enqueue_window must be between 0 and "
                                      f"5 seconds, got {self.enqueue_window}",

@@ -1,10 +1,11 @@
 """The sweeper lane: a thread in every worker that relays what the tasks missed.
 
-The relay tasks are the fast path: one per commit (or per
+The fast path is the wake-up listener (on PostgreSQL by default,
+:mod:`outbox.celery.listen`) or the relay tasks: one per commit (or per
 ``enqueue_window``), through the Celery broker. Everything that can go wrong
-there leaves rows behind: Redis down at commit, a task lost with Redis or
-with its worker, a task that ran out of retries, a queue so far behind that
-its tasks come late. The sweeper is the safety net, so it must not depend
+there leaves rows behind: a notification nobody heard, Redis down at commit,
+a task lost with Redis or with its worker, a task that ran out of retries, a
+queue so far behind that its tasks come late. The sweeper is the safety net, so it must not depend
 on any of that: :class:`SweeperStep` runs :class:`Sweeper` on a thread of
 the worker's main process, which claims due rows straight from the database
 (``FOR UPDATE SKIP LOCKED`` and a lease, like every relay) every

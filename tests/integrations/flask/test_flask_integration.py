@@ -12,6 +12,7 @@ from sqlalchemy import Engine, create_engine, event, text
 
 from integrations.flask import Rocketbox, publish, state_for, transactional_message
 from outbox import NoTransactionError, migrate
+from outbox.celery import CelerySettings
 from tests.integrations.integrations_support import (
     Collector,
     broker_records,
@@ -244,7 +245,9 @@ def test_cli_migrate_and_status(tmp_path: Any) -> None:
 def test_on_commit_enqueues_the_relay_task_only_after_a_commit(
         engine: Engine, broker: BrokerLiteServer, tmp_path: Any) -> None:
     queue = tmp_path / "celery.sqlite"
-    app = make_app(engine, broker.native, ROCKETBOX_CELERY_BROKER=f"sqla+sqlite:///{queue}")
+    # the task path (on PostgreSQL the default wakes the relays through NOTIFY instead)
+    app = make_app(engine, broker.native, ROCKETBOX_CELERY_BROKER=f"sqla+sqlite:///{queue}",
+                   ROCKETBOX_CELERY_SETTINGS=CelerySettings(listen=False))
     with serve_wsgi(app) as address:
         assert http(address, "POST", "/orders", {"id": 1, "item": "x", "reject": True})[0] \
             == 422

@@ -74,7 +74,9 @@ retry = float(env.get("RB_TEST_RETRY", "0.2"))
 settings = CelerySettings(sweep_interval=float(env.get("RB_TEST_SWEEP", "0.5")),
                           sweep_min_age=float(env.get("RB_TEST_SWEEP_MIN_AGE", "0.2")),
                           retry_base=retry, retry_max=max(1.0, retry), max_retries=50,
-                          checker=env.get("RB_TEST_CHECKER") == "1", polling_interval=0.05)
+                          checker=env.get("RB_TEST_CHECKER") == "1", polling_interval=0.05,
+                          # the task path (the wake-up's tests: rocketbox_listen_app)
+                          listen=False)
 app = make_celery(outbox, broker_url=env["RB_TEST_CELERY_BROKER"],
                   backend_url=env.get("RB_TEST_CELERY_BACKEND") or None, settings=settings,
                   publisher_factory=_publisher)

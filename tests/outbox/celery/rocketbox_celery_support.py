@@ -129,9 +129,11 @@ class CeleryStack:
 def hooked_outbox(engine: Engine, broker: str, celery_broker: str, *,
                   settings: CelerySettings | None = None,
                   window: float | None = None) -> Outbox:
-    """The web side: an outbox whose on_commit enqueues rocketbox.relay on ``celery_broker``."""
+    """The web side: an outbox whose on_commit enqueues rocketbox.relay on ``celery_broker``
+    (the task path unless ``settings`` turn the wake-up on)."""
     outbox = Outbox(engine=engine, broker=broker, relay=RelaySettings(broker_timeout=1.0))
-    app = make_celery(outbox, broker_url=celery_broker, settings=settings or CelerySettings())
+    app = make_celery(outbox, broker_url=celery_broker,
+                      settings=settings or CelerySettings(listen=False))
     return dataclasses.replace(outbox, on_commit=celery_on_commit(app, window=window))
 
 

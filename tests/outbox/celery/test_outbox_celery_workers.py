@@ -30,7 +30,7 @@ from tests.support import BrokerLiteServer, free_port, start_broker_lite, wait_u
 def app_outbox(engine: Engine, broker: str, celery_broker: str) -> Outbox:
     """The web side: an outbox whose on_commit enqueues rocketbox.relay (no sweeper)."""
     return hooked_outbox(engine, broker, celery_broker,
-                         settings=CelerySettings(sweep_interval=0))
+                         settings=CelerySettings(sweep_interval=0, listen=False))
 
 
 @pytest.mark.timeout(90)
