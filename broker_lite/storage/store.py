@@ -15,10 +15,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from broker_lite.errors import (
+    BrokerError,
     InvalidMessageError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
@@ -73,6 +74,10 @@ _TX_MASK = int(SysFlag.TX_MASK)
 _QUEUED_TX = frozenset(int(t) for t in QUEUED_TX_TYPES)
 _BORN_V6 = int(SysFlag.BORNHOST_V6)
 _STORE_V6 = int(SysFlag.STOREHOST_V6)
+
+#: what :meth:`MessageStore._check` found: topic and properties encoded, the record's size,
+#: whether it enters a consume queue, its index keys and its tag hash
+_Checked = tuple[bytes, bytes, int, bool, list[str], int]
 
 
 class MessageStore:
@@ -170,6 +175,47 @@ class MessageStore:
         In ``sync`` mode the caller then waits with :meth:`wait_flushed` or
         :meth:`when_flushed` before acknowledging it.
         """
+        checked = self._check(msg)
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError("the message store is closed")
+            return self._append(msg, checked, int(time.time() * 1000))
+
+    def put_batch_nowait(self, msgs: Sequence[MessageToStore]) -> list[PutResult | BrokerError]:
+        """Append records in order, each stored or refused on its own; return once they
+        are in the page cache.
+
+        One outcome per message, in order: its :class:`PutResult`, or the error
+        that refused it (a refusal does not stop the others, and leaves the
+        store as it was, as :meth:`put_nowait` does). The lock is taken and the
+        clock read once for the whole batch; each record is written exactly as
+        :meth:`put_nowait` would write it. In ``sync`` mode the caller waits for
+        the highest end offset, one wait for the batch.
+        """
+        checked: list[_Checked | BrokerError] = []
+        for msg in msgs:
+            try:
+                checked.append(self._check(msg))
+            except BrokerError as exc:
+                checked.append(exc)
+        results: list[PutResult | BrokerError] = []
+        append = self._append
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError("the message store is closed")
+            now = int(time.time() * 1000)
+            for msg, item in zip(msgs, checked, strict=True):
+                if isinstance(item, BrokerError):
+                    results.append(item)
+                    continue
+                try:
+                    results.append(append(msg, item, now))
+                except BrokerError as exc:
+                    results.append(exc)
+        return results
+
+    def _check(self, msg: MessageToStore) -> _Checked:
+        """Validate ``msg`` and encode what does not depend on where it goes (no lock)."""
         topic_b = self._topic_bytes.get(msg.topic)
         if topic_b is None:
             topic_b = validate_topic(msg.topic)
@@ -190,32 +236,35 @@ class MessageStore:
                 f"{MAX_PROPERTIES_BYTES - CRC_TAIL_SIZE - 1} (the __CRC32# tail takes "
                 f"{CRC_TAIL_SIZE})", field="properties")
         host_bits = self._store_host_bits | (_BORN_V6 if len(msg.born_host) == 20 else 0)
-        crc_tail = self._crc_tail
         size = record_size(len(body), len(topic_b), len(props_b), sysflag=host_bits,
-                           crc_tail=crc_tail)
-        dispatch = (msg.sysflag & _TX_MASK) in _QUEUED_TX
-        keys = index_keys(props)
-        tag = tag_hash(props.get(TAGS))
-        with self._lock:
-            if self._closed:
-                raise StoreClosedError("the message store is closed")
-            cq = self._queue(msg.topic, msg.queue_id) if dispatch else None
-            queue_offset = cq.max_offset if cq is not None else 0
-            offset, buf, pos = self._log.reserve_at(size)
-            unit_file = cq.prepare(queue_offset) if cq is not None else None
-            if keys:
-                self._index.prepare(len(keys), offset)
-            now = msg.store_timestamp or int(time.time() * 1000)
-            encode_record_into(
-                buf, pos, size, topic_b, body, props_b, msg.queue_id, msg.flag, queue_offset,
-                offset, msg.sysflag, msg.born_timestamp or now, msg.born_host, now,
-                self._store_host, msg.reconsume_times, msg.prepared_tx_offset, crc_tail,
-            )
-            self._log.advance(size)
-            if cq is not None and unit_file is not None:
-                cq.write_unit(unit_file, queue_offset, offset, size, tag)
-            if keys:
-                self._index.put(keys, offset, now)
+                           crc_tail=self._crc_tail)
+        return (topic_b, props_b, size, (msg.sysflag & _TX_MASK) in _QUEUED_TX,
+                index_keys(props), tag_hash(props.get(TAGS)))
+
+    def _append(self, msg: MessageToStore, checked: _Checked, now: int) -> PutResult:
+        """Write one checked record, its queue unit and index entries; under ``_lock``.
+
+        Everything that may need disk space is allocated before a byte is written.
+        """
+        topic_b, props_b, size, dispatch, keys, tag = checked
+        cq = self._queue(msg.topic, msg.queue_id) if dispatch else None
+        queue_offset = cq.max_offset if cq is not None else 0
+        log = self._log
+        offset, buf, pos = log.reserve_at(size)
+        unit_file = cq.prepare(queue_offset) if cq is not None else None
+        if keys:
+            self._index.prepare(len(keys), offset)
+        now = msg.store_timestamp or now
+        encode_record_into(
+            buf, pos, size, topic_b, msg.body, props_b, msg.queue_id, msg.flag, queue_offset,
+            offset, msg.sysflag, msg.born_timestamp or now, msg.born_host, now,
+            self._store_host, msg.reconsume_times, msg.prepared_tx_offset, self._crc_tail,
+        )
+        log.advance(size)
+        if cq is not None and unit_file is not None:
+            cq.write_unit(unit_file, queue_offset, offset, size, tag)
+        if keys:
+            self._index.put(keys, offset, now)
         return PutResult(offset, size, queue_offset, now)
 
     def put(self, msg: MessageToStore, *, timeout: float | None = 10.0) -> PutResult:
