@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from broker_lite.storage.mapped_file import MappedFile, MappedFileQueue
 
@@ -22,9 +22,8 @@ _UNIT = struct.Struct(">qiq")
 UNIT_SIZE = _UNIT.size  # 20
 
 
-@dataclass(frozen=True, slots=True)
-class QueueUnit:
-    """One consume-queue entry."""
+class QueueUnit(NamedTuple):
+    """One consume-queue entry (a named tuple: a pull reads one per message)."""
 
     queue_offset: int
     commitlog_offset: int

@@ -45,10 +45,10 @@ from __future__ import annotations
 import ipaddress
 import mmap
 import struct
-from dataclasses import dataclass
 from enum import IntEnum
 from functools import lru_cache
 
+import msgspec
 from zlib_ng.zlib_ng import crc32  # zlib's CRC-32, 3x faster
 
 from broker_lite.storage.properties import KEYS, TAGS, UNIQ_KEY, decode_properties, split_keys
@@ -184,9 +184,12 @@ def head_struct(born_len: int, store_len: int) -> struct.Struct:
     return struct.Struct(f">IIIiiqqiq{born_len}sq{store_len}siqI")
 
 
-@dataclass(frozen=True, slots=True)
-class StoredRecord:
-    """One decoded commit-log record. ``body`` is as stored (compressed if flagged)."""
+class StoredRecord(msgspec.Struct, frozen=True):
+    """One decoded commit-log record. ``body`` is as stored (compressed if flagged).
+
+    A frozen msgspec Struct: one is made per record read (pulls, recovery, the
+    transaction service), and a frozen dataclass of these 18 fields cost ~2 us to build.
+    """
 
     physical_offset: int
     total_size: int
@@ -363,23 +366,6 @@ def decode_record(
     end = pos + total
     tail = _has_tail(view, end, end - props_at)
     props = decode_properties(bytes(view[props_at : end - CRC_TAIL_SIZE if tail else end]))
-    return StoredRecord(
-        physical_offset=physical_offset,
-        total_size=total,
-        topic=topic,
-        queue_id=queue_id,
-        queue_offset=queue_offset,
-        flag=flag,
-        sysflag=sysflag,
-        body=body,
-        body_crc=body_crc,
-        properties=props,
-        born_timestamp=born_ts,
-        born_host=born_host,
-        store_timestamp=store_ts,
-        store_host=store_host,
-        reconsume_times=reconsume,
-        prepared_tx_offset=prepared,
-        magic=magic,
-        crc_tail=tail,
-    )
+    return StoredRecord(physical_offset, total, topic, queue_id, queue_offset, flag, sysflag,
+                        body, body_crc, props, born_ts, born_host, store_ts, store_host,
+                        reconsume, prepared, magic, tail)
