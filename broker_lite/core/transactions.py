@@ -333,10 +333,9 @@ class TransactionService:
     def _half_record(producer_group: str, store_msg: MessageToStore, transaction_id: str,
                      real_topic: str, real_queue_id: int) -> MessageToStore:
         """The half's record: on the half topic, queue 0, transaction bits cleared."""
-        props = dict(store_msg.properties)
-        props.update({REAL_TOPIC: real_topic, REAL_QID: str(real_queue_id),
-                      PGROUP: producer_group, TRAN_MSG: "true",
-                      TRANSACTION_ID: transaction_id, UNIQ_KEY: transaction_id})
+        props = {**store_msg.properties, REAL_TOPIC: real_topic, REAL_QID: str(real_queue_id),
+                 PGROUP: producer_group, TRAN_MSG: "true", TRANSACTION_ID: transaction_id,
+                 UNIQ_KEY: transaction_id}
         return MessageToStore(
             topic=HALF_TOPIC, queue_id=0, body=store_msg.body, flag=store_msg.flag,
             sysflag=store_msg.sysflag & ~_TX_MASK, properties=props,

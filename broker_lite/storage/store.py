@@ -95,6 +95,12 @@ class MessageStore:
         self._store_host = pack_host(*_split_host(config.store_host))
         self._store_host_bits = _STORE_V6 if len(self._store_host) == 20 else 0
         self._crc_tail = config.append_prop_crc
+        self._max_body = config.max_message_size
+        #: the most encoded properties may take (less the __CRC32# tail and its separator)
+        self._max_props = MAX_PROPERTIES_BYTES - (CRC_TAIL_SIZE + 1 if self._crc_tail else 0)
+        #: a record's size without its born host, body, topic and properties (record_size)
+        self._size_base = record_size(0, 0, 0, sysflag=self._store_host_bits,
+                                      crc_tail=self._crc_tail) - 8 - 1
         self._log = CommitLog(root / "commitlog", config.segment_size,
                               require_crc_tail=config.append_prop_crc)
         self._queue_dir = root / "consumequeue"
@@ -216,28 +222,29 @@ class MessageStore:
 
     def _check(self, msg: MessageToStore) -> _Checked:
         """Validate ``msg`` and encode what does not depend on where it goes (no lock)."""
-        topic_b = self._topic_bytes.get(msg.topic)
+        topic = msg.topic
+        topic_b = self._topic_bytes.get(topic)
         if topic_b is None:
-            topic_b = validate_topic(msg.topic)
-            self._topic_bytes[msg.topic] = topic_b
-        body = msg.body
-        if len(body) > self.config.max_message_size:
-            raise MessageTooLargeError(size=len(body), limit=self.config.max_message_size,
-                                       topic=msg.topic)
+            topic_b = validate_topic(topic)
+            self._topic_bytes[topic] = topic_b
+        body_len = len(msg.body)
+        if body_len > self._max_body:
+            raise MessageTooLargeError(size=body_len, limit=self._max_body, topic=topic)
         if not 0 <= msg.queue_id < 65536:
             raise InvalidMessageError(f"{msg.queue_id} is not in [0, 65535]", field="queue_id")
         props = msg.properties
         if CRC32_PROPERTY in props:  # RocketMQ drops a stale one before appending its own
             props = {k: v for k, v in props.items() if k != CRC32_PROPERTY}
         props_b = encode_properties(props)
-        if self._crc_tail and len(props_b) > MAX_PROPERTIES_BYTES - CRC_TAIL_SIZE - 1:
+        if len(props_b) > self._max_props:
             raise InvalidMessageError(
                 f"{len(props_b)} bytes encoded, over the limit of "
                 f"{MAX_PROPERTIES_BYTES - CRC_TAIL_SIZE - 1} (the __CRC32# tail takes "
                 f"{CRC_TAIL_SIZE})", field="properties")
-        host_bits = self._store_host_bits | (_BORN_V6 if len(msg.born_host) == 20 else 0)
-        size = record_size(len(body), len(topic_b), len(props_b), sysflag=host_bits,
-                           crc_tail=self._crc_tail)
+        topic_len = len(topic_b)
+        # record_size, inlined (a call per record): the fixed part, the hosts, the pieces
+        size = (self._size_base + (20 if len(msg.born_host) == 20 else 8) + body_len
+                + (1 if topic_len <= 127 else 2) + topic_len + len(props_b))
         return (topic_b, props_b, size, (msg.sysflag & _TX_MASK) in _QUEUED_TX,
                 index_keys(props), tag_hash(props.get(TAGS)))
 
@@ -247,8 +254,13 @@ class MessageStore:
         Everything that may need disk space is allocated before a byte is written.
         """
         topic_b, props_b, size, dispatch, keys, tag = checked
-        cq = self._queue(msg.topic, msg.queue_id) if dispatch else None
-        queue_offset = cq.max_offset if cq is not None else 0
+        cq = None
+        queue_offset = 0
+        if dispatch:
+            cq = self._queues.get((msg.topic, msg.queue_id))
+            if cq is None:
+                cq = self._queue(msg.topic, msg.queue_id)
+            queue_offset = cq.max_offset
         log = self._log
         offset, buf, pos = log.reserve_at(size)
         unit_file = cq.prepare(queue_offset) if cq is not None else None
