@@ -164,3 +164,49 @@ def test_end_transactions_answers_and_stores_as_ends_one_by_one(tmp_path: Path) 
     finally:
         for broker in reopened:
             broker.close()
+
+
+def test_a_commit_record_is_the_same_from_memory_or_read_back(tmp_path: Path) -> None:
+    """The service builds a commit record from the half it just stored; after a restart it
+    reads the half back. Both must write the same record."""
+    def halves(broker: Broker) -> list[model.SendResult]:
+        msgs = [model.Message(topic="Pay", body=b"body-%d" % i, msg_id=f"tx-{i}", flag=i,
+                              tags="t", keys=[f"k{i}", "shared"], born_timestamp=BORN * (i % 2),
+                              properties={"user": f"v{i}", "__CRC32#": "1234567890",
+                                          "CHECK_IMMUNITY_TIME_IN_SECONDS": "60"},
+                              transactional=True) for i in range(8)]
+        sent = broker.send_batch("pg", msgs, born_host="[::1]:7000" if msgs else "")
+        return [s.result for s in sent if isinstance(s, model.Sent)]
+
+    def commit_all(broker: Broker, sent: list[model.SendResult]) -> list[tuple[object, ...]]:
+        ended = broker.end_transactions([model.EndRequest(
+            producer_group="pg", transaction_id=s.transaction_id, state=COMMIT,
+            commit_log_offset=s.commit_log_offset) for s in sent])
+        assert all(isinstance(e, model.Ended) for e in ended)
+        return [what(broker.store.get(e.response.commit_log_offset),
+                     broker.store.get(s.commit_log_offset))
+                for s, e in zip(sent, ended, strict=True) if isinstance(e, model.Ended)]
+
+    def what(record: StoredRecord, half: StoredRecord) -> tuple[object, ...]:
+        assert "__CRC32#" not in record.properties and record.properties["user"]
+        return (record.topic, record.queue_id, record.queue_offset, record.flag, record.sysflag,
+                record.body, record.properties, record.born_host, record.prepared_tx_offset,
+                "the half's store time" if record.born_timestamp == half.store_timestamp
+                else record.born_timestamp)
+
+    warm = make_broker(tmp_path / "warm")
+    try:
+        from_memory = commit_all(warm, halves(warm))
+    finally:
+        warm.close()
+    cold = make_broker(tmp_path / "cold")
+    sent = halves(cold)
+    cold.close()
+    cold = make_broker(tmp_path / "cold")
+    try:
+        read_back = commit_all(cold, sent)
+    finally:
+        cold.close()
+
+    assert from_memory == read_back
+    assert [w[-1] for w in read_back] == ["the half's store time", BORN] * 4
