@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 # Debian packages the tests need beyond PostgreSQL (which the machines have); chromium and
 # chromium-driver: the console's browser tests
 SYSTEM_PACKAGES := redis-server libpostgresql-jdbc-java libxerial-sqlite-jdbc-java chromium \
-	chromium-driver
+	chromium-driver nats-server
 # the JDBC jars the Spark audit reads the outbox with (make demo installs them when Java is there)
 DEMO_PACKAGES := libxerial-sqlite-jdbc-java libpostgresql-jdbc-java
 PG_JDBC_JAR := /usr/share/java/postgresql.jar
@@ -39,6 +39,7 @@ system-deps:
 	test -f $(SQLITE_JDBC_JAR) || missing+=($(SQLITE_JDBC_JAR)); \
 	command -v chromium >/dev/null 2>&1 || missing+=(chromium); \
 	command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver); \
+	command -v nats-server >/dev/null 2>&1 || test -x /usr/sbin/nats-server || missing+=(nats-server); \
 	pg_packages=(); \
 	compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || pg_packages=(postgresql); \
 	if [[ $${#missing[@]} -eq 0 && $${#pg_packages[@]} -eq 0 ]]; then exit 0; fi; \

@@ -27,7 +27,8 @@ __all__ = ["LAYERS", "PROFILE_SCALE", "print_profile", "run_profiles"]
 #: the package part); first match wins
 LAYERS: list[tuple[str, Sequence[str]]] = [
     ("storage", ("broker_lite/storage/",)),
-    ("core: transactions", ("broker_lite/core/transactions.py",)),
+    ("core: transactions", ("broker_lite/core/transactions.py",
+                            "broker_lite/core/transaction_records.py")),
     ("core: broker, topics", ("broker_lite/core/",)),
     ("protocol", ("broker_lite/protocol/",)),
     ("server", ("broker_lite/server/", "broker_lite/serving/", "broker_lite/runtime/")),

@@ -32,6 +32,7 @@ from typing import Any
 __all__ = [
     "BENCH_DIR",
     "COMMIT_ENV",
+    "JSON_OUT_ENV",
     "MB",
     "REPO_ROOT",
     "RESULTS_DIR",
@@ -72,6 +73,9 @@ MB = 1_000_000
 #: and which commit it is
 SRC_ENV = "ROCKETBOX_BENCH_SRC"
 COMMIT_ENV = "ROCKETBOX_BENCH_COMMIT"
+#: when set, :func:`benchmark_main` also writes the result there (even a quick run):
+#: how ``bench/versus_commit.py`` collects the runs it pairs
+JSON_OUT_ENV = "ROCKETBOX_BENCH_JSON_OUT"
 
 
 def add_repository_paths() -> None:
@@ -434,6 +438,9 @@ def benchmark_main(script: str | Path, name: str, argv: Sequence[str],
     if args.at_commit and SRC_ENV not in os.environ:
         return run_at_commit(script, args.at_commit, argv)
     result = measure(args)
+    json_out = os.environ.get(JSON_OUT_ENV)
+    if json_out:
+        write_json(Path(json_out), result)
     if args.quick or args.cases:
         print("quick or partial run: results not saved", flush=True)
         return 0

@@ -61,7 +61,7 @@ PEER_QUEUE = "bench"
 BACKLOG_TX = 100
 READY_TIMEOUT = 60.0
 #: who can be measured: our relay to broker_lite, ours to a RocketMQ 5 proxy, the peer
-SIDES = ("ours", "rocketmq", "peer")
+SIDES = ("ours", "rocketmq", "nats", "peer")
 #: --enqueue-window reaches the producer and worker children through this variable
 ENQUEUE_WINDOW_ENV = "ROCKETBOX_BENCH_ENQUEUE_WINDOW"
 #: --listen ("1"): our hook NOTIFYs and our worker listens (outbox.celery.listen)
@@ -152,11 +152,19 @@ class Env:
     rocketmq_redis: str = ""
     rocketmq_app: Any = None
     rocketmq_worker: Process | None = None
+    #: the nats side: nats-server's URL, its Celery queue, app, worker, the client's rates
+    nats_url: str = ""
+    nats_redis: str = ""
+    nats_app: Any = None
+    nats_worker: Process | None = None
+    nats_raw: list[dict[str, Any]] = field(default_factory=list)
 
     def relay_of(self, side: str) -> tuple[str, str]:
         """(broker address, Celery broker URL) of our relay on ``side``."""
         if side == "rocketmq":
             return f"rocketmq://{self.proxy_grpc}", self.rocketmq_redis
+        if side == "nats":
+            return self.nats_url, self.nats_redis
         return self.broker, self.redis
 
 

@@ -183,13 +183,15 @@ def start_ours_worker(env: Env, concurrency: int, batch_size: int, drain_lanes: 
                  env=env, log_name=f"{side}-relay.log")
     if side == "rocketmq":
         env.rocketmq_worker = proc
+    elif side == "nats":
+        env.nats_worker = proc
     else:
         env.ours_worker = proc
     asyncio.run(wait_ready(ready, proc))
 
 
 def stop_ours_worker(env: Env) -> None:
-    for proc in (env.ours_worker, env.rocketmq_worker):
+    for proc in (env.ours_worker, env.rocketmq_worker, env.nats_worker):
         if proc is not None:
             proc.stop(timeout=20)
-    env.ours_worker = env.rocketmq_worker = None
+    env.ours_worker = env.rocketmq_worker = env.nats_worker = None

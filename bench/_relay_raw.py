@@ -36,27 +36,20 @@ WARM = 5
 
 def raw_once(grpc: str, topic: str, count: int, threads: int) -> dict[str, Any]:
     """``count`` half + commit transactions on ``threads`` threads: the time and errors."""
-    from rocketmq import (
-        ClientConfiguration,
-        Credentials,
-        Message,
-        Producer,
-        TransactionChecker,
-        TransactionResolution,
-    )
+    import rocketmq  # the official client alone: this is the baseline, none of our code
 
-    class Unknown(TransactionChecker):  # type: ignore[misc]  # the client is untyped
-        def check(self, message: Message) -> Any:
-            return TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED
+    class Unknown(rocketmq.TransactionChecker):  # type: ignore[misc]  # the client is untyped
+        def check(self, message: rocketmq.Message) -> Any:
+            return rocketmq.TransactionResolution.TRANSACTION_RESOLUTION_UNSPECIFIED
 
-    producer = Producer(ClientConfiguration(grpc, Credentials(), request_timeout=10),
-                        (topic,), checker=Unknown())
+    configuration = rocketmq.ClientConfiguration(grpc, rocketmq.Credentials(), request_timeout=10)
+    producer = rocketmq.Producer(configuration, (topic,), checker=Unknown())
     producer.startup()
     numbers = itertools.count()
     errors: list[str] = []
 
     def one(i: int) -> None:
-        message = Message()
+        message = rocketmq.Message()
         message.topic = topic
         message.body = json.dumps(body(i), separators=(",", ":")).encode()
         transaction = producer.begin_transaction()

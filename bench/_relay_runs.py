@@ -25,6 +25,7 @@ from typing import Any
 from _common import settle
 from _relay_common import PEER_TABLE, SIDES, Env, Seen, child, freeze_heap
 from _relay_legs import leg_summary, read_records, sql_bound
+from _relay_nats import consume_nats
 from _relay_ours import consume_ours, ours_celery_app, ours_producer
 from _relay_peer import PeerConfig, consume_peer, peer_producer, peer_relay
 from _relay_rocketmq import consume_rocketmq, create_tx_topic
@@ -108,6 +109,8 @@ async def consumer(env: Env, side: str, name: str) -> Any:
     elif side == "rocketmq":
         await asyncio.to_thread(create_tx_topic, env.proxy_native, name)
         task = asyncio.create_task(consume_rocketmq(env.proxy_grpc, name, seen.add, stop, ready))
+    elif side == "nats":
+        task = asyncio.create_task(consume_nats(env.nats_url, name, seen.add, stop, ready))
     else:
         task = asyncio.create_task(consume_peer(env.redis, name, seen, stop, ready))
     await asyncio.wait([task, asyncio.create_task(ready.wait())],
@@ -131,7 +134,8 @@ async def throughput_once(env: Env, side: str, rows: int, peer_cfg: PeerConfig,
         if side != "peer":
             from outbox.celery import SWEEP_TASK
 
-            app = env.celery_app if side == "ours" else env.rocketmq_app
+            app = {"ours": env.celery_app, "rocketmq": env.rocketmq_app,
+                   "nats": env.nats_app}[side]
             t0 = time.monotonic()
             app.tasks[SWEEP_TASK].apply_async()
             complete = await seen.wait_for(rows, timeout)

@@ -47,7 +47,8 @@ Full runs write ``bench/results/broker.json`` and the generated part of
 ``bench/README.md``; ``--quick`` and ``--cases`` runs only print.
 ``--at-commit REV`` measures ``broker_lite`` (client and server) as
 committed at REV. ``--acl`` compares broker_lite with itself instead, an ACL
-on and off (``_broker_acl``: the send and transaction cases, paired rounds).
+on and off (``_broker_acl``: the send and transaction cases, paired rounds; a
+full run saves ``results/broker-acl.json``).
 ``--profile`` also samples the broker process and this process with py-spy
 during one extra run of ours per case and prints where the time goes.
 """
@@ -117,7 +118,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--acl", action="store_true",
                         help="instead of Redis, compare broker_lite with an ACL and without "
                              "(two brokers, the same send and transaction cases, paired "
-                             "rounds); prints the ACL on/off ratios, writes no files")
+                             "rounds); prints the ACL on/off ratios; a full run saves "
+                             "results/broker-acl.json")
     parser.add_argument("--profile", action="store_true",
                         help="also run ours once more per case under py-spy (broker process "
                              "and load generator) and print where the time goes")

@@ -61,6 +61,7 @@ from typing import Any
 from _common import git_state, load_average, median, render_saved, save_result, scratch_dir
 from _relay_common import ENQUEUE_WINDOW_ENV, LISTEN_ENV, SIDES, Env
 from _relay_legs import LEGS, LEGS_ENV
+from _relay_nats import NATS_REDIS_DB, raw_rate
 from _relay_ours import ours_celery_app, ours_relay_main, start_ours_worker, stop_ours_worker
 from _relay_peer import PEER_PACKAGES, PeerConfig, peer_relay_main, require_peer
 from _relay_raw import raw_best
@@ -111,6 +112,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 env.proxy_native, env.proxy_grpc = proxy.native, proxy.grpc
                 env.rocketmq_redis = other_redis_db(env.redis)
                 env.rocketmq_app = ours_celery_app(env, "rocketmq")
+            if "nats" in args.sides:
+                from tests.support.nats_server import start_nats
+
+                env.nats_url = stack.enter_context(start_nats()).url
+                env.nats_redis = other_redis_db(env.redis, NATS_REDIS_DB)
+                env.nats_app = ours_celery_app(env, "nats")
             configs = [PeerConfig.parse(c) for c in args.peer_configs.split(",")]
             if len(configs) > 1 and "peer" in args.sides:
                 say(f"tuning the peer on {args.tune_rows:,} rows, one run per setting:")
@@ -119,7 +126,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 best, trials = configs[0], []
             say(f"peer setting used: {best.label} (max_workers/fetch_batch_size/"
                 f"terminal_flush_batch_size)")
-            for side in ("ours", "rocketmq"):
+            for side in ("ours", "rocketmq", "nats"):
                 if side in args.sides:
                     start_ours_worker(env, args.concurrency, args.batch_size,
                                       args.drain_lanes, side)
@@ -224,6 +231,16 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
                 say(f"  throughput rep {rep + 1} bound   : {b['per_s']:8,.0f} rows/s (SQL "
                     f"only: claim SKIP LOCKED + mark relayed, {b['batches']} batches); "
                     f"ours/bound {r['per_s'] / b['per_s']:.2f}x")
+            if side == "nats":
+                base = raw_rate(env.nats_url, args.raw_rows)
+                env.nats_raw.append(base)
+                say(f"  throughput rep {rep + 1} client  : {base['per_s']:8,.0f} msg/s "
+                    "(nats-py alone, confirmed publishes, best of windows "
+                    + ", ".join(f"{t['window']}: {t['per_s']:,.0f}" for t in base["trials"])
+                    + f"); nats/client {r['per_s'] / base['per_s']:.2f}x; the target "
+                    f"alone (send_halves of 200, no database) "
+                    f"{base['target_alone_per_s']:,.0f} rows/s, "
+                    f"{base['target_alone_per_s'] / base['per_s']:.2f}x the client")
             if side == "rocketmq":
                 base = raw_best(env, args.raw_rows, args.timeout)
                 raw.append(base)
@@ -304,14 +321,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--sides", default="ours,peer",
                         help="whom to measure, comma-separated: ours (our relay to "
                              "broker_lite's native door), rocketmq (our relay with the "
-                             "RocketMQ 5 target, to broker_lite in strict proxy mode), peer "
+                             "RocketMQ 5 target, to broker_lite in strict proxy mode), nats "
+                             "(our relay with the NATS JetStream target, to a private "
+                             "nats-server; prints the client's own confirmed-publish rate "
+                             "beside it), peer "
                              "(faststream-outbox). Saved: ours,peer and ours,rocketmq,peer to "
                              "relay.json; ours,rocketmq to relay-rocketmq.json (default "
                              "ours,peer; other sets only print)")
     parser.add_argument("--raw-rows", type=int, default=2000,
-                        help="with the rocketmq side: transactions per thread count of the "
-                             "official client's own baseline, run after each rocketmq "
-                             "throughput run (default 2000)")
+                        help="with the rocketmq (nats) side: transactions per thread count "
+                             "(messages per window size) of the official client's (nats-py's) "
+                             "own baseline, run after each rocketmq (nats) throughput run "
+                             "(default 2000)")
     parser.add_argument("--enqueue-window", type=float, default=None,
                         help="our on_commit hook's CelerySettings.enqueue_window in seconds "
                              "(default: the library's)")

@@ -21,6 +21,7 @@ __all__ = ["EXTRA_MODULES", "extra_for", "missing_extra", "needs_extra"]
 #: extra -> the top-level modules it installs (what ``find_spec`` looks for)
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "rocketmq": ("grpc", "google.protobuf", "rocketmq"),
+    "nats": ("nats",),
     "compression": ("lz4", "zstandard"),
     "console": ("starlette", "jinja2", "multipart", "uvicorn"),
     "spark": ("pyspark", "py4j", "pyarrow"),

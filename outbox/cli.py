@@ -240,6 +240,34 @@ def build_parser() -> argparse.ArgumentParser:
     _broker_options(p)
     p.set_defaults(handler=cli_commands.checker, log_level="INFO")
 
+    p = _add(sub, "broker-export", "write what the broker holds as a broker export (audit input)",
+             "Read what the broker at --broker holds and write it to --out as a broker export\n"
+             "(JSON Lines, docs/audit.md 'Broker export'), for `rocketbox audit --broker-export`.\n"
+             "For a kind of broker without a commit log the audit decodes; broker_lite and\n"
+             "RocketMQ are audited from their commit log (--commitlog) instead.")
+    group = p.add_argument_group("broker and output")
+    group.add_argument("--broker", metavar="ADDRESS", required=True,
+                       help="the broker's address, as the relay's --broker")
+    group.add_argument("--out", metavar="FILE", required=True,
+                       help="the export file to write (replaced whole once written)")
+    group.add_argument("--source", metavar="NAME",
+                       help="what to read, when the kind cannot tell: a stream, a queue "
+                            "(default: the kind's)")
+    group.add_argument("--access-key", metavar="KEY",
+                       default=os.environ.get("ROCKETBOX_ACCESS_KEY"),
+                       help="access key of the broker's account (default: "
+                            "$ROCKETBOX_ACCESS_KEY, else none)")
+    group.add_argument("--secret-key", metavar="SECRET",
+                       default=os.environ.get("ROCKETBOX_SECRET_KEY"),
+                       help="its secret key (default: $ROCKETBOX_SECRET_KEY)")
+    group.add_argument("--debug", action="store_true",
+                       help="show tracebacks instead of one-line errors")
+    group.add_argument("--log-level", default="WARNING", metavar="LEVEL",
+                       help="log level: DEBUG, INFO, WARNING, ERROR")
+    group.add_argument("--log-format", choices=("kv", "json"), default="kv",
+                       help="log lines as key=value pairs or JSON objects")
+    p.set_defaults(handler=cli_commands.broker_export)
+
     p = _add(sub, "console", "serve the operations console (web pages)",
              "Serve the operations console: outbox rows, topics, consumer groups, traces\n"
              "(/trace/TX_ID), transactions, dead letters and the audit (docs/console.md).\n"

@@ -406,6 +406,31 @@ def checker(args: argparse.Namespace) -> int:
         outbox.engine.dispose()
 
 
+def broker_export(args: argparse.Namespace) -> int:
+    """``rocketbox broker-export``: the broker's kind writes its export (outbox.targets)."""
+    from pathlib import Path
+
+    from sqlalchemy import create_engine
+
+    from outbox.targets.choose import export_messages
+
+    out = Path(args.out)
+    if out.is_dir():
+        raise CommandError(f"--out: {args.out} is a directory; give a file name")
+    if not out.parent.is_dir():
+        raise CommandError(f"--out: no such directory: {out.parent}")
+    broker = str(parse_broker_address(args.broker, setting="--broker"))
+    engine = create_engine("sqlite://")  # an export reads the broker only, never the database
+    try:
+        outbox = Outbox(engine=engine, broker=broker, access_key=args.access_key,
+                        secret_key=args.secret_key)
+        count = export_messages(outbox, out, source=args.source)
+    finally:
+        engine.dispose()
+    print(f"rocketbox broker-export: {count} message(s) from {broker} -> {args.out}")
+    return 0
+
+
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[threading.Event]:
     """An event SIGTERM and SIGINT set while the block runs; their handlers come back after."""

@@ -40,13 +40,21 @@ Ender = Callable[[Sequence[TxEnd]], list[EndOutcome]]
 
 
 def mark_relayed(engine: Engine, tx_id: str, *, half_offset: int | None,
-                 commit_offset: int | None) -> bool:
-    """Record that ``tx_id`` was committed in the broker; False if there is no such row."""
+                 commit_offset: int | None, broker_position: str | None = None) -> bool:
+    """Record that ``tx_id`` was committed in the broker; False if there is no such row.
+
+    ``broker_position`` (a target's :attr:`~outbox.targets.base.TxEnded.position`)
+    is written only when given: a broker_lite or RocketMQ row leaves the column alone.
+    """
+    values: dict[str, object] = {
+        "relayed_at": datetime.now(UTC), "half_offset": half_offset,
+        "commit_offset": commit_offset, "claimed_by": None, "claimed_until": None,
+        "last_error": None}
+    if broker_position is not None:
+        values["broker_position"] = broker_position
     with engine.begin() as conn:
         result = conn.execute(update(t).where(t.c.tx_id == tx_id, t.c.relayed_at.is_(None))
-                              .values(relayed_at=datetime.now(UTC), half_offset=half_offset,
-                                      commit_offset=commit_offset, claimed_by=None,
-                                      claimed_until=None, last_error=None))
+                              .values(values))
     return bool(result.rowcount)
 
 
@@ -91,6 +99,7 @@ def mark_ended(engine: Engine, end: TxEnd, ended: TxEnded) -> None:
     """:func:`mark_relayed` for an end the broker took; a database failure is logged."""
     try:
         mark_relayed(engine, end.tx_id, half_offset=end.half.half_offset,
-                     commit_offset=ended.commit_offset)
+                     commit_offset=ended.commit_offset,
+                     broker_position=ended.position or end.half.position)
     except Exception:
         log.warning("could not mark %s relayed", end.tx_id, exc_info=True)

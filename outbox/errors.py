@@ -21,6 +21,8 @@ there. The web-framework integrations add their own branch
     ├── InvalidMessageError       publish(): the broker would refuse it: ``field``,
     │                             ``limit`` (also a ValueError)
     ├── SerializationError        the body could not be serialized: ``body_type``
+    ├── ExportFormatError         [broker_export] a broker export line not as the format
+    │                             says: ``path``, ``line``, ``field`` (also a ValueError)
     ├── CommandError              [cli_commands] a command line that cannot work;
     │                             ``code`` is the exit status
     ├── MigrationError            [migrate] Alembic refused: ``revision``

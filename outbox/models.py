@@ -100,6 +100,10 @@ class TransactionRow(Base):
     #: is sent; a check-back commits only that half (docs/rocketmq.md)
     half_message_id: Mapped[str | None] = mapped_column(String(128))
     half_transaction_id: Mapped[str | None] = mapped_column(String(255))
+    #: where the broker put the relayed message, in its own words (``STREAM:SEQ`` on
+    #: JetStream): a target without a commit log hands it back (revision 0006;
+    #: broker_lite and RocketMQ leave it NULL, their offsets are in the columns above)
+    broker_position: Mapped[str | None] = mapped_column(String(255))
 
     __table_args__ = (
         # "next pending rows" stays cheap at millions of rows: only unrelayed,

@@ -116,6 +116,18 @@ _RECORD_PG = update(t).where(t.c.tx_id == _RELAYED.c.tx_id,
                              t.c.claimed_by == bindparam("b_me")).values(
     relayed_at=bindparam("b_now"), claimed_by=None, claimed_until=None, last_error=None,
     half_offset=_RELAYED.c.half, commit_offset=_RELAYED.c.commit)
+_POSITIONED = func.unnest(bindparam("b_txs", type_=ARRAY(String)),
+                          bindparam("b_halves", type_=ARRAY(BigInteger)),
+                          bindparam("b_commits", type_=ARRAY(BigInteger)),
+                          bindparam("b_positions", type_=ARRAY(String))
+                          ).table_valued("tx_id", "half", "commit", "position") \
+    .render_derived(name="relayed")
+#: the same, with where the broker put each row (a target that names positions: TxEnded)
+_RECORD_PG_POSITIONS = update(t).where(t.c.tx_id == _POSITIONED.c.tx_id,
+                                       t.c.claimed_by == bindparam("b_me")).values(
+    relayed_at=bindparam("b_now"), claimed_by=None, claimed_until=None, last_error=None,
+    half_offset=_POSITIONED.c.half, commit_offset=_POSITIONED.c.commit,
+    broker_position=_POSITIONED.c.position)
 
 
 class Relay:
@@ -190,6 +202,7 @@ class Relay:
             half = halves.get(row.tx_id) or _recorded_half(row)
             ends.append(TxEnd(half, tx_state(row.state)))
         commit_offsets: dict[str, int] = {}
+        positions: dict[str, str] = {}  # where the broker put a row, when the target says
         group_of = {row.tx_id: row.message_group for row in rows}
         headers_of = {row.tx_id: row.headers for row in rows}
         for wave in _waves(ends, group_of):
@@ -201,6 +214,9 @@ class Relay:
                 if isinstance(ended, TxEnded):
                     outcomes[end.tx_id] = None
                     commit_offsets[end.tx_id] = ended.commit_offset
+                    position = ended.position or end.half.position
+                    if position is not None:
+                        positions[end.tx_id] = position
                     continue
                 if isinstance(ended, Exception):
                     outcomes[end.tx_id] = ended
@@ -217,7 +233,7 @@ class Relay:
                 group = group_of[end.tx_id]
                 if group is not None:
                     failed_groups.add(group)
-        self._record(rows, halves, commit_offsets, outcomes, report)
+        self._record(rows, halves, commit_offsets, outcomes, report, positions)
         _observe_relayed(rows, outcomes)
 
     def _record_half_ids(self, halves: dict[str, HalfStored]) -> None:
@@ -260,7 +276,11 @@ class Relay:
 
     def _record(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
                 commit_offsets: dict[str, int], outcomes: dict[str, Exception | None],
-                report: RelayReport) -> None:
+                report: RelayReport, positions: dict[str, str] | None = None) -> None:
+        """Write each row's outcome, fenced on the claim; ``positions`` (tx_id: where the
+        broker put it) go to ``broker_position``, written only when some row has one (a
+        broker_lite or RocketMQ pass leaves the column alone)."""
+        positions = positions or {}
         now = datetime.now(UTC)
         mine = t.c.claimed_by == self.name
         held: list[dict[str, Any]] = []
@@ -278,7 +298,8 @@ class Relay:
                     report.relayed_grouped += row.message_group is not None
                     relayed.append({"b_tx": row.tx_id,
                                     "b_half": half.half_offset if half else row.half_offset,
-                                    "b_commit": commit_offsets.get(row.tx_id)})
+                                    "b_commit": commit_offsets.get(row.tx_id),
+                                    "b_position": positions.get(row.tx_id)})
                     continue
                 attempts = row.attempts + 1
                 parked = attempts >= self.settings.max_attempts
@@ -303,16 +324,20 @@ class Relay:
             if relayed and conn.dialect.name == "postgresql":
                 # one UPDATE joined to the arrays: less work for PostgreSQL and for
                 # Python (no parameter set per row) than an executemany
-                conn.execute(_RECORD_PG, {
-                    "b_me": self.name, "b_now": now,
-                    "b_txs": [r["b_tx"] for r in relayed],
-                    "b_halves": [r["b_half"] for r in relayed],
-                    "b_commits": [r["b_commit"] for r in relayed]})
+                arrays = {"b_me": self.name, "b_now": now,
+                          "b_txs": [r["b_tx"] for r in relayed],
+                          "b_halves": [r["b_half"] for r in relayed],
+                          "b_commits": [r["b_commit"] for r in relayed]}
+                if positions:
+                    arrays["b_positions"] = [r["b_position"] for r in relayed]
+                conn.execute(_RECORD_PG_POSITIONS if positions else _RECORD_PG, arrays)
             elif relayed:
+                extra: dict[str, Any] = ({"broker_position": bindparam("b_position")}
+                                         if positions else {})
                 conn.execute(update(t).where(fence).values(
                     relayed_at=now, claimed_by=None, claimed_until=None, last_error=None,
-                    half_offset=bindparam("b_half"), commit_offset=bindparam("b_commit")),
-                    relayed)
+                    half_offset=bindparam("b_half"), commit_offset=bindparam("b_commit"),
+                    **extra), relayed)
 
     def drain(self, *, max_passes: int = 1000, lanes: int | None = None,
               older_than: float | None = None) -> RelayReport:

@@ -1,8 +1,9 @@
 """``rocketbox audit`` / ``spark-submit spark/audit_job.py``: the consistency audit.
 
-Reads the outbox status table over JDBC and the broker's commit-log segments,
-classifies every tx_id (:mod:`spark.classify`), and writes the divergent rows
-(Parquet), a JSON summary, an offline HTML report and a console table.
+Reads the outbox status table over JDBC and the broker's commit-log segments
+(or, for a target without one, a broker export), classifies every tx_id
+(:mod:`spark.classify`), and writes the divergent rows (Parquet), a JSON
+summary, an offline HTML report and a console table.
 
 Exit codes: 0 clean; 1 any divergence (parked and undelivered rows included:
 they need someone to act) or a corrupt commit log; 2 bad usage or an input that
@@ -83,8 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
                           "the command line)")
     src.add_argument("--partitions", type=_positive, default=4, metavar="N",
                      help="parallel JDBC reads on seq (PostgreSQL; default: 4)")
-    src.add_argument("--commitlog", required=True, metavar="DIR",
-                     help="broker data dir or its commitlog/ (any Hadoop URI)")
+    src.add_argument("--commitlog", metavar="DIR",
+                     help="broker_lite's or RocketMQ's data dir or its commitlog/ (any Hadoop "
+                          "URI); or else --broker-export")
+    src.add_argument("--broker-export", metavar="PATH",
+                     help="what any other target's broker committed: a JSON Lines export "
+                          "(rocketbox broker-export) or a directory of *.jsonl "
+                          "(docs/audit.md, 'Broker export'); or else --commitlog")
     rules = p.add_argument_group("rules")
     rules.add_argument("--grace", type=_seconds, default=60.0, metavar="S",
                        help="younger in-flight transactions are pending, not "

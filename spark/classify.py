@@ -1,4 +1,5 @@
-"""Classification: one category per ``tx_id``, from the status table and the commit log.
+"""Classification: one category per ``tx_id``, from the status table and the commit log
+(or a broker export: :mod:`spark.export_source` gives the same facts).
 
 Everything here takes DataFrames and returns DataFrames. The categories, in
 the order they are decided (the first that applies wins):
@@ -155,13 +156,22 @@ def _utc(column: str) -> Column:
                     F.lit(" UTC"))
 
 
-def _detail() -> Column:
+def _detail(export: bool = False) -> Column:
+    """Each category's evidence in words; ``export``: the facts came from a broker export
+    (:mod:`spark.export_source`), whose messages have positions, not commit records."""
     cat = F.col("category")
     offsets = F.array_join(F.col("commit_offsets").cast("array<string>"), ",")
+    commits, commit = (("messages at positions ", "message at position ") if export
+                       else ("commit records at offsets ", "commit at offset "))
+    no_commit = F.lit(", not in the broker export") if export else F.concat(
+        F.lit(", no commit record; half "),
+        F.when(F.col("half_offset").isNull(), F.lit("missing"))
+        .when(F.col("rolled_back"), F.lit("rolled back"))
+        .otherwise(F.lit("unresolved")))
     return (
-        F.when(cat == "duplicate", F.concat(F.lit("commit records at offsets "), offsets))
+        F.when(cat == "duplicate", F.concat(F.lit(commits), offsets))
         .when(cat == "phantom", F.concat(
-            F.lit("commit at offset "), F.col("commit_offsets")[0].cast("string"),
+            F.lit(commit), F.col("commit_offsets")[0].cast("string"),
             F.lit(" but DB row "), F.coalesce(F.col("db_state"), F.lit("missing"))))
         .when(cat == "discarded", F.concat(
             F.lit("half moved to TRANS_CHECK_MAX_TIME_TOPIC at offset "),
@@ -175,10 +185,7 @@ def _detail() -> Column:
             F.lit("DB COMMIT"),
             F.when(F.col("relayed_ms").isNotNull(), F.concat(
                 F.lit(", relayed at "), _utc("relayed_ms"))).otherwise(F.lit("")),
-            F.lit(", no commit record; half "),
-            F.when(F.col("half_offset").isNull(), F.lit("missing"))
-            .when(F.col("rolled_back"), F.lit("rolled back"))
-            .otherwise(F.lit("unresolved"))))
+            no_commit))
         .when(cat == "parked", F.concat(
             F.lit("parked after "), F.col("attempts").cast("string"),
             F.lit(" attempt(s): "), F.coalesce(F.col("last_error"), F.lit("no error recorded"))))
@@ -190,7 +197,9 @@ def _detail() -> Column:
                 _utc("next_attempt_ms"))).otherwise(F.lit("no attempt counted")),
             F.when(F.col("last_error").isNotNull(), F.concat(
                 F.lit("; last error: "), F.col("last_error"))).otherwise(F.lit(""))))
-        .when(cat == "payload_mismatch", F.lit("sha256 of the DB body != the committed body's"))
+        .when(cat == "payload_mismatch", F.lit(
+            "sha256 of the DB body != the exported body's" if export
+            else "sha256 of the DB body != the committed body's"))
         .when(cat == "late", F.concat(F.lit("commit visible "),
                                       F.col("latency_ms").cast("string"),
                                       F.lit(" ms after the DB commit")))
@@ -199,7 +208,7 @@ def _detail() -> Column:
 
 
 def classify(status: DataFrame, facts: DataFrame, window: AuditWindow,
-             also: DataFrame | None = None) -> DataFrame:
+             also: DataFrame | None = None, *, export: bool = False) -> DataFrame:
     """Every tx_id of either side, with its ``category``, evidence and ``detail``.
 
     ``status``: ``tx_id, state, db_topic, created_ms, db_body_sha256`` and the relay's
@@ -209,6 +218,8 @@ def classify(status: DataFrame, facts: DataFrame, window: AuditWindow,
     Rows outside ``since``/``until`` (by DB ``created_at``, else the first
     broker time) are left out, unless their tx_id is in ``also`` (a one-column
     ``tx_id`` DataFrame: the incremental mode's pending and newly touched ids).
+    ``export``: ``facts`` are :func:`spark.export_source.export_facts` (a broker
+    export's positions, not commit-log offsets); only the ``detail`` words differ.
     """
     for name, kind in BOOKKEEPING.items():  # e.g. a Parquet export of only the core columns
         if name not in status.columns:
@@ -232,7 +243,7 @@ def classify(status: DataFrame, facts: DataFrame, window: AuditWindow,
         keep = keep | F.coalesce(F.col("_also"), F.lit(False))
     joined = joined.where(keep)
     classified = joined.withColumn("category", _category(window))
-    return classified.withColumn("detail", _detail()).select(
+    return classified.withColumn("detail", _detail(export)).select(
         "tx_id", "category", "detail", "topic", "db_state", "created_ms", "event_ms",
         "half_offset", "half_ts", "n_commits", "commit_offsets", "commit_ts", "latency_ms",
         "db_body_sha256", "broker_body_sha256", "rolled_back", "discarded", "discard_offset",

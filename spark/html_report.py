@@ -252,7 +252,7 @@ table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding
 tr.bad td {{ color: #b71c1c; font-weight: bold; }} h2 {{ margin-top: 1.5em; }}
 </style></head><body>
 <h1>{_esc(title)}: {_esc(verdict)}</h1>
-<p>{summary.segments} commit-log segment(s) read; {len(summary.problems)} corrupt stretch(es).</p>
+<p>{_esc(_read(summary))}</p>
 {_rules(summary)}
 <h2>Categories</h2><table><tr><th>category</th><th>tx_ids</th><th>what to do</th></tr>
 {counts}</table>
@@ -264,6 +264,16 @@ tr.bad td {{ color: #b71c1c; font-weight: bold; }} h2 {{ margin-top: 1.5em; }}
 <table><tr><th>segment</th><th>offset</th><th>reason</th></tr>{problems}</table>
 </body></html>
 """
+
+
+def _read(summary: Summary) -> str:
+    """What the run read on the broker's side, in words."""
+    export = summary.extra.get("broker_export")
+    if export:
+        return (f"broker export read: {export['files']} file(s), {export['messages']} "
+                f"message(s).")
+    return (f"{summary.segments} commit-log segment(s) read; {len(summary.problems)} corrupt "
+            f"stretch(es).")
 
 
 def write_html(summary: Summary, path: Path) -> None:

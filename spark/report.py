@@ -77,5 +77,8 @@ def print_summary(summary: Summary, file: IO[str] | None = None) -> None:
                       f"{reason}")
     broken = sum(summary.counts.get(c, 0) for c in INVARIANT)
     verdict = "[bold red]DIVERGENT[/]" if summary.divergent else "[green]clean[/]"
+    export = summary.extra.get("broker_export")
+    read = (f"the broker export ({export['files']} file(s), {export['messages']} message(s))"
+            if export else f"{summary.segments} segment(s)")
     console.print(f"{verdict}: {summary.divergent} divergent tx_id(s) ({broken} against the "
-                  f"invariant) over {summary.segments} segment(s)")
+                  f"invariant) over {read}")

@@ -17,7 +17,7 @@ from spark.segments import SEGMENT_NAME
 from spark.session import DEFAULT_JARS
 from spark.status_source import check_table
 
-__all__ = ["check_args", "check_commitlog", "check_jdbc_url"]
+__all__ = ["check_args", "check_broker_side", "check_commitlog", "check_jdbc_url"]
 
 _PG, _SQLITE = "jdbc:postgresql:", "jdbc:sqlite:"
 _FORMS = "jdbc:postgresql://HOST[:PORT]/DB nor jdbc:sqlite:/PATH"
@@ -129,12 +129,39 @@ def _check_jars(args: argparse.Namespace) -> None:
                                   f"(apt-get install {package}, or pass --jars)")
 
 
+def check_broker_side(args: argparse.Namespace) -> None:
+    """Exactly one of ``--commitlog`` and ``--broker-export``, and it is there (a broker
+    export is read whole by :func:`check_args`, last)."""
+    export = getattr(args, "broker_export", None)
+    if args.commitlog is not None and export is not None:
+        raise AuditInputError("give --commitlog DIR (broker_lite, RocketMQ) or --broker-export "
+                              "PATH (any other target), not both", argument="--broker-export")
+    if args.commitlog is None and export is None:
+        raise AuditInputError("the broker's side is missing: give --commitlog DIR (broker_lite, "
+                              "RocketMQ) or --broker-export PATH (any other target)",
+                              argument="--commitlog")
+    if export is None:
+        check_commitlog(args.commitlog)
+        return
+    if args.state is not None:
+        raise AuditInputError("--state works with --commitlog only (an export is read whole "
+                              "each run); leave it out with --broker-export",
+                              argument="--state")
+    from spark.export_source import export_files
+
+    export_files(export)
+
+
 def check_args(args: argparse.Namespace) -> None:
     """Every check that needs no JVM, in the order of the arguments' help."""
     check_jdbc_url(args.jdbc_url)
     check_table(args.table)
-    check_commitlog(args.commitlog)
+    check_broker_side(args)
     if args.since is not None and args.until is not None and args.since >= args.until:
         raise AuditInputError("--since must be before --until")
     _check_outputs(args)
     _check_jars(args)
+    if getattr(args, "broker_export", None) is not None:  # last: it reads the whole export
+        from spark.export_source import check_export
+
+        check_export(args.broker_export)

@@ -13,7 +13,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import pytest
 
@@ -26,6 +26,9 @@ from tests.support import (
     start_postgres,
     start_redis,
 )
+
+if TYPE_CHECKING:
+    from tests.support.nats_server import NatsServer
 
 T = TypeVar("T")
 
@@ -85,6 +88,15 @@ def redis_server() -> Iterator[RedisServer]:
 @pytest.fixture(scope="session")
 def redis_url(redis_server: RedisServer) -> str:
     return redis_server.url
+
+
+@pytest.fixture(scope="session")
+def nats_server() -> Iterator[NatsServer]:
+    """nats-server with JetStream on loopback, for the session (tests/support/nats_server.py)."""
+    from tests.support.nats_server import start_nats
+
+    with contextlib.ExitStack() as stack:
+        yield _enter(stack, start_nats())
 
 
 @pytest.fixture

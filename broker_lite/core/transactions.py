@@ -2,20 +2,15 @@
 
 It follows ROCKETMQ_SEMANTICS.md ("Broker") and stores everything in RocketMQ
 5's own model (``TransactionalMessageBridge``, ``EndTransactionProcessor``), so
-RocketMQ's tools read a broker_lite log and the audit reads either broker's:
+RocketMQ's tools read a broker_lite log and the audit reads either broker's.
+The records themselves (a half, a commit, an op record, a renewed copy, a
+discarded one) are written by :mod:`~broker_lite.core.transaction_records`;
+this service decides when, and keeps each half's state
+(:mod:`~broker_lite.core.transaction_state`):
 
-* a half is stored on ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0 with the
-  transaction bits of its sysflag cleared, ``REAL_TOPIC``/``REAL_QID`` and
-  ``__transactionId__``; it is invisible on the real topic;
-* commit writes a new record on the real topic (sysflag COMMIT, prepared-tx
-  offset = the commit-log offset of the half copy the request names, the
-  half's properties without ``REAL_TOPIC``, ``REAL_QID``, ``TRAN_MSG``),
-  *then* an op record on ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` queue 0 (tag ``d``,
-  body = that copy's half-queue offset and a comma); rollback writes only the
-  op record;
-* each check re-puts a renewed copy of the half on the half topic, with
-  ``TRANSACTION_CHECK_TIMES`` = the checks so far; a half checked too often
-  is copied to ``TRANS_CHECK_MAX_TIME_TOPIC`` (and gets no op record, as in
+* commit writes the commit record on the real topic *then* the op record;
+  rollback writes only the op record; each check re-puts a renewed copy of
+  the half, and a half checked too often is discarded (no op record, as in
   RocketMQ);
 * **ours:** end-transaction is idempotent per transaction id; the first
   resolution wins and a conflicting later one gets
@@ -45,12 +40,12 @@ RocketMQ's tools read a broker_lite log and the audit reads either broker's:
   (``dedupe=False``: the gRPC door's proxy mode), which stores it as a half of
   its own, checked and ended on its own.
 
-What broker_lite needs beyond RocketMQ's model rides in extra properties,
-which RocketMQ ignores: an op record carries ``__transactionId__`` and
-``TX_STATE`` (``COMMIT`` or ``ROLLBACK``; ``FROM_CHECK=true`` when it answered a
-check-back), a renewed copy ``TX_STATE=CHECK``. An op record without
-``TX_STATE`` (RocketMQ's) counts as a commit when a commit record names the
-half, else as a rollback.
+An op record without ``TX_STATE`` (RocketMQ's; broker_lite's own carry it, see
+:mod:`~broker_lite.core.transaction_records`) counts as a commit when a commit
+record names the half, else as a rollback.
+
+:func:`delivered_view` (:mod:`~broker_lite.core.delivered`) is re-exported
+here, where the consume path and the tools have always found it.
 """
 
 from __future__ import annotations
@@ -65,14 +60,23 @@ import msgspec
 
 from broker_lite.core.clients import Channel, ClientRegistry
 from broker_lite.core.config import BrokerConfig
-from broker_lite.core.model import CheckRequest, DeliveredMessage, EndRequest, EndResult, SendResult
-from broker_lite.core.topics import HALF_TOPIC, OP_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC
+from broker_lite.core.delivered import delivered_view
+from broker_lite.core.model import CheckRequest, EndRequest, EndResult, SendResult
+from broker_lite.core.topics import TRANS_CHECK_MAX_TIME_TOPIC
+from broker_lite.core.transaction_records import (
+    check_request,
+    commit_record,
+    half_record,
+    op_record,
+    write_discarded,
+    write_op,
+    write_renewed,
+)
 from broker_lite.core.transaction_state import (
     COMMITTED,
     DISCARDED,
     OP_NAMES,
     PENDING,
-    REMOVE_TAG,
     ROLLED_BACK,
     HalfEntry,
     find_commit,
@@ -87,28 +91,8 @@ from broker_lite.errors import (
     TransactionNotFoundError,
     UnavailableError,
 )
-from broker_lite.storage import (
-    MessageStore,
-    MessageToStore,
-    PutResult,
-    StoredRecord,
-    SysFlag,
-    TxType,
-)
-from broker_lite.storage.properties import (
-    CHECK_IMMUNITY_TIME_IN_SECONDS,
-    FROM_CHECK,
-    PGROUP,
-    REAL_QID,
-    REAL_TOPIC,
-    TAGS,
-    TRAN_MSG,
-    TRAN_PREPARED_QUEUE_OFFSET,
-    TRANSACTION_CHECK_TIMES,
-    TRANSACTION_ID,
-    TX_STATE,
-    UNIQ_KEY,
-)
+from broker_lite.storage import MessageStore, MessageToStore, PutResult, StoredRecord
+from broker_lite.storage.properties import CHECK_IMMUNITY_TIME_IN_SECONDS, FROM_CHECK, TX_STATE
 
 __all__ = ["FROM_CHECK", "TX_STATE", "HalfEntry", "HalfToStore", "TransactionService",
            "delivered_view", "op_offsets"]
@@ -117,31 +101,6 @@ log = logging.getLogger("broker_lite.core.transactions")
 
 #: a half to store: the message as routed, its transaction id, real topic and real queue
 HalfToStore = tuple[MessageToStore, str, str, int]
-
-_TX_MASK = int(SysFlag.TX_MASK)
-_COMMIT = int(TxType.COMMIT)
-_DROP_ON_COMMIT = (TRAN_MSG, REAL_TOPIC, REAL_QID, TX_STATE)  # EndTransactionProcessor, + ours
-
-
-def delivered_view(record: StoredRecord, *, topic: str | None = None,
-                   queue_id: int | None = None) -> DeliveredMessage:
-    """A stored record as consumers (and check-back listeners) see it."""
-    props = record.properties
-    keys = props.get("KEYS")
-    return DeliveredMessage(
-        msg_id=props.get(UNIQ_KEY, ""),
-        topic=record.topic if topic is None else topic,
-        queue_id=record.queue_id if queue_id is None else queue_id,
-        queue_offset=record.queue_offset,
-        commit_log_offset=record.physical_offset,
-        body=record.body,
-        tags=props.get(TAGS),
-        keys=keys.split(" ") if keys else [],
-        properties=props,
-        born_timestamp=record.born_timestamp,
-        store_timestamp=record.store_timestamp,
-        reconsume_times=record.reconsume_times,
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,17 +214,7 @@ class TransactionService:
     def _write_op(self, entry: HalfEntry, state: str, copy_offset: int,
                   extra: dict[str, str] | None = None) -> int:
         """Write the op record removing one copy of ``entry``'s half. Returns its end."""
-        return self._store.put_nowait(
-            self._op_record(entry, state, copy_offset, extra)).end_offset
-
-    @staticmethod
-    def _op_record(entry: HalfEntry, state: str, copy_offset: int,
-                   extra: dict[str, str] | None) -> MessageToStore:
-        """The op record removing one copy of ``entry``'s half."""
-        props = {TAGS: REMOVE_TAG, TRANSACTION_ID: entry.transaction_id,
-                 TX_STATE: OP_NAMES[state], **(extra or {})}
-        return MessageToStore(topic=OP_TOPIC, body=b"%d," % entry.copies[copy_offset],
-                              properties=props)
+        return write_op(self._store, entry, state, copy_offset, extra)
 
     def get(self, transaction_id: str) -> HalfEntry | None:
         """The (first) half stored under ``transaction_id``."""
@@ -311,8 +260,9 @@ class TransactionService:
             known = self._table.first(transaction_id)
             if known is not None and dedupe:
                 return self._half_result(known, duplicate=True), 0
-            half = self._half_record(producer_group, store_msg, transaction_id, real_topic,
-                                     real_queue_id)
+            half = half_record(store_msg, producer_group=producer_group,
+                               transaction_id=transaction_id, real_topic=real_topic,
+                               real_queue_id=real_queue_id)
             put = self._store.put_nowait(half)
             entry = self._add_half(half, put, producer_group, transaction_id, real_topic,
                                    real_queue_id)
@@ -344,9 +294,10 @@ class TransactionService:
                     outcomes[i] = (self._half_result(known, duplicate=True), 0)
                 elif transaction_id not in first_in_batch:
                     first_in_batch[transaction_id] = i
-                    records.append(self._half_record(producer_group, store_msg,
-                                                     transaction_id, real_topic,
-                                                     real_queue_id))
+                    records.append(half_record(store_msg, producer_group=producer_group,
+                                               transaction_id=transaction_id,
+                                               real_topic=real_topic,
+                                               real_queue_id=real_queue_id))
                     placed.append(i)
             puts = self._store.put_batch_nowait(records) if records else []
             for i, half, put in zip(placed, records, puts, strict=True):
@@ -370,18 +321,6 @@ class TransactionService:
         if self._config.reject_transactions:
             raise NoPermissionError("this broker rejects transactional messages "
                                     "(--reject-transactions)")
-
-    @staticmethod
-    def _half_record(producer_group: str, store_msg: MessageToStore, transaction_id: str,
-                     real_topic: str, real_queue_id: int) -> MessageToStore:
-        """The half's record: on the half topic, queue 0, transaction bits cleared."""
-        props = {**store_msg.properties, REAL_TOPIC: real_topic, REAL_QID: str(real_queue_id),
-                 PGROUP: producer_group, TRAN_MSG: "true", TRANSACTION_ID: transaction_id,
-                 UNIQ_KEY: transaction_id}
-        return MessageToStore(
-            topic=HALF_TOPIC, queue_id=0, body=store_msg.body, flag=store_msg.flag,
-            sysflag=store_msg.sysflag & ~_TX_MASK, properties=props,
-            born_timestamp=store_msg.born_timestamp, born_host=store_msg.born_host)
 
     def _add_half(self, half: MessageToStore, put: PutResult, producer_group: str,
                   transaction_id: str, real_topic: str, real_queue_id: int) -> HalfEntry:
@@ -541,7 +480,7 @@ class TransactionService:
             plan.entry.commit_queue_offset = put.queue_offset
             plan.end = put.end_offset
         live = [plan for plan in plans if slots[plan.slot] is None]
-        ops = [self._op_record(p.entry, p.wanted, p.copy, p.extra) for p in live]
+        ops = [op_record(p.entry, p.wanted, p.copy, p.extra) for p in live]
         for plan, put in zip(live, store.put_batch_nowait(ops) if ops else (), strict=True):
             entry = plan.entry
             if isinstance(put, BrokerError):
@@ -641,6 +580,7 @@ class TransactionService:
                 f"{entry.transaction_id!r} at {entry.queue_offset}")
 
     def _write_commit(self, entry: HalfEntry, copy_offset: int) -> int:
+        """Write ``entry``'s commit record from the copy at ``copy_offset``; returns its end."""
         put = self._store.put_nowait(self._commit_record(entry, copy_offset))
         entry.commit_offset = put.physical_offset
         entry.commit_queue_offset = put.queue_offset
@@ -652,12 +592,7 @@ class TransactionService:
         half: MessageToStore | StoredRecord | None = self._recent.take(copy_offset)
         if half is None:
             half = self._store.get(copy_offset)
-        props = {k: v for k, v in half.properties.items() if k not in _DROP_ON_COMMIT}
-        return MessageToStore(
-            topic=entry.real_topic, queue_id=entry.real_queue_id, body=half.body,
-            flag=half.flag, sysflag=(half.sysflag & ~_TX_MASK) | _COMMIT,
-            properties=props, born_timestamp=half.born_timestamp, born_host=half.born_host,
-            reconsume_times=half.reconsume_times, prepared_tx_offset=copy_offset)
+        return commit_record(half, entry, copy_offset)
 
     @staticmethod
     def _ended(entry: HalfEntry, *, already: bool, state: str | None = None) -> EndResult:
@@ -702,7 +637,7 @@ class TransactionService:
                 entry.check_times += 1
                 entry.last_check_ms = now
                 self._renew(entry)
-                sends.append((channel, self._check_request(entry)))
+                sends.append((channel, check_request(self._store, entry)))
         for channel, request in sends:
             try:
                 channel.send_check(request)
@@ -722,39 +657,12 @@ class TransactionService:
 
     def _renew(self, entry: HalfEntry) -> None:
         """Re-put the latest copy of the half with the new check count (``putBackHalfMsgQueue``)."""
-        half = self._store.get(entry.latest_offset)
-        props = dict(half.properties)
-        props[TRANSACTION_CHECK_TIMES] = str(entry.check_times)
-        props[TX_STATE] = "CHECK"
-        if entry.resent:  # tells a rebuild whose copy this is
-            props[TRAN_PREPARED_QUEUE_OFFSET] = str(entry.queue_offset)
-        put = self._store.put_nowait(MessageToStore(
-            topic=HALF_TOPIC, queue_id=0, body=half.body, flag=half.flag, sysflag=half.sysflag,
-            properties=props, born_timestamp=half.born_timestamp, born_host=half.born_host,
-            reconsume_times=half.reconsume_times))
+        put = write_renewed(self._store, entry)
         entry.copies[put.physical_offset] = put.queue_offset
-
-    def _check_request(self, entry: HalfEntry) -> CheckRequest:
-        half = self._store.get(entry.half_offset)
-        view = delivered_view(half, topic=entry.real_topic, queue_id=entry.real_queue_id)
-        return CheckRequest(
-            producer_group=entry.producer_group, transaction_id=entry.transaction_id,
-            msg_id=entry.transaction_id, commit_log_offset=entry.half_offset,
-            queue_offset=entry.queue_offset, check_times=entry.check_times, message=view,
-            renewed_commit_log_offset=entry.latest_offset,
-            renewed_queue_offset=entry.copies[entry.latest_offset])
 
     def _discard(self, entry: HalfEntry) -> None:
         """Copy the half to TRANS_CHECK_MAX_TIME_TOPIC (``resolveDiscardMsg``); no op record."""
-        half = self._store.get(entry.latest_offset)
-        props = {k: v for k, v in half.properties.items() if k != TX_STATE}
-        props[TRANSACTION_CHECK_TIMES] = str(entry.check_times)
-        if entry.resent:
-            props[TRAN_PREPARED_QUEUE_OFFSET] = str(entry.queue_offset)
-        self._store.put_nowait(MessageToStore(
-            topic=TRANS_CHECK_MAX_TIME_TOPIC, queue_id=0, body=half.body, flag=half.flag,
-            sysflag=half.sysflag, properties=props, born_timestamp=half.born_timestamp,
-            born_host=half.born_host, reconsume_times=half.reconsume_times))
+        write_discarded(self._store, entry)
         self._table.settle(entry, DISCARDED)
         self._recent.drop(entry)
         log.warning("transaction %s discarded to %s after %d checks", entry.transaction_id,

@@ -35,6 +35,7 @@ from examples.demo.audit import (
     query,
     spark_available,
 )
+from examples.demo.nats_part import EXPORT, export_records, start_nats_part
 from examples.demo.parts import REPO, DemoError, RelaySupervisor, poll
 from procgroup import Process, ProcessError
 
@@ -90,7 +91,7 @@ def post(address: str, order: Order) -> tuple[int, dict[str, Any]]:
         conn.close()
 
 
-def audit_command(work: Path, slo: float, as_of: str) -> list[str]:
+def audit_command(work: Path, slo: float, as_of: str, *, export: bool = False) -> list[str]:
     """The Spark audit the demo runs, as ``rocketbox audit`` arguments.
 
     ``--grace 0``: the demo waited until every committed order was consumed,
@@ -99,9 +100,10 @@ def audit_command(work: Path, slo: float, as_of: str) -> list[str]:
     demo's (see :data:`audit.BASE_SLO`): the same command run again later
     says the same.
     """
-    return ["--jdbc-url", f"jdbc:sqlite:{work / 'shop.sqlite'}",
-            "--commitlog", str(work / "broker"), "--grace", "0", "--slo", f"{slo:.1f}",
-            "--as-of", as_of]
+    source = ["--broker-export", str(work / EXPORT)] if export else \
+        ["--commitlog", str(work / "broker")]
+    return ["--jdbc-url", f"jdbc:sqlite:{work / 'shop.sqlite'}", *source, "--grace", "0",
+            "--slo", f"{slo:.1f}", "--as-of", as_of]
 
 
 def spark_audit(demo: Demo, env: dict[str, str], timeout: float, args: list[str]
@@ -185,8 +187,9 @@ def _terminating(demo: Demo) -> Iterator[None]:
             signal.signal(signal.SIGTERM, previous)
 
 
-#: ``--target``: broker_lite's native door, or its gRPC door as RocketMQ 5's proxy behaves
-TARGETS = ("broker-lite", "rocketmq-proxy")
+#: ``--target``: broker_lite's native door, its gRPC door as RocketMQ 5's proxy behaves, or
+#: a private nats-server with JetStream (examples/demo/nats_part.py)
+TARGETS = ("broker-lite", "rocketmq-proxy", "nats")
 #: broker_lite's flags per target (check-backs a second after a half is left open)
 _BROKER_FLAGS = {
     "broker-lite": ("--tx-timeout", "1", "--tx-check-interval", "0.5", "--auto-create-topics"),
@@ -273,14 +276,18 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
             (work / "acl.json").write_text(json.dumps(accounts, indent=1))
             (work / "acl.json").chmod(0o600)
             acl_flags = ["--acl", str(work / "acl.json")]
-        broker = demo.part("broker", [python, "-m", "broker_lite", "serve", "--data-dir",
-                                      str(work / "broker"), "--port", "0", "--grpc-port", "0",
-                                      *_BROKER_FLAGS[target], *acl_flags],
-                           dict(os.environ, PYTHONUNBUFFERED="1"))
-        ready = broker.wait_for(_READY, 60)
-        native = ready.group(1)
-        env = _env(work, _broker_address(target, native, ready.group(2),
-                                         _keys(accounts, "admin")))
+        if target == "nats":
+            broker, address = start_nats_part(demo, work)
+            env = _env(work, address)
+        else:
+            broker = demo.part("broker", [python, "-m", "broker_lite", "serve", "--data-dir",
+                                          str(work / "broker"), "--port", "0", "--grpc-port",
+                                          "0", *_BROKER_FLAGS[target], *acl_flags],
+                               dict(os.environ, PYTHONUNBUFFERED="1"))
+            ready = broker.wait_for(_READY, 60)
+            native = ready.group(1)
+            env = _env(work, _broker_address(target, native, ready.group(2),
+                                             _keys(accounts, "admin")))
         migrated = subprocess.run([python, "-m", SHOP, "migrate"], env=env, cwd=REPO,
                                   capture_output=True, text=True, timeout=120)
         if migrated.returncode != 0:
@@ -345,7 +352,8 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
         timings["relay and consume"] = time.monotonic() - waiting
         downtime, kill_period = supervisor.downtime(), supervisor.kill_period()
         auditing = time.monotonic()
-        result = audit(work, ok_refs, failed_refs)
+        records = export_records(env["SHOP_BROKER"], work) if target == "nats" else None
+        result = audit(work, ok_refs, failed_refs, records=records)
         timings["audit"] = time.monotonic() - auditing
         slo = BASE_SLO + kill_period
         spark_result = "off"
@@ -356,7 +364,7 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
                 spark_result = f"skipped: {why_not}"
             else:
                 as_of = datetime.now(UTC).isoformat(timespec="seconds")
-                audit_args = audit_command(work, slo, as_of)
+                audit_args = audit_command(work, slo, as_of, export=records is not None)
                 spark_again = shlex.join(["rocketbox", "audit", *audit_args])
                 console.print(f"running the Spark audit (spark.audit_job, local[*], "
                               f"SLO {slo:.1f}s, grace 0, as of {as_of}) ...")
@@ -397,7 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where the relay sends: broker_lite's native door (default), or "
                              "rocketmq-proxy: broker_lite's gRPC door behaving as Apache "
                              "RocketMQ 5's proxy (--grpc-proxy-semantics), reached through "
-                             "the official RocketMQ client, as a RocketMQ cluster would be")
+                             "the official RocketMQ client, as a RocketMQ cluster would be; "
+                             "or nats: a private nats-server with JetStream (docs/nats.md)")
     parser.add_argument("--acl", action="store_true",
                         help="run the broker with an ACL: the relay, the check-back responder "
                              "and the inventory consumer each sign as an account of their own, "
@@ -423,6 +432,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if orders < 1:
         parser.error("--orders must be >= 1")
     console = Console()
+    if args.acl and args.target == "nats":
+        parser.error("--acl: the demo's ACL is broker_lite's; not with --target nats")
     try:
         spark = args.spark if args.spark != "auto" else ("off" if args.quick else "on")
         return run(orders, args.dir.resolve(), console, timeout=args.timeout, spark=spark,

@@ -16,9 +16,8 @@ from collections.abc import Sequence
 
 from examples.fastapi_shop.settings import inventory_db, shop_settings
 from examples.flask_shop import inventory
-from examples.flask_shop.commands import check_start, serve_checker, shop_parser
+from examples.flask_shop.commands import check_start, run_part, serve_checker, shop_parser
 from outbox import migrate
-from outbox.errors import ConfigurationError
 
 PROG = "python -m examples.fastapi_shop.run"
 
@@ -86,20 +85,10 @@ def _inventory() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser, _ = shop_parser(PROG)
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "migrate":
-            return _migrate()
-        if args.command == "web":
-            return _web(args.host, args.port)
-        if args.command == "relay":
-            return _relay()
-        if args.command == "checker":
-            return _checker()
-        return _inventory()
-    except ConfigurationError as exc:  # a setting the shop cannot start with: one line
-        print(f"{PROG} {args.command}: {exc}", file=sys.stderr)
-        return 2
+    return run_part(PROG, parser.parse_args(argv), {
+        "migrate": lambda _: _migrate(), "web": lambda args: _web(args.host, args.port),
+        "relay": lambda _: _relay(), "checker": lambda _: _checker(),
+        "inventory": lambda _: _inventory()})
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 Both shops run the same parts (``migrate``, ``web``, ``relay``, ``checker``,
 ``inventory``); :func:`shop_parser` declares them once and each ``run``
-module adds its own options. :func:`serve_checker` is the ``checker`` part.
+module adds its own options; :func:`run_part` runs the one the command line
+names, each ``run`` module giving its own parts. :func:`serve_checker` is the
+``checker`` part.
 """
 
 from __future__ import annotations
@@ -10,15 +12,19 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable, Mapping
 
 from outbox import Outbox
 from outbox.errors import ConfigurationError
 from outbox.targets.address import parse_broker_address
 
-__all__ = ["COMMANDS", "check_start", "serve_checker", "shop_broker", "shop_parser"]
+__all__ = ["COMMANDS", "Part", "check_start", "run_part", "serve_checker", "shop_broker",
+           "shop_parser"]
 
 #: the parts a shop's ``run`` starts, in the order ``--help`` lists them
 COMMANDS = ("migrate", "web", "relay", "checker", "inventory")
+#: one part of a shop: its parsed command line in, the exit status out
+Part = Callable[[argparse.Namespace], int]
 
 
 def shop_parser(prog: str) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
@@ -30,6 +36,18 @@ def shop_parser(prog: str) -> tuple[argparse.ArgumentParser, dict[str, argparse.
     commands["web"].add_argument("--host", default="127.0.0.1")
     commands["web"].add_argument("--port", type=int, default=8000)
     return parser, commands
+
+
+def run_part(prog: str, args: argparse.Namespace, parts: Mapping[str, Part]) -> int:
+    """Run the part ``args.command`` names (one of :data:`COMMANDS`, each a key of
+    ``parts``); a setting the shop cannot start with
+    (:class:`~outbox.errors.ConfigurationError`) is one line on stderr, ``prog command:
+    why``, and exit status 2."""
+    try:
+        return parts[args.command](args)
+    except ConfigurationError as exc:
+        print(f"{prog} {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 def check_start(prog: str, command: str, outbox: Outbox, *, broker: bool = True) -> int:

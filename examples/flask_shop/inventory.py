@@ -70,6 +70,10 @@ def reserve(session: Session, message: ReceivedMessage) -> None:
 
 def make_consumer(engine: Engine, broker: str, **options: object) -> Consumer:
     """The inventory consumer (not started): the native one, or RocketMQ's for ``rocketmq://``."""
+    if parse_broker_address(broker, setting="SHOP_BROKER").kind == "nats":
+        from examples.flask_shop.inventory_nats import NatsInventoryConsumer
+
+        return NatsInventoryConsumer(engine, broker, **options)  # type: ignore[arg-type,return-value]
     if parse_broker_address(broker, setting="SHOP_BROKER").is_rocketmq:
         from examples.flask_shop.inventory_rocketmq import RocketMQInventoryConsumer
 

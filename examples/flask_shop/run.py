@@ -25,12 +25,11 @@ from pathlib import Path
 from werkzeug.serving import make_server
 
 from examples.flask_shop import inventory
-from examples.flask_shop.commands import check_start, serve_checker, shop_parser
+from examples.flask_shop.commands import check_start, run_part, serve_checker, shop_parser
 from examples.flask_shop.settings import inventory_db, inventory_keys, shop_config
 from examples.flask_shop.shop import create_app, db
 from integrations.flask import state_for
 from outbox import Outbox, migrate
-from outbox.errors import ConfigurationError
 from outbox.targets import EndOutcome, HalfOutcome, OutgoingMessage, Publisher, TxEnd
 from outbox.targets.choose import publisher_for
 
@@ -135,20 +134,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     consumer.add_argument("--secret-key", default=secret_key, metavar="SECRET",
                           help="its secret (env SHOP_INVENTORY_SECRET_KEY, else "
                                "SHOP_SECRET_KEY; keep it off the command line)")
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "migrate":
-            return _migrate()
-        if args.command == "web":
-            return _web(args.host, args.port)
-        if args.command == "relay":
-            return _relay(args.demo_crash_dir)
-        if args.command == "checker":
-            return _checker()
-        return _inventory(args.access_key, args.secret_key)
-    except ConfigurationError as exc:  # a setting the shop cannot start with: one line
-        print(f"{PROG} {args.command}: {exc}", file=sys.stderr)
-        return 2
+    return run_part(PROG, parser.parse_args(argv), {
+        "migrate": lambda _: _migrate(), "web": lambda args: _web(args.host, args.port),
+        "relay": lambda args: _relay(args.demo_crash_dir), "checker": lambda _: _checker(),
+        "inventory": lambda args: _inventory(args.access_key, args.secret_key)})
 
 
 if __name__ == "__main__":

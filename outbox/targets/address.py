@@ -5,6 +5,8 @@
 ``broker-lite://HOST:PORT``               the same, spelled out
 ``rocketmq://HOST:PORT[,HOST:PORT...]``   Apache RocketMQ 5 proxy endpoints (gRPC)
 ``rocketmqs://HOST:PORT[,...]``           the same over TLS
+``nats://HOST:PORT[,HOST:PORT...]``       NATS JetStream servers (docs/nats.md)
+``tls://HOST:PORT[,...]``                 the same over TLS
 ========================================  ==========================================
 
 :func:`parse_broker_address` is the one parser: ``Outbox(broker=...)``, Django's
@@ -29,13 +31,14 @@ from typing import Literal
 
 from outbox.errors import ConfigurationError
 
-__all__ = ["BROKER_LITE", "DEFAULT_KIND", "KINDS", "ROCKETMQ", "BrokerAddress",
+__all__ = ["BROKER_LITE", "DEFAULT_KIND", "KINDS", "NATS", "ROCKETMQ", "BrokerAddress",
            "BrokerAddressError", "KindTraits", "parse_broker_address"]
 
-Kind = Literal["broker-lite", "rocketmq"]
+Kind = Literal["broker-lite", "rocketmq", "nats"]
 
 BROKER_LITE: Kind = "broker-lite"
 ROCKETMQ: Kind = "rocketmq"
+NATS: Kind = "nats"
 
 @dataclass(frozen=True, slots=True)
 class KindTraits:
@@ -80,6 +83,12 @@ KINDS: dict[Kind, KindTraits] = {
         consumer_hint="use outbox.inbox_rocketmq.RocketMQInbox with the official client's "
                       "SimpleConsumer",
         extra="rocketmq"),
+    NATS: KindTraits(
+        "NATS JetStream", "nats", "tls",
+        "nats://HOST:PORT[,HOST:PORT...] (NATS JetStream servers; tls:// for TLS)",
+        "outbox.targets.nats_support", frozenset({"outbox"}), "docs/nats.md",
+        consumer_hint="use outbox.inbox_nats.NatsInbox with a nats-py JetStream subscription",
+        extra="nats"),
 }
 #: the default kind: a bare ``HOST:PORT``
 DEFAULT_KIND: Kind = BROKER_LITE

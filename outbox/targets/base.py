@@ -87,6 +87,10 @@ class HalfStored(msgspec.Struct, frozen=True):
     log, ``queue_offset`` in the half queue); RocketMQ by ``message_id`` and
     ``transaction_id``. A field a target does not use is ``-1`` or ``""``.
     A half known only from its row (a retried pass) has ``queue_offset -1``.
+    ``position``: where the broker put the message, in its own words
+    (``STREAM:SEQ``), for a target that stores it when sending (no half); the
+    relay writes it to the row's ``broker_position`` when it marks it relayed,
+    unless the :class:`TxEnded` names one. None: the target does not say.
     """
 
     tx_id: str
@@ -95,6 +99,7 @@ class HalfStored(msgspec.Struct, frozen=True):
     queue_offset: int = -1
     message_id: str = ""
     transaction_id: str = ""
+    position: str | None = None
 
 
 class TxEnd(msgspec.Struct, frozen=True):
@@ -110,10 +115,18 @@ class TxEnd(msgspec.Struct, frozen=True):
 
 class TxEnded(msgspec.Struct, frozen=True):
     """The broker ended the transaction; ``commit_offset`` is the committed message's
-    commit-log offset (``-1`` for a rollback, or when the target does not say)."""
+    commit-log offset (``-1`` for a rollback, or when the target does not say).
+
+    ``position``: where the broker put the committed message, in its own words
+    (``STREAM:SEQ`` on JetStream, ``QUEUE:N`` on RabbitMQ; at most 255
+    characters), for a target without a commit-log offset; the relay writes it
+    to the row's ``broker_position`` when it marks the row relayed (it wins
+    over :attr:`HalfStored.position`). None: the target does not say.
+    """
 
     tx_id: str
     commit_offset: int = -1
+    position: str | None = None
 
 
 class LeftToCheckback(msgspec.Struct, frozen=True):

@@ -13,6 +13,11 @@ an outcome of its own: the rows that can go go, and only the row at fault
 gets the error (and counts an attempt). A request that did not get through
 at all (the broker unreachable) is not split: no row is at fault, and
 :class:`~outbox.errors.BrokerUnreachableError` is raised.
+
+What an end and its answer mean (the state mapping, the client's ends, the
+seam's outcomes, a refusal as the row's error, the seed API's
+:class:`ProducerSeam`) is :mod:`outbox.targets.broker_lite_ends`, which the
+check-back responder and ``half_first`` share; its names are re-exported here.
 """
 
 from __future__ import annotations
@@ -24,34 +29,24 @@ from typing import TypeVar
 from broker_lite.client import (
     AsyncProducer,
     ClientConfig,
-    LocalTransactionState,
     Message,
-    Producer,
     SendResult,
-    TransactionEnd,
     TransactionEndResult,
-    TransactionProducer,
 )
-from broker_lite.errors import (
-    BrokerError,
-    InvalidMessageError,
-    NoPermissionError,
-    TopicNotFoundError,
-    UnauthorizedError,
-    UnavailableError,
-)
+from broker_lite.errors import BrokerError, InvalidMessageError, UnavailableError
 from outbox.config import Outbox
-from outbox.ending import Ender
-from outbox.errors import BrokerUnreachableError, RowFault, RowRefusedError
-from outbox.targets.base import (
-    EndOutcome,
-    HalfOutcome,
-    HalfStored,
-    LeftToCheckback,
-    OutgoingMessage,
-    TxEnd,
-    TxEnded,
-    TxState,
+from outbox.errors import BrokerUnreachableError, RowRefusedError
+from outbox.targets.base import EndOutcome, HalfOutcome, HalfStored, OutgoingMessage, TxEnd
+from outbox.targets.broker_lite_ends import (
+    LOCAL_STATES,
+    STATE_NAMES,
+    ProducerSeam,
+    end_outcomes,
+    producer_ender,
+    refused,
+    row_fault,
+    stored_half,
+    transaction_ends,
 )
 from outbox.targets.runner import TargetPublisher
 
@@ -83,14 +78,6 @@ RECONNECT_MAX_DELAY = 0.5
 #: outage ends at once instead of holding its rows and its worker thread
 RECONNECT_WAIT = 1.0
 
-#: a row's end state as broker_lite's client names it, and back: the one mapping
-LOCAL_STATES: dict[TxState, LocalTransactionState] = {
-    "COMMIT": LocalTransactionState.COMMIT_MESSAGE,
-    "ROLLBACK": LocalTransactionState.ROLLBACK_MESSAGE,
-    "UNKNOWN": LocalTransactionState.UNKNOW}
-STATE_NAMES: dict[LocalTransactionState, TxState] = {v: k for k, v in LOCAL_STATES.items()}
-#: broker errors that say the setup is wrong, not the row, and not for now
-_CONFIG_ERRORS = (TopicNotFoundError, NoPermissionError, UnauthorizedError)
 
 
 def broker_client_config(outbox: Outbox) -> ClientConfig:
@@ -100,13 +87,6 @@ def broker_client_config(outbox: Outbox) -> ClientConfig:
                         secret_key=outbox.secret_key, request_timeout=timeout,
                         connect_timeout=min(3.0, timeout),
                         reconnect_max_delay=RECONNECT_MAX_DELAY)
-
-
-def row_fault(error: BrokerError) -> RowFault:
-    """What a broker_lite refusal of one row says: transient, the setup, or the row."""
-    if error.retriable:
-        return RowFault.TRANSIENT
-    return RowFault.CONFIG if isinstance(error, _CONFIG_ERRORS) else RowFault.ROW_INVALID
 
 
 class BrokerLiteTarget:
@@ -176,74 +156,6 @@ class BrokerLiteTarget:
         return refused(tx_id, error, self.description)
 
 
-def refused(tx_id: str, error: BrokerError, target: str) -> RowRefusedError:
-    """broker_lite's refusal of one row as the seam's error (the broker's is its cause)."""
-    row_error = RowRefusedError(str(error), tx_id=tx_id, kind=row_fault(error), target=target)
-    row_error.__cause__ = error
-    return row_error
-
-
-def transaction_ends(ends: Sequence[TxEnd]) -> list[TransactionEnd]:
-    """The client's ends for the seam's: each half named by its offsets and ``tx_id``."""
-    return [TransactionEnd(half.tx_id, LOCAL_STATES[end.state], half.half_offset,
-                           half.queue_offset, half.tx_id)
-            for end in ends for half in (end.half,)]
-
-
-def end_outcomes(ends: Sequence[TxEnd], answers: Sequence[TransactionEndResult | BrokerError],
-                 target: str) -> list[EndOutcome]:
-    """The seam's outcomes for the client's answers, one per end."""
-    outcomes: list[EndOutcome] = []
-    for end, answer in zip(ends, answers, strict=True):
-        if isinstance(answer, BrokerError):
-            outcomes.append(refused(end.tx_id, answer, target))
-        elif answer.outcome == "unknown":
-            outcomes.append(LeftToCheckback(end.tx_id, "the broker left it to check-back"))
-        else:
-            outcomes.append(TxEnded(end.tx_id, answer.commit_log_offset))
-    return outcomes
-
-
-def producer_ender(producer: Producer) -> Ender:
-    """Ends through a started sync producer (the seed API's), under its own group."""
-    target = f"broker_lite at {producer.config.server}"
-
-    def end(ends: Sequence[TxEnd]) -> list[EndOutcome]:
-        try:
-            answers = producer.end_transactions(transaction_ends(ends))
-        except BrokerError as exc:  # one request for them all: each is refused with it
-            answers = [exc] * len(ends)
-        return end_outcomes(ends, answers, target)
-
-    return end
-
-
-class ProducerSeam:
-    """``half_first``'s seam over the seed API's started sync
-    :class:`~broker_lite.client.TransactionProducer` (whose listener answers check-backs).
-
-    :meth:`send_half` stores one half and answers the seam's
-    :class:`~outbox.targets.base.HalfStored` with the client's ``SendResult``
-    (what ``HalfFirstResult.half`` reports); a half the broker did not store
-    raises the broker's error. :meth:`end_transactions` is :func:`producer_ender`.
-    """
-
-    def __init__(self, producer: TransactionProducer) -> None:
-        self.producer = producer
-        self.group = producer.group
-        self.description = f"broker_lite at {producer.config.server}"
-        self.end_transactions = producer_ender(producer)
-
-    def send_half(self, message: Message, *, tx_id: str) -> tuple[HalfStored, SendResult]:
-        result = self.producer.send_half(message.replace(msg_id=tx_id))
-        return _stored_half(tx_id, message.topic, result), result
-
-
-def _stored_half(tx_id: str, topic: str, result: SendResult) -> HalfStored:
-    return HalfStored(tx_id, topic, result.commit_log_offset, result.queue_offset,
-                      result.msg_id, result.transaction_id or "")
-
-
 def _message(msg: OutgoingMessage) -> Message | BrokerError:
     """The half to send for ``msg``, or why the broker could not take it."""
     try:
@@ -254,7 +166,7 @@ def _message(msg: OutgoingMessage) -> Message | BrokerError:
 
 
 def _stored(msg: OutgoingMessage, result: SendResult) -> HalfStored:
-    return _stored_half(msg.tx_id, msg.topic, result)
+    return stored_half(msg.tx_id, msg.topic, result)
 
 
 async def _through(request: Awaitable[ResultT]) -> ResultT:

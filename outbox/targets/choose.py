@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Protocol
 
 from broker_lite.extras import missing_extra, needs_extra
@@ -27,12 +28,29 @@ from outbox.errors import ConfigurationError
 from outbox.targets.address import KINDS, Kind
 from outbox.targets.base import Publisher
 
-__all__ = ["TargetSupport", "publisher_for", "support_for"]
+__all__ = ["MessageExporter", "TargetSupport", "export_messages", "export_with",
+           "publisher_for", "support_for"]
+
+
+class MessageExporter(Protocol):
+    """A kind's optional ``export_messages``: write what its broker holds to ``out`` as a
+    broker export (:func:`outbox.broker_export.write_export`), return how many messages.
+
+    ``source`` names what to read (a stream, a queue) when the kind cannot tell from the
+    outbox's settings; None: the kind's default.
+    """
+
+    def __call__(self, outbox: Outbox, out: Path, *, source: str | None) -> int: ...
 
 
 class TargetSupport(Protocol):
     """What a kind of broker does for the outbox beyond the :class:`~outbox.targets.base.Target`
-    seam itself (docs/targets.md, "Writing a target")."""
+    seam itself (docs/targets.md, "Writing a target").
+
+    Optional: ``export_messages`` (a :class:`MessageExporter`), for a kind whose broker
+    keeps no commit log the audit can decode (:func:`export_messages` asks for it; a
+    kind without it is audited with ``--commitlog``).
+    """
 
     def publisher(self, outbox: Outbox) -> Publisher:
         """The sync publisher the relay uses (its target on a loop thread)."""
@@ -72,3 +90,22 @@ def publisher_for(outbox: Outbox) -> Publisher:
     to it from the status table, as ``rocketbox checker`` does.
     """
     return support_for(outbox).publisher(outbox)
+
+
+def export_with(support: object, title: str, outbox: Outbox, out: Path, *,
+                source: str | None = None) -> int:
+    """``support``'s ``export_messages(outbox, out, source=...)``; a support without one
+    raises :class:`~outbox.errors.ConfigurationError` naming the kind (``title``)."""
+    exporter: MessageExporter | None = getattr(support, "export_messages", None)
+    if exporter is None:
+        raise ConfigurationError(
+            f"the {title} target has no broker export: its broker keeps a commit log, so "
+            f"audit it with `rocketbox audit --commitlog DIR`", setting="broker")
+    return int(exporter(outbox, out, source=source))
+
+
+def export_messages(outbox: Outbox, out: Path, *, source: str | None = None) -> int:
+    """Write what ``outbox.broker`` holds to ``out`` as a broker export (``rocketbox
+    broker-export``), through its kind's optional ``export_messages``."""
+    kind = outbox.target_address.kind
+    return export_with(_support(kind), KINDS[kind].title, outbox, out, source=source)

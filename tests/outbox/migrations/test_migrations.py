@@ -49,7 +49,7 @@ def test_upgrade_downgrade_upgrade_round_trip(db_url: str) -> None:
     with _engine(db_url) as engine:
         assert migrate.current(db_url) is None
         migrate.upgrade(db_url)
-        assert migrate.current(db_url) == "0005" == migrate.heads()[0]
+        assert migrate.current(db_url) == "0006" == migrate.heads()[0]
         assert rocketbox_tables(engine) == TABLES
         first = schema_snapshot(engine)
         if engine.dialect.name == "postgresql":
@@ -68,7 +68,7 @@ def test_upgrade_downgrade_upgrade_round_trip(db_url: str) -> None:
         assert sequences(engine) == []
 
         migrate.upgrade(db_url)
-        assert migrate.current(db_url) == "0005"
+        assert migrate.current(db_url) == "0006"
         assert schema_snapshot(engine) == first
         assert migrate.check(db_url) == []
 
@@ -162,8 +162,8 @@ def test_a_connection_target_runs_in_the_callers_transaction(db_url: str) -> Non
     with _engine(db_url) as engine:
         with engine.begin() as conn:
             migrate.upgrade(conn)
-            assert migrate.current(conn) == "0005"
-        assert migrate.current(engine) == "0005"
+            assert migrate.current(conn) == "0006"
+        assert migrate.current(engine) == "0006"
         assert rocketbox_tables(engine) == TABLES
 
 
@@ -174,7 +174,7 @@ def test_postgresql_migrations_roll_back_with_the_callers_transaction(
         with engine.connect() as conn:
             conn.begin()
             migrate.upgrade(conn)
-            assert migrate.current(conn) == "0005"
+            assert migrate.current(conn) == "0006"
             conn.rollback()
         assert migrate.current(engine) is None  # transactional DDL: nothing is left
         assert rocketbox_tables(engine) == []
@@ -221,9 +221,10 @@ def test_the_script_location_is_the_installed_package() -> None:
     assert location == Path(migrations.__file__).parent
     for name in ("env.py", "script.py.mako", "partial_where.py", "versions/0001_initial.py",
                  "versions/0002_publish_function.py", "versions/0003_broker_state.py",
-                 "versions/0004_rocketmq_half_ids.py", "versions/0005_broker_state_reporter.py"):
+                 "versions/0004_rocketmq_half_ids.py", "versions/0005_broker_state_reporter.py",
+                 "versions/0006_broker_position.py"):
         assert (location / name).is_file(), name
-    assert migrate.heads() == ("0005",)
+    assert migrate.heads() == ("0006",)
     assert migrate.make_config().get_main_option("version_table") == \
         migrations.VERSION_TABLE
 
