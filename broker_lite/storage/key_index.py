@@ -184,6 +184,23 @@ class KeyIndex:
                 break
         return result
 
+    def drop_unflushed(self) -> int:
+        """Delete the newest files whose header counts no entry; return how many went.
+
+        A file's header (entry count, end offset) is written only when the index
+        is flushed, every file at once. So after a crash, files made since the
+        last flush count nothing, and recovery re-indexes their records (those
+        after :meth:`indexed_up_to`). Left in place, the re-indexed entries would
+        go into the newest of them and, when it filled, into a new file named
+        after a record those files hold: two files under one name, and keys
+        lost. The files dropped hold no entry a lookup could see.
+        """
+        dropped = 0
+        while self.files and self.files[-1].count == 0:
+            self.files.pop().file.destroy()
+            dropped += 1
+        return dropped
+
     def indexed_up_to(self) -> int:
         """The commit-log offset of the newest indexed record, or -1."""
         return self.files[-1].end_offset if self.files and self.files[-1].count else -1

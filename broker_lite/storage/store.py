@@ -125,7 +125,8 @@ class MessageStore:
     def _recover(self) -> RecoveryReport:
         """Bring the log, queues and index back to one consistent state, in one read.
 
-        1. Load every consume queue.
+        1. Load every consume queue; drop key index files never flushed (their
+           records are re-indexed in step 2).
         2. Validate the log from the segment holding the checkpoint (CRC and
            length of every record) and truncate at the first bad record. On
            the way, re-dispatch records after the checkpoint that their queue
@@ -141,6 +142,9 @@ class MessageStore:
         checkpoint = self._checkpoints.last
         hint = checkpoint.dispatched_offset if checkpoint else self._log.min_offset
         self._load_queues()
+        dropped = self._index.drop_unflushed()
+        if dropped:
+            log.info("%d key index file(s) never flushed before the crash: rebuilt", dropped)
         dispatcher = Redispatcher(self._queues, self._queue, self._index)
         log_end, corruption = self._log.recover(
             hint, dispatcher.visit, hint if checkpoint else self._log.min_offset)
@@ -261,8 +265,8 @@ class MessageStore:
             if cq is None:
                 cq = self._queue(msg.topic, msg.queue_id)
             queue_offset = cq.max_offset
-        log = self._log
-        offset, buf, pos = log.reserve_at(size)
+        commit_log = self._log
+        offset, buf, pos = commit_log.reserve_at(size)
         unit_file = cq.prepare(queue_offset) if cq is not None else None
         if keys:
             self._index.prepare(len(keys), offset)
@@ -272,7 +276,7 @@ class MessageStore:
             offset, msg.sysflag, msg.born_timestamp or now, msg.born_host, now,
             self._store_host, msg.reconsume_times, msg.prepared_tx_offset, self._crc_tail,
         )
-        log.advance(size)
+        commit_log.advance(size)
         if cq is not None and unit_file is not None:
             cq.write_unit(unit_file, queue_offset, offset, size, tag)
         if keys:
