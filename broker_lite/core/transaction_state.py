@@ -129,6 +129,8 @@ class HalfTable:
 
     def find(self, transaction_id: str, commit_log_offset: int) -> HalfEntry | None:
         """The half a request names: by a copy's commit-log offset when given, else the first."""
+        if transaction_id not in self._resent:  # one half under this id (the common case)
+            return self.entries.get(transaction_id)
         halves = self.halves(transaction_id)
         if commit_log_offset >= 0:
             for entry in halves:

@@ -53,8 +53,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import msgspec
 
 from broker_lite.core.clients import Channel, ClientRegistry
 from broker_lite.core.config import BrokerConfig
@@ -63,9 +65,10 @@ from broker_lite.core.model import CheckRequest, EndRequest, EndResult, SendResu
 from broker_lite.core.topics import TRANS_CHECK_MAX_TIME_TOPIC
 from broker_lite.core.transaction_records import (
     check_request,
-    write_commit,
+    commit_record,
+    half_record,
+    op_record,
     write_discarded,
-    write_half,
     write_op,
     write_renewed,
 )
@@ -81,19 +84,23 @@ from broker_lite.core.transaction_state import (
     rebuild,
 )
 from broker_lite.errors import (
+    BrokerError,
     NoPermissionError,
     TransactionConflictError,
     TransactionMismatchError,
     TransactionNotFoundError,
     UnavailableError,
 )
-from broker_lite.storage import MessageStore, MessageToStore
+from broker_lite.storage import MessageStore, MessageToStore, PutResult, StoredRecord
 from broker_lite.storage.properties import CHECK_IMMUNITY_TIME_IN_SECONDS, FROM_CHECK, TX_STATE
 
-__all__ = ["FROM_CHECK", "TX_STATE", "HalfEntry", "TransactionService", "delivered_view",
-           "op_offsets"]
+__all__ = ["FROM_CHECK", "TX_STATE", "HalfEntry", "HalfToStore", "TransactionService",
+           "delivered_view", "op_offsets"]
 
 log = logging.getLogger("broker_lite.core.transactions")
+
+#: a half to store: the message as routed, its transaction id, real topic and real queue
+HalfToStore = tuple[MessageToStore, str, str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +114,67 @@ class _BatchedOp:
     extra: dict[str, str] | None
 
 
+class _RecentHalves:
+    """The halves stored lately, as stored, by commit-log offset.
+
+    A commit record copies its half's body and properties. The relay commits
+    its halves right after storing them (``SEND_BATCH``, then
+    ``END_TRANSACTION_BATCH``), so the service keeps what it just stored and
+    builds the commit record from that instead of reading the half back and
+    decoding it (about 4 us a transaction). Bounded by count and body bytes,
+    oldest out first; a half not here (older, larger, a renewed copy, or after
+    a restart) is read from the log as before. What it holds is what the store
+    wrote, born timestamp included, so the commit record is the same either way.
+    """
+
+    def __init__(self, max_count: int = 8192, max_bytes: int = 32 << 20) -> None:
+        self._items: dict[int, MessageToStore] = {}
+        self._bytes = 0
+        self._max_count = max_count
+        self._max_bytes = max_bytes
+
+    def add(self, offset: int, half: MessageToStore) -> None:
+        if len(half.body) > self._max_bytes // 64:
+            return
+        self._items[offset] = half
+        self._bytes += len(half.body)
+        while len(self._items) > self._max_count or self._bytes > self._max_bytes:
+            self._bytes -= len(self._items.pop(next(iter(self._items))).body)
+
+    def take(self, offset: int) -> MessageToStore | None:
+        half = self._items.pop(offset, None)
+        if half is not None:
+            self._bytes -= len(half.body)
+        return half
+
+    def drop(self, entry: HalfEntry) -> None:
+        for offset in entry.copies:
+            self.take(offset)
+
+
+class _EndPlan:
+    """One end of a batch round that writes records: what it writes, where its answer goes,
+    and the log offset its answer waits for."""
+
+    __slots__ = ("copy", "end", "entry", "extra", "slot", "wanted")
+
+    def __init__(self, entry: HalfEntry, wanted: str, copy: int,
+                 extra: dict[str, str] | None) -> None:
+        self.entry = entry
+        self.wanted = wanted
+        self.copy = copy
+        self.extra = extra
+        self.slot = -1
+        self.end = 0
+
+
+def _check_end_state(request: EndRequest) -> None:
+    if request.state not in (0, 8, 12):
+        raise TransactionMismatchError(
+            f"end-transaction state {request.state} is not COMMIT (8), ROLLBACK (12) "
+            "or UNKNOWN (0)")
+
+
 class TransactionService:
     """Transaction state, rebuilt from the half and op queues at start."""
 
@@ -118,6 +186,7 @@ class TransactionService:
         self._notify = notify
         self._lock = threading.RLock()
         self._table = rebuild(store)
+        self._recent = _RecentHalves()
         self._op_delay_ms = int(config.tx_op_batch_interval * 1000)
         #: ops waiting for their batch, and the copies an end named (batched mode only)
         self._batched: list[_BatchedOp] = []
@@ -139,6 +208,7 @@ class TransactionService:
         """Write the op record removing ``entry``'s half copy; mark it resolved. Returns its end."""
         end_offset = self._write_op(entry, state, copy_offset, extra)
         self._table.settle(entry, state)
+        self._recent.drop(entry)
         return end_offset
 
     def _write_op(self, entry: HalfEntry, state: str, copy_offset: int,
@@ -185,22 +255,83 @@ class TransactionService:
                 dedupe: bool = True) -> tuple[SendResult, int]:
         """Store a half; a second half with the same id returns the first one's result,
         or with ``dedupe=False`` is stored as a half of its own (RocketMQ's way)."""
-        if self._config.reject_transactions:
-            raise NoPermissionError("this broker rejects transactional messages "
-                                    "(--reject-transactions)")
+        self._check_accepting()
         with self._lock:
             known = self._table.first(transaction_id)
             if known is not None and dedupe:
                 return self._half_result(known, duplicate=True), 0
-            put = write_half(self._store, store_msg, producer_group=producer_group,
-                             transaction_id=transaction_id, real_topic=real_topic,
-                             real_queue_id=real_queue_id)
-            immunity = store_msg.properties.get(CHECK_IMMUNITY_TIME_IN_SECONDS)
-            entry = HalfEntry(transaction_id, producer_group, real_topic, real_queue_id,
-                              put.physical_offset, put.queue_offset, put.store_timestamp,
-                              int(float(immunity) * 1000) if immunity else 0)
-            self._table.add(entry)
+            half = half_record(store_msg, producer_group=producer_group,
+                               transaction_id=transaction_id, real_topic=real_topic,
+                               real_queue_id=real_queue_id)
+            put = self._store.put_nowait(half)
+            entry = self._add_half(half, put, producer_group, transaction_id, real_topic,
+                                   real_queue_id)
             return self._half_result(entry, duplicate=False), put.end_offset
+
+    def prepare_batch(self, producer_group: str, halves: Sequence[HalfToStore]
+                      ) -> list[tuple[SendResult, int] | BrokerError]:
+        """:meth:`prepare` (with ``dedupe``) for many halves: one outcome each, in order.
+
+        The halves not stored yet go to the store in one
+        :meth:`~broker_lite.storage.MessageStore.put_batch_nowait` (one lock, one
+        clock read), in order; each is stored or refused on its own. A half
+        whose id is already stored, or stored earlier in the same batch, answers
+        as a duplicate (with the first one's error if that one was refused).
+        """
+        try:
+            self._check_accepting()
+        except BrokerError as exc:
+            return [exc] * len(halves)
+        outcomes: list[tuple[SendResult, int] | BrokerError | None] = [None] * len(halves)
+        with self._lock:
+            table = self._table
+            records: list[MessageToStore] = []
+            placed: list[int] = []
+            first_in_batch: dict[str, int] = {}
+            for i, (store_msg, transaction_id, real_topic, real_queue_id) in enumerate(halves):
+                known = table.first(transaction_id)
+                if known is not None:
+                    outcomes[i] = (self._half_result(known, duplicate=True), 0)
+                elif transaction_id not in first_in_batch:
+                    first_in_batch[transaction_id] = i
+                    records.append(half_record(store_msg, producer_group=producer_group,
+                                               transaction_id=transaction_id,
+                                               real_topic=real_topic,
+                                               real_queue_id=real_queue_id))
+                    placed.append(i)
+            puts = self._store.put_batch_nowait(records) if records else []
+            for i, half, put in zip(placed, records, puts, strict=True):
+                if isinstance(put, BrokerError):
+                    outcomes[i] = put
+                    continue
+                _msg, transaction_id, real_topic, real_queue_id = halves[i]
+                entry = self._add_half(half, put, producer_group, transaction_id, real_topic,
+                                       real_queue_id)
+                outcomes[i] = (self._half_result(entry, duplicate=False), put.end_offset)
+            for i, outcome in enumerate(outcomes):
+                if outcome is None:  # a second half of an id met earlier in this batch
+                    transaction_id = halves[i][1]
+                    stored = table.first(transaction_id)
+                    outcomes[i] = ((self._half_result(stored, duplicate=True), 0)
+                                   if stored is not None
+                                   else outcomes[first_in_batch[transaction_id]])
+        return [o for o in outcomes if o is not None]
+
+    def _check_accepting(self) -> None:
+        if self._config.reject_transactions:
+            raise NoPermissionError("this broker rejects transactional messages "
+                                    "(--reject-transactions)")
+
+    def _add_half(self, half: MessageToStore, put: PutResult, producer_group: str,
+                  transaction_id: str, real_topic: str, real_queue_id: int) -> HalfEntry:
+        """Note a half just stored at ``put``: its entry, and the record for its commit."""
+        self._recent.add(put.physical_offset, half if half.born_timestamp else
+                         msgspec.structs.replace(half, born_timestamp=put.store_timestamp))
+        immunity = half.properties.get(CHECK_IMMUNITY_TIME_IN_SECONDS)
+        return self._table.add(HalfEntry(
+            transaction_id, producer_group, real_topic, real_queue_id, put.physical_offset,
+            put.queue_offset, put.store_timestamp,
+            int(float(immunity) * 1000) if immunity else 0))
 
     @staticmethod
     def _half_result(entry: HalfEntry, *, duplicate: bool) -> SendResult:
@@ -211,57 +342,164 @@ class TransactionService:
 
     def end(self, request: EndRequest) -> tuple[EndResult, int]:
         """Commit, roll back, or (UNKNOWN) leave for check-back. Idempotent; first wins."""
-        if request.state not in (0, 8, 12):
-            raise TransactionMismatchError(
-                f"end-transaction state {request.state} is not COMMIT (8), ROLLBACK (12) "
-                "or UNKNOWN (0)")
+        outcome = self.end_batch((request,))[0]
+        if isinstance(outcome, BrokerError):
+            raise outcome
+        return outcome
+
+    def end_batch(self, requests: Sequence[EndRequest]
+                  ) -> list[tuple[EndResult, int] | BrokerError]:
+        """:meth:`end` for many requests: one outcome each, in order, as ending them one
+        by one would answer.
+
+        The commit records of a batch go to the store in one append
+        (:meth:`~broker_lite.storage.MessageStore.put_batch_nowait`), then the op
+        records, so each transaction's commit record still precedes its op
+        record. A request naming a half that an earlier request of the batch is
+        ending waits for the next round, after those writes, and is answered as
+        it would be one by one.
+        """
         if self._op_delay_ms > 0:
-            batched = self._end_batched(request)
-            if batched is not None:
-                result, end_offset, committed = batched
-                if committed is not None:
-                    self._notify(committed.real_topic, committed.real_queue_id)
-                return result, end_offset
+            return [self._end_one_batched(request) for request in requests]
+        outcomes: list[tuple[EndResult, int] | BrokerError] = []
+        committed: dict[tuple[str, int], None] = {}
         with self._lock:
-            entry = self._table.find(request.transaction_id, request.commit_log_offset)
-            if entry is None:
-                raise TransactionNotFoundError(request.transaction_id)
-            self._validate(entry, request)
-            wanted = {8: COMMITTED, 12: ROLLED_BACK}.get(request.state)
-            if entry.state == PENDING and entry.commit_offset >= 0:
-                # the commit record landed but its op record did not (a full disk): the
-                # transaction is committed; never append a second commit for it
-                if wanted == ROLLED_BACK:
-                    raise TransactionConflictError(entry.transaction_id, "committed",
-                                                   OP_NAMES[wanted].lower())
-                wanted = COMMITTED
-            if entry.state != PENDING:
-                if wanted is None or wanted == entry.state:
-                    return self._ended(entry, already=True), 0
-                log.warning("late %s for transaction %s refused: already %s",
-                            OP_NAMES[wanted], entry.transaction_id, entry.state)
-                raise TransactionConflictError(entry.transaction_id, entry.state.replace("_", " "),
-                                               OP_NAMES[wanted].lower())
-            if wanted is None:
-                return EndResult(outcome="unknown"), 0
-            end_offset = 0
-            copy = request.commit_log_offset if request.commit_log_offset >= 0 \
-                else entry.half_offset
-            extra = {FROM_CHECK: "true"} if request.from_check else None
+            start = 0
+            while start < len(requests):
+                start = self._end_round(requests, start, outcomes, committed)
+        for topic, queue_id in committed:
+            self._notify(topic, queue_id)
+        return outcomes
+
+    def _end_one_batched(self, request: EndRequest) -> tuple[EndResult, int] | BrokerError:
+        """One end with ``tx_op_batch_interval`` (proxy mode): its op record waits."""
+        try:
+            _check_end_state(request)
+            batched = self._end_batched(request)
+        except BrokerError as exc:
+            return exc
+        if batched is None:  # no longer pending: answered as usual
+            outcomes: list[tuple[EndResult, int] | BrokerError] = []
+            with self._lock:
+                self._end_round((request,), 0, outcomes, {})
+            return outcomes[0]
+        result, end_offset, committed = batched
+        if committed is not None:
+            self._notify(committed.real_topic, committed.real_queue_id)
+        return result, end_offset
+
+    def _plan_end(self, request: EndRequest) -> _EndPlan | tuple[EndResult, int]:
+        """What ending ``request`` takes: records to write, or its answer now; under the
+        lock. Raises the error to answer with."""
+        _check_end_state(request)
+        entry = self._table.find(request.transaction_id, request.commit_log_offset)
+        if entry is None:
+            raise TransactionNotFoundError(request.transaction_id)
+        self._validate(entry, request)
+        wanted = {8: COMMITTED, 12: ROLLED_BACK}.get(request.state)
+        if entry.state == PENDING and entry.commit_offset >= 0:
+            # the commit record landed but its op record did not (a full disk): the
+            # transaction is committed; never append a second commit for it
             if wanted == ROLLED_BACK:
-                end_offset = self._resolve(entry, wanted, copy, extra)
-                return self._ended(entry, already=False), end_offset
-            if entry.commit_offset < 0:
-                end_offset = self._write_commit(entry, copy)
-            else:  # written by an earlier try: wait for everything appended since
-                end_offset = self._store.max_offset
+                raise TransactionConflictError(entry.transaction_id, "committed",
+                                               OP_NAMES[wanted].lower())
+            wanted = COMMITTED
+        if entry.state != PENDING:
+            if wanted is None or wanted == entry.state:
+                return self._ended(entry, already=True), 0
+            log.warning("late %s for transaction %s refused: already %s",
+                        OP_NAMES[wanted], entry.transaction_id, entry.state)
+            raise TransactionConflictError(entry.transaction_id, entry.state.replace("_", " "),
+                                           OP_NAMES[wanted].lower())
+        if wanted is None:
+            return EndResult(outcome="unknown"), 0
+        copy = request.commit_log_offset if request.commit_log_offset >= 0 \
+            else entry.half_offset
+        return _EndPlan(entry, wanted, copy,
+                        {FROM_CHECK: "true"} if request.from_check else None)
+
+    def _end_round(self, requests: Sequence[EndRequest], start: int,
+                   outcomes: list[tuple[EndResult, int] | BrokerError],
+                   committed: dict[tuple[str, int], None]) -> int:
+        """End ``requests`` from ``start`` up to the first one naming a half this round
+        already ends; append their outcomes; return where the next round starts.
+
+        Under the lock. Writes the round's commit records in one append, then its
+        op records in another.
+        """
+        plans: list[_EndPlan] = []
+        named: set[str] = set()
+        slots: list[tuple[EndResult, int] | BrokerError | None] = []
+        i = start
+        while i < len(requests):
             try:
-                end_offset = max(end_offset, self._resolve(entry, wanted, copy, extra))
-            except UnavailableError as exc:  # committed all the same; the check loop closes it
+                plan = self._plan_end(requests[i])
+            except BrokerError as exc:
+                slots.append(exc)
+                i += 1
+                continue
+            if isinstance(plan, _EndPlan):
+                if plan.entry.key in named:
+                    break  # answered in the next round, after this one's records
+                named.add(plan.entry.key)
+                plan.slot = len(slots)
+                plans.append(plan)
+                slots.append(None)
+            else:
+                slots.append(plan)
+            i += 1
+        self._write_ends(plans, slots, committed)
+        outcomes.extend(slot for slot in slots if slot is not None)
+        return i
+
+    def _write_ends(self, plans: list[_EndPlan],
+                    slots: list[tuple[EndResult, int] | BrokerError | None],
+                    committed: dict[tuple[str, int], None]) -> None:
+        """Write the commit records, then the op records, of ``plans``; fill their slots."""
+        store = self._store
+        staged: list[_EndPlan] = []
+        records: list[MessageToStore] = []
+        for plan in plans:
+            if plan.wanted != COMMITTED:
+                continue
+            if plan.entry.commit_offset >= 0:  # written by an earlier try: wait for all since
+                plan.end = store.max_offset
+                continue
+            try:
+                records.append(self._commit_record(plan.entry, plan.copy))
+            except BrokerError as exc:
+                slots[plan.slot] = exc
+                continue
+            staged.append(plan)
+        for plan, put in zip(staged, store.put_batch_nowait(records) if records else (),
+                             strict=True):
+            if isinstance(put, BrokerError):
+                slots[plan.slot] = put
+                continue
+            plan.entry.commit_offset = put.physical_offset
+            plan.entry.commit_queue_offset = put.queue_offset
+            plan.end = put.end_offset
+        live = [plan for plan in plans if slots[plan.slot] is None]
+        ops = [op_record(p.entry, p.wanted, p.copy, p.extra) for p in live]
+        for plan, put in zip(live, store.put_batch_nowait(ops) if ops else (), strict=True):
+            entry = plan.entry
+            if isinstance(put, BrokerError):
+                if plan.wanted != COMMITTED or not isinstance(put, UnavailableError):
+                    slots[plan.slot] = put
+                    continue
+                # committed all the same; the check loop closes it
                 log.warning("transaction %s committed, its half left open: %s",
-                            entry.transaction_id, exc)
-        self._notify(entry.real_topic, entry.real_queue_id)
-        return self._ended(entry, already=False, state=COMMITTED), end_offset
+                            entry.transaction_id, put)
+            else:
+                self._table.settle(entry, plan.wanted)
+                self._recent.drop(entry)
+                plan.end = max(plan.end, put.end_offset)
+            if plan.wanted == COMMITTED:
+                committed[(entry.real_topic, entry.real_queue_id)] = None
+                slots[plan.slot] = (self._ended(entry, already=False, state=COMMITTED),
+                                    plan.end)
+            else:
+                slots[plan.slot] = (self._ended(entry, already=False), plan.end)
 
     def _end_batched(self, request: EndRequest
                      ) -> tuple[EndResult, int, HalfEntry | None] | None:
@@ -343,10 +581,18 @@ class TransactionService:
 
     def _write_commit(self, entry: HalfEntry, copy_offset: int) -> int:
         """Write ``entry``'s commit record from the copy at ``copy_offset``; returns its end."""
-        put = write_commit(self._store, entry, copy_offset)
+        put = self._store.put_nowait(self._commit_record(entry, copy_offset))
         entry.commit_offset = put.physical_offset
         entry.commit_queue_offset = put.queue_offset
         return put.end_offset
+
+    def _commit_record(self, entry: HalfEntry, copy_offset: int) -> MessageToStore:
+        """The commit record of the half copy at ``copy_offset`` (as just stored, else read
+        back from the log)."""
+        half: MessageToStore | StoredRecord | None = self._recent.take(copy_offset)
+        if half is None:
+            half = self._store.get(copy_offset)
+        return commit_record(half, entry, copy_offset)
 
     @staticmethod
     def _ended(entry: HalfEntry, *, already: bool, state: str | None = None) -> EndResult:
@@ -418,5 +664,6 @@ class TransactionService:
         """Copy the half to TRANS_CHECK_MAX_TIME_TOPIC (``resolveDiscardMsg``); no op record."""
         write_discarded(self._store, entry)
         self._table.settle(entry, DISCARDED)
+        self._recent.drop(entry)
         log.warning("transaction %s discarded to %s after %d checks", entry.transaction_id,
                     TRANS_CHECK_MAX_TIME_TOPIC, entry.check_times)

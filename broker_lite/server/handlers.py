@@ -205,25 +205,35 @@ async def end_transaction(ctx: ServerContext, session: Session,
 def end_transaction_batch_now(ctx: ServerContext, session: Session,
                               req: m.EndTransactionBatchRequest
                               ) -> tuple[m.EndTransactionBatchResponse, int]:
+    """Every end answered on its own; the ends allowed go to the core together."""
+    items = req.items
+    refused: dict[int, BrokerError] = {}
+    if session.account is not None:
+        for i, item in enumerate(items):
+            try:
+                _check_end(ctx, session, item.producer_group, item.transaction_id,
+                           item.commit_log_offset)
+            except BrokerError as exc:
+                refused[i] = exc
+        if refused:
+            items = [item for i, item in enumerate(items) if i not in refused]
+    ended = iter(ctx.broker.end_transactions(items))
     codes: list[int] = []
     results: list[m.EndTransactionResponse | None] = []
     errors: list[m.ErrorBody | None] = []
     end = -1
-    end_transaction = ctx.broker.end_transaction
-    for item in req.items:
-        try:
-            _check_end(ctx, session, item.producer_group, item.transaction_id,
-                       item.commit_log_offset)
-            ended = end_transaction(item)
-        except BrokerError as exc:
-            codes.append(exc.code)
+    success = ResponseCode.SUCCESS
+    for i in range(len(req.items)):
+        outcome = refused[i] if i in refused else next(ended)
+        if isinstance(outcome, BrokerError):
+            codes.append(outcome.code)
             results.append(None)
-            errors.append(_error_body(exc))
+            errors.append(_error_body(outcome))
             continue
-        if ended.end_offset > end:
-            end = ended.end_offset
-        codes.append(ResponseCode.SUCCESS)
-        results.append(ended.response)
+        if outcome.end_offset > end:
+            end = outcome.end_offset
+        codes.append(success)
+        results.append(outcome.response)
         errors.append(None)
     return m.EndTransactionBatchResponse(codes=codes, results=results, errors=errors), end
 

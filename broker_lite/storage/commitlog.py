@@ -119,6 +119,12 @@ class CommitLog:
         The caller encodes the record there in place, then calls :meth:`advance`
         with ``size``, under the same lock.
         """
+        files = self.queue.files
+        if files:  # the common case first: the record fits in the current segment
+            mf = files[-1]
+            pos = mf.wrote_position
+            if mf.file_size - pos - MIN_BLANK_SIZE >= size:
+                return mf.start_offset + pos, mf.writable(), pos
         offset = self.reserve(size)
         mf = self.queue.files[-1]
         return offset, mf.writable(), mf.wrote_position

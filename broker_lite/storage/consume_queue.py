@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from broker_lite.storage.mapped_file import MappedFile, MappedFileQueue
 
@@ -22,9 +22,8 @@ _UNIT = struct.Struct(">qiq")
 UNIT_SIZE = _UNIT.size  # 20
 
 
-@dataclass(frozen=True, slots=True)
-class QueueUnit:
-    """One consume-queue entry."""
+class QueueUnit(NamedTuple):
+    """One consume-queue entry (a named tuple: a pull reads one per message)."""
 
     queue_offset: int
     commitlog_offset: int
@@ -80,7 +79,9 @@ class ConsumeQueue:
     def write_unit(self, mf: MappedFile, queue_offset: int, commitlog_offset: int, size: int,
                    tag_hash: int) -> None:
         """Write a unit into the file :meth:`prepare` returned for ``queue_offset``."""
-        mf.write(_UNIT.pack(commitlog_offset, size, tag_hash))
+        pos = mf.wrote_position
+        _UNIT.pack_into(mf.writable(), pos, commitlog_offset, size, tag_hash)
+        mf.wrote_position = pos + UNIT_SIZE
         self._max_unit = queue_offset + 1
 
     def prepare(self, queue_offset: int) -> MappedFile:
@@ -89,13 +90,18 @@ class ConsumeQueue:
         An empty queue may start at any offset (a queue rebuilt after
         retention trimmed the log); otherwise units must come in order.
         """
+        byte_offset = queue_offset * UNIT_SIZE
+        files = self.files.files
+        if queue_offset == self._max_unit != self._min_unit and files:  # the common case
+            current = files[-1]
+            if 0 <= byte_offset - current.start_offset < current.file_size:
+                return current
         empty = self._max_unit == self._min_unit
         if queue_offset != self._max_unit and not (empty and queue_offset > self._max_unit):
             raise ValueError(
                 f"{self.topic}/{self.queue_id}: unit {queue_offset} out of order, "
                 f"expected {self._max_unit}"
             )
-        byte_offset = queue_offset * UNIT_SIZE
         mf = self.files.last_file()
         if mf is None or not mf.start_offset <= byte_offset < mf.end_offset:
             if mf is not None and byte_offset < mf.end_offset:

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import os
 import struct
-import zlib
 from collections.abc import Mapping
 from pathlib import Path
+from zlib import crc32
 
 from broker_lite.errors import ConfigurationError
 from broker_lite.storage.mapped_file import MappedFile, segment_name
@@ -37,11 +37,13 @@ __all__ = ["IndexFile", "KeyIndex", "index_keys", "key_hash"]
 _HEADER = struct.Struct(">qqqqii")
 _SLOT = struct.Struct(">i")
 _ENTRY = struct.Struct(">iqii")
+_SLOTS_AT = _HEADER.size
+_ENTRY_SIZE = _ENTRY.size
 
 
 def key_hash(key: str) -> int:
     """A stable 31-bit hash of a key (CRC32 of its UTF-8 bytes)."""
-    return zlib.crc32(key.encode("utf-8")) & 0x7FFFFFFF
+    return crc32(key.encode("utf-8")) & 0x7FFFFFFF
 
 
 class IndexFile:
@@ -76,14 +78,17 @@ class IndexFile:
 
     def put(self, key: str, offset: int, store_ts: int) -> None:
         buf = self.file.buffer
-        h = key_hash(key)
-        slot_at = _HEADER.size + (h % self.slot_count) * _SLOT.size
-        prev = self._live(_SLOT.unpack_from(buf, slot_at)[0])
+        h = crc32(key.encode("utf-8")) & 0x7FFFFFFF  # key_hash, inlined: a put per record
+        slot_at = _SLOTS_AT + (h % self.slot_count) * 4
+        prev = _SLOT.unpack_from(buf, slot_at)[0]
+        count = self.count
+        if prev > count:
+            prev = self._live(prev)
         if self.begin_ts == 0:
             self.begin_ts = store_ts
-        number = self.count + 1
+        number = count + 1
         diff = max(0, (store_ts - self.begin_ts) // 1000)
-        _ENTRY.pack_into(buf, self._entries_at + number * _ENTRY.size, h, offset, diff, prev)
+        _ENTRY.pack_into(buf, self._entries_at + number * _ENTRY_SIZE, h, offset, diff, prev)
         _SLOT.pack_into(buf, slot_at, number)
         self.count = number
         self.end_ts = store_ts
@@ -178,6 +183,23 @@ class KeyIndex:
             if len(result) >= limit:
                 break
         return result
+
+    def drop_unflushed(self) -> int:
+        """Delete the newest files whose header counts no entry; return how many went.
+
+        A file's header (entry count, end offset) is written only when the index
+        is flushed, every file at once. So after a crash, files made since the
+        last flush count nothing, and recovery re-indexes their records (those
+        after :meth:`indexed_up_to`). Left in place, the re-indexed entries would
+        go into the newest of them and, when it filled, into a new file named
+        after a record those files hold: two files under one name, and keys
+        lost. The files dropped hold no entry a lookup could see.
+        """
+        dropped = 0
+        while self.files and self.files[-1].count == 0:
+            self.files.pop().file.destroy()
+            dropped += 1
+        return dropped
 
     def indexed_up_to(self) -> int:
         """The commit-log offset of the newest indexed record, or -1."""

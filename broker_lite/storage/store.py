@@ -15,10 +15,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from broker_lite.errors import (
+    BrokerError,
     InvalidMessageError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
@@ -74,6 +75,10 @@ _QUEUED_TX = frozenset(int(t) for t in QUEUED_TX_TYPES)
 _BORN_V6 = int(SysFlag.BORNHOST_V6)
 _STORE_V6 = int(SysFlag.STOREHOST_V6)
 
+#: what :meth:`MessageStore._check` found: topic and properties encoded, the record's size,
+#: whether it enters a consume queue, its index keys and its tag hash
+_Checked = tuple[bytes, bytes, int, bool, list[str], int]
+
 
 class MessageStore:
     """A broker's whole on-disk state below the broker core."""
@@ -90,6 +95,12 @@ class MessageStore:
         self._store_host = pack_host(*_split_host(config.store_host))
         self._store_host_bits = _STORE_V6 if len(self._store_host) == 20 else 0
         self._crc_tail = config.append_prop_crc
+        self._max_body = config.max_message_size
+        #: the most encoded properties may take (less the __CRC32# tail and its separator)
+        self._max_props = MAX_PROPERTIES_BYTES - (CRC_TAIL_SIZE + 1 if self._crc_tail else 0)
+        #: a record's size without its born host, body, topic and properties (record_size)
+        self._size_base = record_size(0, 0, 0, sysflag=self._store_host_bits,
+                                      crc_tail=self._crc_tail) - 8 - 1
         self._log = CommitLog(root / "commitlog", config.segment_size,
                               require_crc_tail=config.append_prop_crc)
         self._queue_dir = root / "consumequeue"
@@ -114,7 +125,8 @@ class MessageStore:
     def _recover(self) -> RecoveryReport:
         """Bring the log, queues and index back to one consistent state, in one read.
 
-        1. Load every consume queue.
+        1. Load every consume queue; drop key index files never flushed (their
+           records are re-indexed in step 2).
         2. Validate the log from the segment holding the checkpoint (CRC and
            length of every record) and truncate at the first bad record. On
            the way, re-dispatch records after the checkpoint that their queue
@@ -130,6 +142,9 @@ class MessageStore:
         checkpoint = self._checkpoints.last
         hint = checkpoint.dispatched_offset if checkpoint else self._log.min_offset
         self._load_queues()
+        dropped = self._index.drop_unflushed()
+        if dropped:
+            log.info("%d key index file(s) never flushed before the crash: rebuilt", dropped)
         dispatcher = Redispatcher(self._queues, self._queue, self._index)
         log_end, corruption = self._log.recover(
             hint, dispatcher.visit, hint if checkpoint else self._log.min_offset)
@@ -170,52 +185,102 @@ class MessageStore:
         In ``sync`` mode the caller then waits with :meth:`wait_flushed` or
         :meth:`when_flushed` before acknowledging it.
         """
-        topic_b = self._topic_bytes.get(msg.topic)
+        checked = self._check(msg)
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError("the message store is closed")
+            return self._append(msg, checked, int(time.time() * 1000))
+
+    def put_batch_nowait(self, msgs: Sequence[MessageToStore]) -> list[PutResult | BrokerError]:
+        """Append records in order, each stored or refused on its own; return once they
+        are in the page cache.
+
+        One outcome per message, in order: its :class:`PutResult`, or the error
+        that refused it (a refusal does not stop the others, and leaves the
+        store as it was, as :meth:`put_nowait` does). The lock is taken and the
+        clock read once for the whole batch; each record is written exactly as
+        :meth:`put_nowait` would write it. In ``sync`` mode the caller waits for
+        the highest end offset, one wait for the batch.
+        """
+        checked: list[_Checked | BrokerError] = []
+        for msg in msgs:
+            try:
+                checked.append(self._check(msg))
+            except BrokerError as exc:
+                checked.append(exc)
+        results: list[PutResult | BrokerError] = []
+        append = self._append
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError("the message store is closed")
+            now = int(time.time() * 1000)
+            for msg, item in zip(msgs, checked, strict=True):
+                if isinstance(item, BrokerError):
+                    results.append(item)
+                    continue
+                try:
+                    results.append(append(msg, item, now))
+                except BrokerError as exc:
+                    results.append(exc)
+        return results
+
+    def _check(self, msg: MessageToStore) -> _Checked:
+        """Validate ``msg`` and encode what does not depend on where it goes (no lock)."""
+        topic = msg.topic
+        topic_b = self._topic_bytes.get(topic)
         if topic_b is None:
-            topic_b = validate_topic(msg.topic)
-            self._topic_bytes[msg.topic] = topic_b
-        body = msg.body
-        if len(body) > self.config.max_message_size:
-            raise MessageTooLargeError(size=len(body), limit=self.config.max_message_size,
-                                       topic=msg.topic)
+            topic_b = validate_topic(topic)
+            self._topic_bytes[topic] = topic_b
+        body_len = len(msg.body)
+        if body_len > self._max_body:
+            raise MessageTooLargeError(size=body_len, limit=self._max_body, topic=topic)
         if not 0 <= msg.queue_id < 65536:
             raise InvalidMessageError(f"{msg.queue_id} is not in [0, 65535]", field="queue_id")
         props = msg.properties
         if CRC32_PROPERTY in props:  # RocketMQ drops a stale one before appending its own
             props = {k: v for k, v in props.items() if k != CRC32_PROPERTY}
         props_b = encode_properties(props)
-        if self._crc_tail and len(props_b) > MAX_PROPERTIES_BYTES - CRC_TAIL_SIZE - 1:
+        if len(props_b) > self._max_props:
             raise InvalidMessageError(
                 f"{len(props_b)} bytes encoded, over the limit of "
                 f"{MAX_PROPERTIES_BYTES - CRC_TAIL_SIZE - 1} (the __CRC32# tail takes "
                 f"{CRC_TAIL_SIZE})", field="properties")
-        host_bits = self._store_host_bits | (_BORN_V6 if len(msg.born_host) == 20 else 0)
-        crc_tail = self._crc_tail
-        size = record_size(len(body), len(topic_b), len(props_b), sysflag=host_bits,
-                           crc_tail=crc_tail)
-        dispatch = (msg.sysflag & _TX_MASK) in _QUEUED_TX
-        keys = index_keys(props)
-        tag = tag_hash(props.get(TAGS))
-        with self._lock:
-            if self._closed:
-                raise StoreClosedError("the message store is closed")
-            cq = self._queue(msg.topic, msg.queue_id) if dispatch else None
-            queue_offset = cq.max_offset if cq is not None else 0
-            offset, buf, pos = self._log.reserve_at(size)
-            unit_file = cq.prepare(queue_offset) if cq is not None else None
-            if keys:
-                self._index.prepare(len(keys), offset)
-            now = msg.store_timestamp or int(time.time() * 1000)
-            encode_record_into(
-                buf, pos, size, topic_b, body, props_b, msg.queue_id, msg.flag, queue_offset,
-                offset, msg.sysflag, msg.born_timestamp or now, msg.born_host, now,
-                self._store_host, msg.reconsume_times, msg.prepared_tx_offset, crc_tail,
-            )
-            self._log.advance(size)
-            if cq is not None and unit_file is not None:
-                cq.write_unit(unit_file, queue_offset, offset, size, tag)
-            if keys:
-                self._index.put(keys, offset, now)
+        topic_len = len(topic_b)
+        # record_size, inlined (a call per record): the fixed part, the hosts, the pieces
+        size = (self._size_base + (20 if len(msg.born_host) == 20 else 8) + body_len
+                + (1 if topic_len <= 127 else 2) + topic_len + len(props_b))
+        return (topic_b, props_b, size, (msg.sysflag & _TX_MASK) in _QUEUED_TX,
+                index_keys(props), tag_hash(props.get(TAGS)))
+
+    def _append(self, msg: MessageToStore, checked: _Checked, now: int) -> PutResult:
+        """Write one checked record, its queue unit and index entries; under ``_lock``.
+
+        Everything that may need disk space is allocated before a byte is written.
+        """
+        topic_b, props_b, size, dispatch, keys, tag = checked
+        cq = None
+        queue_offset = 0
+        if dispatch:
+            cq = self._queues.get((msg.topic, msg.queue_id))
+            if cq is None:
+                cq = self._queue(msg.topic, msg.queue_id)
+            queue_offset = cq.max_offset
+        commit_log = self._log
+        offset, buf, pos = commit_log.reserve_at(size)
+        unit_file = cq.prepare(queue_offset) if cq is not None else None
+        if keys:
+            self._index.prepare(len(keys), offset)
+        now = msg.store_timestamp or now
+        encode_record_into(
+            buf, pos, size, topic_b, msg.body, props_b, msg.queue_id, msg.flag, queue_offset,
+            offset, msg.sysflag, msg.born_timestamp or now, msg.born_host, now,
+            self._store_host, msg.reconsume_times, msg.prepared_tx_offset, self._crc_tail,
+        )
+        commit_log.advance(size)
+        if cq is not None and unit_file is not None:
+            cq.write_unit(unit_file, queue_offset, offset, size, tag)
+        if keys:
+            self._index.put(keys, offset, now)
         return PutResult(offset, size, queue_offset, now)
 
     def put(self, msg: MessageToStore, *, timeout: float | None = 10.0) -> PutResult:

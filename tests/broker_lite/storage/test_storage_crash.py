@@ -27,10 +27,11 @@ CRASHES = 24
 
 
 def _run_until_killed(data_dir: Path, first_seq: int, acks_wanted: int,
-                      rng: random.Random) -> dict[int, tuple[int, int]]:
+                      rng: random.Random, mode: str) -> dict[int, tuple[int, int]]:
     """Start the appender, read acknowledgements, SIGKILL it mid-stream."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    child = subprocess.Popen([sys.executable, str(APPENDER), str(data_dir), str(first_seq)],
+    child = subprocess.Popen([sys.executable, str(APPENDER), str(data_dir), str(first_seq),
+                              mode],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                              start_new_session=True)
     assert child.stdout is not None
@@ -74,12 +75,17 @@ def _check(store: MessageStore, acked: dict[int, tuple[int, int]]) -> None:
         ]
 
 
-def test_kill_nine_while_appending_never_loses_an_acknowledged_record(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["one-by-one", "batches"])
+def test_kill_nine_while_appending_never_loses_an_acknowledged_record(tmp_path: Path,
+                                                                      mode: str) -> None:
+    """``batches``: put_batch_nowait, one durability wait per batch (the native door's
+    SEND_BATCH and END_TRANSACTION_BATCH in sync flush mode)."""
     rng = random.Random(20261122)
     data_dir = tmp_path / "crash"
     acked: dict[int, tuple[int, int]] = {}
     for crash in range(CRASHES):
-        acked.update(_run_until_killed(data_dir, crash * 1_000_000, rng.randint(1, 400), rng))
+        acked.update(_run_until_killed(data_dir, crash * 1_000_000, rng.randint(1, 400), rng,
+                                       mode))
         store = MessageStore(crash_config(data_dir))
         try:
             assert store.recovery.crashed
