@@ -14,6 +14,8 @@ PYTEST_ARGS ?=
 # chromium-driver: the console's browser tests
 SYSTEM_PACKAGES := redis-server libpostgresql-jdbc-java libxerial-sqlite-jdbc-java chromium \
 	chromium-driver nats-server
+# the RabbitMQ target's tests run its node as a plain process (tests/support/rabbitmq_server.py)
+SYSTEM_PACKAGES += rabbitmq-server
 # the JDBC jars the Spark audit reads the outbox with (make demo installs them when Java is there)
 DEMO_PACKAGES := libxerial-sqlite-jdbc-java libpostgresql-jdbc-java
 PG_JDBC_JAR := /usr/share/java/postgresql.jar
@@ -37,6 +39,7 @@ system-deps:
 	command -v redis-server >/dev/null 2>&1 || missing+=(redis-server); \
 	test -f $(PG_JDBC_JAR) || missing+=($(PG_JDBC_JAR)); \
 	test -f $(SQLITE_JDBC_JAR) || missing+=($(SQLITE_JDBC_JAR)); \
+	test -x /usr/lib/rabbitmq/bin/rabbitmq-server || missing+=(rabbitmq-server); \
 	command -v chromium >/dev/null 2>&1 || missing+=(chromium); \
 	command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver); \
 	command -v nats-server >/dev/null 2>&1 || test -x /usr/sbin/nats-server || missing+=(nats-server); \

@@ -375,9 +375,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.cases is None:
         args.cases = "throughput" if args.sides == ["rocketmq"] else "throughput,latency"
     args.cases = [c for c in str(args.cases).split(",") if c]
-    if set(args.cases) - {"throughput", "latency"} or set(args.sides) - set(SIDES):
+    if set(args.cases) - {"throughput", "latency"} or set(args.sides) - {*SIDES, "rabbitmq"}:
         parser.error("--cases takes throughput,latency and --sides takes "
-                     f"{','.join(SIDES)}")
+                     f"{','.join(SIDES)},rabbitmq")
     # the rocketmq side alone is its throughput over the official client's (no latency)
     client_only = frozenset(args.sides) == {"rocketmq"} and "throughput" in args.cases
     args.restricted = (set(args.cases) != {"throughput", "latency"} and not client_only) or \
@@ -407,6 +407,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ[LISTEN_ENV] = "1" if args.listen else "0"
     if args.listen_lanes is not None:
         os.environ[LISTEN_LANES_ENV] = str(args.listen_lanes)
+    if "rabbitmq" in args.sides:  # its own servers, first (bench/_relay_rabbitmq.py); printed
+        from _relay_rabbitmq import rabbitmq_side
+
+        with scratch_dir("relay-rabbitmq", keep=args.keep_logs) as work:
+            rabbitmq_side(work, args.rows, args.repeat if "throughput" in args.cases else 0,
+                          args.rate, args.seconds,
+                          args.lat_repeat if "latency" in args.cases else 0, args.timeout,
+                          print)
+        args.sides = [s for s in args.sides if s != "rabbitmq"]
+        if not args.sides:
+            return 0
+        args.restricted = True
     result = measure(args)
     if args.restricted:
         print("--cases/--sides subset: results not saved")

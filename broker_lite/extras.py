@@ -22,6 +22,7 @@ __all__ = ["EXTRA_MODULES", "extra_for", "missing_extra", "needs_extra"]
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "rocketmq": ("grpc", "google.protobuf", "rocketmq"),
     "nats": ("nats",),
+    "rabbitmq": ("aio_pika", "aiormq", "pamqp"),
     "compression": ("lz4", "zstandard"),
     "console": ("starlette", "jinja2", "multipart", "uvicorn"),
     "spark": ("pyspark", "py4j", "pyarrow"),

@@ -29,6 +29,7 @@ from tests.support import (
 
 if TYPE_CHECKING:
     from tests.support.nats_server import NatsServer
+    from tests.support.rabbitmq_server import RabbitMQServer
 
 T = TypeVar("T")
 
@@ -97,6 +98,15 @@ def nats_server() -> Iterator[NatsServer]:
 
     with contextlib.ExitStack() as stack:
         yield _enter(stack, start_nats())
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_server() -> Iterator[RabbitMQServer]:
+    """One RabbitMQ node for the session (tests/support/rabbitmq_server.py)."""
+    from tests.support.rabbitmq_server import start_rabbitmq
+
+    with contextlib.ExitStack() as stack:
+        yield _enter(stack, start_rabbitmq())
 
 
 @pytest.fixture

@@ -27,8 +27,8 @@ from rich.table import Table
 
 from outbox.targets.base import TX_ID_PROPERTY
 
-__all__ = ["BASE_SLO", "Audit", "Outcome", "audit", "print_spark", "print_summary", "query",
-           "spark_available"]
+__all__ = ["BASE_SLO", "Audit", "Outcome", "audit", "exported_records", "print_spark",
+           "print_summary", "query", "spark_available"]
 
 #: the commit-to-broker latency the Spark audit allows a transaction, on top of the demo's
 #: kill period (its kills and restarts, see ``RelaySupervisor.kill_period``)
@@ -87,6 +87,15 @@ def row_tx_id(record: dict[str, Any]) -> str:
     """
     props = record.get("properties") or {}
     return str(props.get(TX_ID_PROPERTY) or record["transaction_id"])
+
+
+def exported_records(export: Path) -> list[dict[str, Any]]:
+    """A broker export's messages as :func:`broker_records` gives commit records (a target
+    without a commit log, RabbitMQ: docs/rabbitmq.md)."""
+    from outbox.broker_export import read_export
+
+    return [{"sysflag": "commit", "transaction_id": m.tx_id, "topic": m.destination,
+             "properties": {TX_ID_PROPERTY: m.tx_id}, "keys": ""} for m in read_export(export)]
 
 
 def audit(work: Path, ok_refs: set[str], failed_refs: set[str], *,

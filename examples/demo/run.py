@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import contextlib
 import http.client
@@ -30,6 +31,7 @@ from examples.demo.audit import (
     BASE_SLO,
     Outcome,
     audit,
+    exported_records,
     print_spark,
     print_summary,
     query,
@@ -91,7 +93,8 @@ def post(address: str, order: Order) -> tuple[int, dict[str, Any]]:
         conn.close()
 
 
-def audit_command(work: Path, slo: float, as_of: str, *, export: bool = False) -> list[str]:
+def audit_command(work: Path, slo: float, as_of: str, *, export: Path | None = None
+                  ) -> list[str]:
     """The Spark audit the demo runs, as ``rocketbox audit`` arguments.
 
     ``--grace 0``: the demo waited until every committed order was consumed,
@@ -100,10 +103,10 @@ def audit_command(work: Path, slo: float, as_of: str, *, export: bool = False) -
     demo's (see :data:`audit.BASE_SLO`): the same command run again later
     says the same.
     """
-    source = ["--broker-export", str(work / EXPORT)] if export else \
-        ["--commitlog", str(work / "broker")]
-    return ["--jdbc-url", f"jdbc:sqlite:{work / 'shop.sqlite'}", *source, "--grace", "0",
-            "--slo", f"{slo:.1f}", "--as-of", as_of]
+    broker = ["--commitlog", str(work / "broker")] if export is None else \
+        ["--broker-export", str(export)]
+    return ["--jdbc-url", f"jdbc:sqlite:{work / 'shop.sqlite'}", *broker,
+            "--grace", "0", "--slo", f"{slo:.1f}", "--as-of", as_of]
 
 
 def spark_audit(demo: Demo, env: dict[str, str], timeout: float, args: list[str]
@@ -187,9 +190,10 @@ def _terminating(demo: Demo) -> Iterator[None]:
             signal.signal(signal.SIGTERM, previous)
 
 
-#: ``--target``: broker_lite's native door, its gRPC door as RocketMQ 5's proxy behaves, or
-#: a private nats-server with JetStream (examples/demo/nats_part.py)
-TARGETS = ("broker-lite", "rocketmq-proxy", "nats")
+#: ``--target``: broker_lite's native door, its gRPC door as RocketMQ 5's proxy behaves,
+#: a private nats-server with JetStream (examples/demo/nats_part.py), or a RabbitMQ node
+#: (started as the tests start one; the shop's Orders is a stream)
+TARGETS = ("broker-lite", "rocketmq-proxy", "nats", "rabbitmq")
 #: broker_lite's flags per target (check-backs a second after a half is left open)
 _BROKER_FLAGS = {
     "broker-lite": ("--tx-timeout", "1", "--tx-check-interval", "0.5", "--auto-create-topics"),
@@ -258,6 +262,49 @@ def _broker_address(target: str, native: str, grpc: str,
     return f"rocketmq://{grpc}"
 
 
+def _rabbitmq(stack: contextlib.ExitStack) -> str:
+    """A RabbitMQ node started as ``make test`` starts one (a plain process on private
+    loopback ports, tests/support/rabbitmq_server.py), and the shop's topic as a stream
+    (the export re-reads it for the audit): the node's URL."""
+    import aio_pika
+
+    from examples.flask_shop.inventory import TOPIC
+    from tests.support.rabbitmq_server import start_rabbitmq
+    from tests.support.servers import ServerUnavailable
+
+    try:
+        node = stack.enter_context(start_rabbitmq())
+    except ServerUnavailable as exc:
+        raise DemoError(f"--target rabbitmq: {exc}") from None
+
+    async def declare() -> None:
+        connection = await aio_pika.connect(node.url, timeout=30)
+        async with connection:
+            channel = await connection.channel()
+            await channel.declare_queue(TOPIC, durable=True,
+                                        arguments={"x-queue-type": "stream"})
+
+    asyncio.run(declare())
+    return node.url
+
+
+def _rabbitmq_export(work: Path, url: str) -> Path:
+    """What the node's stream holds, as a broker export (``rocketbox broker-export``)."""
+    from sqlalchemy import create_engine
+
+    from examples.flask_shop.inventory import TOPIC
+    from outbox import Outbox
+    from outbox.targets.choose import export_messages
+
+    out = work / "export.jsonl"
+    engine = create_engine("sqlite://")
+    try:
+        export_messages(Outbox(engine=engine, broker=url), out, source=TOPIC)
+    finally:
+        engine.dispose()
+    return out
+
+
 def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str,
         spark_timeout: float = 600.0, target: str = "broker-lite", acl: bool = False) -> int:
     started = time.monotonic()
@@ -267,7 +314,10 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
     demo = Demo(work, console)
     python = sys.executable
     timings: dict[str, float] = {}
-    with _terminating(demo):
+    rabbitmq = target == "rabbitmq"
+    if rabbitmq and acl:
+        raise DemoError("--acl is broker_lite's (its ACL); RabbitMQ has users of its own")
+    with _terminating(demo), contextlib.ExitStack() as servers:
         console.print(f"[b]rocketbox demo[/b]: {orders} orders to {target}, everything in "
                       f"{work}")
         accounts = demo_acl() if acl else None
@@ -276,17 +326,19 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
             (work / "acl.json").write_text(json.dumps(accounts, indent=1))
             (work / "acl.json").chmod(0o600)
             acl_flags = ["--acl", str(work / "acl.json")]
+        broker: Process | None = None
         if target == "nats":
             broker, address = start_nats_part(demo, work)
             env = _env(work, address)
+        elif rabbitmq:
+            env = _env(work, _rabbitmq(servers))
         else:
             broker = demo.part("broker", [python, "-m", "broker_lite", "serve", "--data-dir",
                                           str(work / "broker"), "--port", "0", "--grpc-port",
                                           "0", *_BROKER_FLAGS[target], *acl_flags],
                                dict(os.environ, PYTHONUNBUFFERED="1"))
             ready = broker.wait_for(_READY, 60)
-            native = ready.group(1)
-            env = _env(work, _broker_address(target, native, ready.group(2),
+            env = _env(work, _broker_address(target, ready.group(1), ready.group(2),
                                              _keys(accounts, "admin")))
         migrated = subprocess.run([python, "-m", SHOP, "migrate"], env=env, cwd=REPO,
                                   capture_output=True, text=True, timeout=120)
@@ -296,8 +348,11 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
                             _as(env, _keys(accounts, "checker")))
         inventory = demo.part("inventory", [python, "-m", SHOP, "inventory"],
                               _as(env, _keys(accounts, "inventory"), prefix="SHOP_INVENTORY_"))
-        relay = demo.part("relay", [python, "-m", SHOP, "relay", "--demo-crash-dir",
-                                    str(work / "crashed")], _as(env, _keys(accounts, "relay")))
+        # no relay kills on RabbitMQ: a kill between the confirm and the mark sends the row
+        # again, a second message the audits count (tests/targets/rabbitmq kills it there)
+        crash = [] if rabbitmq else ["--demo-crash-dir", str(work / "crashed")]
+        relay = demo.part("relay", [python, "-m", SHOP, "relay", *crash],
+                          _as(env, _keys(accounts, "relay")))
         web = demo.part("web", [python, "-m", SHOP, "web", "--port", "0"], env)
         checker.wait_for("checker ready", 90)
         inventory.wait_for("inventory ready", 90)
@@ -352,7 +407,13 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
         timings["relay and consume"] = time.monotonic() - waiting
         downtime, kill_period = supervisor.downtime(), supervisor.kill_period()
         auditing = time.monotonic()
-        records = export_records(env["SHOP_BROKER"], work) if target == "nats" else None
+        export: Path | None = None
+        records: list[dict[str, Any]] | None = None
+        if target == "nats":
+            records, export = export_records(env["SHOP_BROKER"], work), work / EXPORT
+        elif rabbitmq:
+            export = _rabbitmq_export(work, env["SHOP_BROKER"])
+            records = exported_records(export)
         result = audit(work, ok_refs, failed_refs, records=records)
         timings["audit"] = time.monotonic() - auditing
         slo = BASE_SLO + kill_period
@@ -364,7 +425,7 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
                 spark_result = f"skipped: {why_not}"
             else:
                 as_of = datetime.now(UTC).isoformat(timespec="seconds")
-                audit_args = audit_command(work, slo, as_of, export=records is not None)
+                audit_args = audit_command(work, slo, as_of, export=export)
                 spark_again = shlex.join(["rocketbox", "audit", *audit_args])
                 console.print(f"running the Spark audit (spark.audit_job, local[*], "
                               f"SLO {slo:.1f}s, grace 0, as of {as_of}) ...")
@@ -374,7 +435,7 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
                 for category, count in counts.items():
                     result.diverged(f"spark: {category}", f"spark audit: {count} {category} "
                                     f"({spark_result})", count)
-        checkbacks = len(set(re.findall(
+        checkbacks = 0 if broker is None else len(set(re.findall(
             r"check-back of transaction '(\w+)' resolved it: committed", broker.output())))
     crashed = len(list((work / "crashed").glob("*"))) if (work / "crashed").exists() else 0
     timings["total"] = time.monotonic() - started
@@ -406,7 +467,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "rocketmq-proxy: broker_lite's gRPC door behaving as Apache "
                              "RocketMQ 5's proxy (--grpc-proxy-semantics), reached through "
                              "the official RocketMQ client, as a RocketMQ cluster would be; "
-                             "or nats: a private nats-server with JetStream (docs/nats.md)")
+                             "or nats: a private nats-server with JetStream (docs/nats.md); "
+                             "or rabbitmq: a RabbitMQ node (rabbitmq-server, started as the "
+                             "tests start it; Orders is a stream; no relay kills)")
     parser.add_argument("--acl", action="store_true",
                         help="run the broker with an ACL: the relay, the check-back responder "
                              "and the inventory consumer each sign as an account of their own, "

@@ -23,9 +23,10 @@ from outbox.targets.address import parse_broker_address
 if TYPE_CHECKING:
     from typing import TypeAlias
 
+    from examples.flask_shop.inventory_rabbitmq import RabbitMQInventoryConsumer
     from examples.flask_shop.inventory_rocketmq import RocketMQInventoryConsumer
 
-    Consumer: TypeAlias = InboxConsumer | RocketMQInventoryConsumer
+    Consumer: TypeAlias = InboxConsumer | RocketMQInventoryConsumer | RabbitMQInventoryConsumer
 
 GROUP = "inventory"
 TOPIC = "Orders"
@@ -69,11 +70,16 @@ def reserve(session: Session, message: ReceivedMessage) -> None:
 
 
 def make_consumer(engine: Engine, broker: str, **options: object) -> Consumer:
-    """The inventory consumer (not started): the native one, or RocketMQ's for ``rocketmq://``."""
+    """The inventory consumer (not started): the native one, RocketMQ's for ``rocketmq://``,
+    NATS's for ``nats://``, RabbitMQ's for ``amqp://``."""
     if parse_broker_address(broker, setting="SHOP_BROKER").kind == "nats":
         from examples.flask_shop.inventory_nats import NatsInventoryConsumer
 
         return NatsInventoryConsumer(engine, broker, **options)  # type: ignore[arg-type,return-value]
+    if parse_broker_address(broker, setting="SHOP_BROKER").kind == "rabbitmq":
+        from examples.flask_shop.inventory_rabbitmq import RabbitMQInventoryConsumer
+
+        return RabbitMQInventoryConsumer(engine, broker, **options)  # type: ignore[arg-type]
     if parse_broker_address(broker, setting="SHOP_BROKER").is_rocketmq:
         from examples.flask_shop.inventory_rocketmq import RocketMQInventoryConsumer
 

@@ -7,6 +7,8 @@
 ``rocketmqs://HOST:PORT[,...]``           the same over TLS
 ``nats://HOST:PORT[,HOST:PORT...]``       NATS JetStream servers (docs/nats.md)
 ``tls://HOST:PORT[,...]``                 the same over TLS
+``amqp://[USER:PASS@]HOST:PORT[/VHOST]``  RabbitMQ (AMQP 0-9-1; ``?exchange=NAME``)
+``amqps://...``                           the same over TLS
 ========================================  ==========================================
 
 :func:`parse_broker_address` is the one parser: ``Outbox(broker=...)``, Django's
@@ -26,19 +28,21 @@ A new kind of broker is a new entry here and its modules under
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
 from outbox.errors import ConfigurationError
 
-__all__ = ["BROKER_LITE", "DEFAULT_KIND", "KINDS", "NATS", "ROCKETMQ", "BrokerAddress",
-           "BrokerAddressError", "KindTraits", "parse_broker_address"]
+__all__ = ["BROKER_LITE", "DEFAULT_KIND", "KINDS", "NATS", "RABBITMQ", "ROCKETMQ",
+           "BrokerAddress", "BrokerAddressError", "KindTraits", "parse_broker_address"]
 
-Kind = Literal["broker-lite", "rocketmq", "nats"]
+Kind = Literal["broker-lite", "rocketmq", "nats", "rabbitmq"]
 
 BROKER_LITE: Kind = "broker-lite"
 ROCKETMQ: Kind = "rocketmq"
 NATS: Kind = "nats"
+RABBITMQ: Kind = "rabbitmq"
 
 @dataclass(frozen=True, slots=True)
 class KindTraits:
@@ -66,6 +70,9 @@ class KindTraits:
     consumer_hint: str | None = None
     #: the rocketbox extra that installs its client (None: a plain install has it)
     extra: str | None = None
+    #: the address is a URL: ``USER:PASS@`` before its endpoint, and a ``/PATH`` and
+    #: ``?QUERY`` after it, are kept (RabbitMQ's credentials, vhost and options)
+    url: bool = False
 
 
 #: the kinds of broker, keyed by kind, the default first; a new target adds its entry
@@ -89,6 +96,13 @@ KINDS: dict[Kind, KindTraits] = {
         "outbox.targets.nats_support", frozenset({"outbox"}), "docs/nats.md",
         consumer_hint="use outbox.inbox_nats.NatsInbox with a nats-py JetStream subscription",
         extra="nats"),
+    RABBITMQ: KindTraits(
+        "RabbitMQ", "amqp", "amqps",
+        "amqp://[USER:PASS@]HOST:PORT[/VHOST][?exchange=NAME] (RabbitMQ; amqps:// for TLS)",
+        "outbox.targets.rabbitmq_support", frozenset({"outbox"}), "docs/rabbitmq.md",
+        one_endpoint=True,
+        consumer_hint="use outbox.inbox_rabbitmq.RabbitMQInbox with an aio-pika consumer",
+        extra="rabbitmq", url=True),
 }
 #: the default kind: a bare ``HOST:PORT``
 DEFAULT_KIND: Kind = BROKER_LITE
@@ -117,6 +131,10 @@ class BrokerAddress:
     kind: Kind
     endpoints: tuple[tuple[str, int], ...]
     tls: bool = False
+    #: a URL kind's ``USER:PASS`` (as written, percent-encoded), ``/PATH`` and ``QUERY``
+    userinfo: str = ""
+    path: str = ""
+    query: str = ""
 
     @property
     def is_rocketmq(self) -> bool:
@@ -162,7 +180,15 @@ class BrokerAddress:
             return self.native
         traits = self.traits
         scheme = traits.tls_scheme if self.tls and traits.tls_scheme else traits.scheme
-        return f"{scheme}://" + ",".join(self.endpoint_strings())
+        return f"{scheme}://{self.userinfo + '@' if self.userinfo else ''}" + ",".join(
+            self.endpoint_strings()) + self.path + (f"?{self.query}" if self.query else "")
+
+    def redacted(self) -> str:
+        """:meth:`__str__` without the password, for logs and errors."""
+        if ":" not in self.userinfo:
+            return str(self)
+        user = self.userinfo.partition(":")[0]
+        return str(dataclasses.replace(self, userinfo=f"{user}:***"))
 
 
 def _endpoint(setting: str, value: str, text: str) -> tuple[str, int]:
@@ -187,6 +213,8 @@ def parse_broker_address(value: object, *, setting: str = "broker") -> BrokerAdd
     if scheme not in _SCHEMES:
         raise BrokerAddressError(setting, value, f"unknown scheme {scheme!r}")
     kind, tls = _SCHEMES[scheme]
+    if KINDS[kind].url:
+        return _url_address(setting, value, kind, tls, rest)
     parts = [p for p in rest.rstrip("/").split(",")]
     if any(not p.strip() for p in parts):
         raise BrokerAddressError(setting, value, "an endpoint is empty")
@@ -197,3 +225,20 @@ def parse_broker_address(value: object, *, setting: str = "broker") -> BrokerAdd
     if len(set(endpoints)) != len(endpoints):
         raise BrokerAddressError(setting, value, "an endpoint is listed twice")
     return BrokerAddress(kind, endpoints, tls)
+
+
+def _url_address(setting: str, value: str, kind: Kind, tls: bool, rest: str) -> BrokerAddress:
+    """A URL kind's address: ``[USER[:PASS]@]HOST:PORT[/PATH][?QUERY]``, one endpoint."""
+    rest, _, query = rest.partition("?")
+    userinfo, at, hostport = rest.rpartition("@")
+    if at and not userinfo:
+        raise BrokerAddressError(setting, value, "the user before '@' is empty")
+    hostport, slash, path = hostport.partition("/")
+    if "," in hostport:
+        raise BrokerAddressError(setting, value,
+                                 f"{KINDS[kind].title} takes exactly one HOST:PORT")
+    if not hostport.strip():
+        raise BrokerAddressError(setting, value, "an endpoint is empty")
+    endpoint = _endpoint(setting, value, hostport)
+    return BrokerAddress(kind, (endpoint,), tls, userinfo=userinfo,
+                         path=f"/{path}" if slash and path else "", query=query)

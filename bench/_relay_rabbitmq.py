@@ -1,0 +1,358 @@
+"""bench/relay.py's ``rabbitmq`` side: our relay with the RabbitMQ target, and aio-pika alone.
+
+It runs before the other sides, on servers of its own: a private PostgreSQL
+cluster (the outbox table) and a rabbitmq-server node, both as the tests
+start them (tests/support), and one durable quorum queue. The consumer is
+aio-pika in this process (``no_ack``), recording when each body's ``i`` first
+arrived (:class:`_relay_common.Seen`).
+
+* **throughput**: N rows are committed first; a relay child
+  (``Relay.drain``, the library's lanes and batch size, the target's one
+  connection and channel with publisher confirms) is told to go, and the
+  clock stops when the consumer has the last of the N. Rate = N / that time.
+* **client**: right after, a child publishes N messages built as the target
+  builds them (``amqp_message``) with aio-pika alone, persistent and
+  mandatory on a confirming channel, ``window`` of them in flight at once (the
+  best of a few windows is kept), timed the same way: the raw confirmed-publish
+  rate the target is held to (issue 32: ours >= 0.8x of it).
+* **latency**: a producer child commits ``--rate`` rows a second (one per
+  transaction) for ``--seconds``, while a relay child loops ``run_once``
+  (a 1 ms pause when nothing was due); commit-to-visible = the consumer's
+  receipt minus the producer's commit (``time.monotonic()``, one clock for
+  every process on Linux), the first second left out.
+
+Children run this file: ``python bench/_relay_rabbitmq.py ROLE ...``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from _common import REPO_ROOT, add_repository_paths, median
+from _relay_common import PRODUCER_GROUP, Seen, body, paced
+
+add_repository_paths()
+
+from procgroup import Process  # noqa: E402
+
+__all__ = ["QUEUE", "rabbitmq_side"]
+
+QUEUE = "BenchOrders"
+#: windows (messages in flight) the client baseline tries; the best counts
+WINDOWS = (200, 1000)
+GO_TIMEOUT = 120.0
+
+
+def _script(role: str, *args: str, log: Path) -> Process:
+    argv = [sys.executable, str(Path(__file__).resolve()), role, *args]
+    return Process(argv, log=log, name=f"rabbitmq-{role}",
+                   env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}).start()
+
+
+def _wait_file(path: Path, proc: Process, timeout: float = GO_TIMEOUT) -> None:
+    proc.wait_until(path.exists, timeout, what=f"{path.name} written", interval=0.005)
+
+
+def _await_go(go: Path) -> None:
+    pause = threading.Event()
+    deadline = time.monotonic() + GO_TIMEOUT
+    while not go.exists():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{go} never appeared")
+        pause.wait(0.001)
+
+
+# -- children --------------------------------------------------------------------------------
+
+
+def _outbox(db: str, broker: str) -> Any:
+    from sqlalchemy import create_engine
+
+    from outbox import Outbox
+
+    return Outbox(engine=create_engine(db, pool_size=8), broker=broker,
+                  producer_group=PRODUCER_GROUP)
+
+
+def relay_main(db: str, broker: str, ready: str, go: str, mode: str) -> int:
+    """``drain``: relay every due row once told to go, then exit; ``loop``: until SIGTERM."""
+    from outbox import Relay
+    from outbox.targets.choose import publisher_for
+    from outbox.targets.runner import TargetPublisher
+
+    outbox = _outbox(db, broker)
+    publisher = publisher_for(outbox)
+    assert isinstance(publisher, TargetPublisher)
+    publisher._call(publisher.target.start())  # connected before the clock starts
+    Path(ready).touch()
+    _await_go(Path(go))
+    if mode == "drain":
+        Relay(outbox, publisher).drain()
+    else:
+        idle = threading.Event()
+        relay = Relay(outbox, publisher)
+        while True:
+            if not relay.run_once().claimed:
+                idle.wait(0.001)
+    publisher.close()
+    return 0
+
+
+def raw_main(broker: str, count: int, window: int, ready: str, go: str) -> int:
+    """Publish ``count`` messages with aio-pika alone, ``window`` in flight, confirmed."""
+    import aio_pika
+
+    from outbox.targets.base import OutgoingMessage
+    from outbox.targets.rabbitmq import amqp_message
+
+    async def run() -> None:
+        connection = await aio_pika.connect(broker, timeout=10)
+        async with connection:
+            channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+            exchange = channel.default_exchange
+            messages = [OutgoingMessage(f"raw-{i}", QUEUE, json.dumps(body(i)).encode(),
+                                        None, (), None, {}) for i in range(count)]
+            Path(ready).touch()
+            await asyncio.to_thread(_await_go, Path(go))
+            for start in range(0, count, window):
+                await asyncio.gather(*(
+                    exchange.publish(amqp_message(m, app_id=PRODUCER_GROUP), routing_key=QUEUE,
+                                     mandatory=True, timeout=30)
+                    for m in messages[start:start + window]))
+
+    asyncio.run(run())
+    return 0
+
+
+def producer_main(db: str, broker: str, rate: float, seconds: float, out: str) -> int:
+    """Commit ``rate`` rows a second for ``seconds``; write each commit's monotonic time."""
+    from sqlalchemy.orm import Session
+
+    from outbox import publish
+
+    outbox = _outbox(db, broker)
+    committed: dict[int, float] = {}
+    for i in paced(int(rate * seconds), rate):
+        with Session(outbox.engine) as session, session.begin():
+            publish(session, QUEUE, body(i), outbox=outbox)
+        committed[i] = time.monotonic()
+    Path(out).write_text(json.dumps(committed))
+    return 0
+
+
+# -- the harness -----------------------------------------------------------------------------
+
+
+class _Consumer:
+    """aio-pika on a thread of its own (its own loop), recording what arrived."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.seen = Seen()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(60)
+
+    async def _start(self) -> None:
+        import aio_pika
+
+        self.seen = Seen()  # its event belongs to this loop
+        self._connection = await aio_pika.connect(self.url, timeout=10)
+        channel = await self._connection.channel()
+        await channel.set_qos(prefetch_count=2000)
+        queue = await channel.get_queue(QUEUE, ensure=False)
+
+        async def on_message(message: Any) -> None:
+            self.seen.add([message.body])
+
+        await queue.consume(on_message, no_ack=True)
+
+    def reset(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._reset(), self._loop).result(10)
+
+    async def _reset(self) -> None:
+        self.seen.times.clear()
+        self.seen.duplicates = 0
+
+    def wait_for(self, count: int, timeout: float) -> bool:
+        return asyncio.run_coroutine_threadsafe(self.seen.wait_for(count, timeout),
+                                                self._loop).result(timeout + 10)
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._connection.close(), self._loop).result(30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+
+@contextmanager
+def _servers(work: Path) -> Iterator[tuple[str, str]]:
+    from tests.support.outbox_db import pg_outbox_database
+    from tests.support.rabbitmq_server import start_rabbitmq
+    from tests.support.servers import start_postgres
+    from tests.targets.rabbitmq.rabbit_support import declare
+
+    with start_postgres() as pg, start_rabbitmq() as rabbit, \
+            pg_outbox_database(pg, "rabbitbench") as (engine, db):
+        engine.dispose()
+        declare(rabbit.url, QUEUE, "quorum")
+        yield db, rabbit.url
+
+
+def _truncate(db: str) -> None:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(db)
+    with engine.begin() as conn:
+        conn.execute(text("TRUNCATE rocketbox_transaction"))
+    engine.dispose()
+
+
+def _commit_backlog(db: str, broker: str, rows: int) -> None:
+    from sqlalchemy.orm import Session
+
+    from outbox import publish
+
+    outbox = _outbox(db, broker)
+    for start in range(0, rows, 500):
+        with Session(outbox.engine) as session, session.begin():
+            for i in range(start, min(rows, start + 500)):
+                publish(session, QUEUE, body(i), outbox=outbox)
+    outbox.engine.dispose()
+
+
+def _timed(consumer: _Consumer, proc: Process, ready: Path, go: Path, count: int,
+           timeout: float) -> dict[str, Any]:
+    _wait_file(ready, proc)
+    started = time.monotonic()
+    go.touch()
+    complete = consumer.wait_for(count, timeout)
+    seconds = time.monotonic() - started
+    proc.wait(timeout=60) if complete else proc.stop()
+    return {"per_s": count / seconds if complete else 0.0, "seconds": seconds,
+            "missing": count - len(consumer.seen.times), "duplicates": consumer.seen.duplicates}
+
+
+def _throughput(work: Path, db: str, url: str, consumer: _Consumer, rows: int, timeout: float,
+                n: int) -> dict[str, Any]:
+    _truncate(db)
+    _commit_backlog(db, url, rows)
+    consumer.reset()
+    ready, go = work / f"relay-ready-{n}", work / f"relay-go-{n}"
+    proc = _script("relay", db, url, str(ready), str(go), "drain", log=work / f"relay-{n}.log")
+    return _timed(consumer, proc, ready, go, rows, timeout)
+
+
+def _client(work: Path, url: str, consumer: _Consumer, rows: int, timeout: float,
+            n: int) -> dict[str, Any]:
+    trials = []
+    for window in WINDOWS:
+        consumer.reset()
+        ready, go = work / f"raw-ready-{n}-{window}", work / f"raw-go-{n}-{window}"
+        proc = _script("raw", url, str(rows), str(window), str(ready), str(go),
+                       log=work / f"raw-{n}-{window}.log")
+        trials.append({"window": window, **_timed(consumer, proc, ready, go, rows, timeout)})
+    best = max(trials, key=lambda t: t["per_s"])
+    return {**best, "trials": trials}
+
+
+def _latency(work: Path, db: str, url: str, consumer: _Consumer, rate: float,
+             seconds: float, n: int) -> dict[str, Any]:
+    _truncate(db)
+    consumer.reset()
+    ready, go = work / f"loop-ready-{n}", work / f"loop-go-{n}"
+    relay = _script("relay", db, url, str(ready), str(go), "loop", log=work / f"loop-{n}.log")
+    try:
+        _wait_file(ready, relay)
+        go.touch()
+        out = work / f"commits-{n}.json"
+        producer = _script("producer", db, url, str(rate), str(seconds), str(out),
+                           log=work / f"producer-{n}.log")
+        producer.wait(timeout=seconds * 4 + 120)
+        committed = {int(k): float(v) for k, v in json.loads(out.read_text()).items()}
+        kept_up = consumer.wait_for(len(committed), 120)
+    finally:
+        relay.stop()
+    start = min(committed.values()) + 1.0
+    lags = sorted((consumer.seen.times[i] - t) * 1000 for i, t in committed.items()
+                  if t >= start and i in consumer.seen.times)
+
+    def pct(q: float) -> float:
+        return lags[min(len(lags) - 1, int(q * len(lags)))] if lags else float("nan")
+
+    return {"p50_ms": pct(0.50), "p99_ms": pct(0.99), "max_ms": lags[-1] if lags else 0.0,
+            "committed_per_s": len(committed) / seconds, "kept_up": kept_up,
+            "missing": len(committed) - len(consumer.seen.times)}
+
+
+def rabbitmq_side(work: Path, rows: int, repeat: int, rate: float, seconds: float,
+                  lat_repeat: int, timeout: float, say: Callable[[str], None]
+                  ) -> dict[str, Any]:
+    """Measure the side; print each run with ``say``; return the runs and their medians."""
+    work.mkdir(parents=True, exist_ok=True)
+    tp: list[dict[str, Any]] = []
+    raw: list[dict[str, Any]] = []
+    lat: list[dict[str, Any]] = []
+    with _servers(work) as (db, url):
+        consumer = _Consumer(url)
+        try:
+            for n in range(repeat):
+                r = _throughput(work, db, url, consumer, rows, timeout, n)
+                tp.append(r)
+                c = _client(work, url, consumer, rows, timeout, n)
+                raw.append(c)
+                say(f"  throughput rep {n + 1} rabbitmq: {r['per_s']:8,.0f} rows/s (missing "
+                    f"{r['missing']}, duplicates {r['duplicates']}); aio-pika alone "
+                    f"{c['per_s']:,.0f} msg/s (best window {c['window']}: "
+                    + ", ".join(f"{t['window']} {t['per_s']:,.0f}" for t in c["trials"])
+                    + f"); rabbitmq/client {r['per_s'] / c['per_s']:.2f}x")
+            for n in range(lat_repeat):
+                r = _latency(work, db, url, consumer, rate, seconds, n)
+                lat.append(r)
+                say(f"  latency rep {n + 1} rabbitmq: p50 {r['p50_ms']:6.1f} ms, p99 "
+                    f"{r['p99_ms']:7.1f} ms, max {r['max_ms']:7.1f} ms, committed "
+                    f"{r['committed_per_s']:.0f}/s, kept up: {r['kept_up']}, missing "
+                    f"{r['missing']}")
+        finally:
+            consumer.close()
+    ratios = [r["per_s"] / c["per_s"] for r, c in zip(tp, raw, strict=True) if c["per_s"]]
+    summary = {"rows_per_s": median([r["per_s"] for r in tp]) if tp else None,
+               "client_per_s": median([c["per_s"] for c in raw]) if raw else None,
+               "ratio": median(ratios) if ratios else None,
+               "p50_ms": median([r["p50_ms"] for r in lat]) if lat else None,
+               "p99_ms": median([r["p99_ms"] for r in lat]) if lat else None,
+               "throughput": tp, "client": raw, "latency": lat}
+    if ratios:
+        say(f"  rabbitmq target / aio-pika alone: {summary['ratio']:.2f}x (median; target "
+            f"{summary['rows_per_s']:,.0f} rows/s, client {summary['client_per_s']:,.0f} "
+            f"msg/s)")
+    if lat:
+        say(f"  rabbitmq commit-to-visible at {rate:.0f} tx/s: p50 {summary['p50_ms']:.1f} ms, "
+            f"p99 {summary['p99_ms']:.1f} ms (medians)")
+    return summary
+
+
+def main(argv: list[str]) -> int:
+    role, *rest = argv
+    if role == "relay":
+        return relay_main(*rest)
+    if role == "raw":
+        broker, count, window, ready, go = rest
+        return raw_main(broker, int(count), int(window), ready, go)
+    if role == "producer":
+        db, broker, rate, seconds, out = rest
+        return producer_main(db, broker, float(rate), float(seconds), out)
+    raise SystemExit(f"unknown role {role!r}")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,386 @@
+"""RabbitMQ (AMQP 0-9-1, through aio-pika) as a :class:`~outbox.targets.base.Target`.
+
+RabbitMQ has no transactional half and no check-back, so this target has
+nothing to end and nothing to answer (docs/rabbitmq.md has the whole story):
+
+* **The row goes out in** :meth:`RabbitMQTarget.send_halves`: the relay only
+  claims rows whose DB transaction committed (the kind's only mode is
+  ``outbox``), so each row is published at once, persistent
+  (``delivery_mode=2``), with ``mandatory`` set, on a channel with publisher
+  confirms. Its :class:`~outbox.targets.base.HalfStored` means *the broker
+  confirmed it*: a quorum queue or a stream confirms once a majority of its
+  replicas wrote it. A message no queue takes comes back (``NO_ROUTE``) and is
+  the row's ``config`` refusal, never a silent drop.
+* **The mapping:** routing key = the row's ``topic``, on the exchange the
+  address names (``?exchange=NAME``; by default the default exchange, where the
+  topic is the queue's name); ``message_id`` = ``tx_id`` (also in the
+  :data:`~outbox.targets.base.TX_ID_PROPERTY` header); ``type`` = ``tag``; the
+  row's headers as headers, with ``rocketbox-keys``, ``rocketbox-group`` and
+  ``rocketbox-published-ms`` (the publish time in ms, which the export reads);
+  ``app_id`` = the producer group.
+* :meth:`RabbitMQTarget.end_transactions` **asks the broker nothing**: the
+  message is already there, so every end is :class:`~outbox.targets.base.TxEnded`.
+* **Per-group order.** Rows go out in waves: the ``i``-th row of each message
+  group in wave ``i``, each wave confirmed before the next. When a row is not
+  confirmed, the later rows of its group are not sent (each gets a
+  ``transient`` refusal saying so), so a group never overtakes itself.
+* **Re-sends.** A relay that dies between the confirm and marking the row
+  sends it again: a second message with the same ``message_id``, which the
+  inbox (:mod:`outbox.inbox_rabbitmq`) drops.
+* **Errors.** A connection that cannot be made or is lost with every row of a
+  pass unconfirmed is :class:`~outbox.errors.BrokerUnreachableError` (no row
+  at fault); refused credentials, an unknown vhost or exchange, and a topic no
+  queue takes are ``config`` refusals; a nack is ``transient``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from urllib.parse import parse_qs, quote, unquote
+
+import aio_pika
+import aiormq.exceptions as amqp_errors
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange, FieldValue
+
+from outbox.config import Outbox
+from outbox.errors import BrokerUnreachableError, ConfigurationError, RowFault, RowRefusedError
+from outbox.targets.base import (
+    TX_ID_PROPERTY,
+    EndOutcome,
+    HalfOutcome,
+    HalfStored,
+    OutgoingMessage,
+    TxEnd,
+    TxEnded,
+)
+
+__all__ = ["GROUP_HEADER", "KEYS_HEADER", "POSITION", "PUBLISHED_MS_HEADER", "AmqpSettings",
+           "RabbitMQTarget", "amqp_message", "connect", "probe"]
+
+log = logging.getLogger("rocketbox.relay")
+
+#: the headers the target adds to the row's own
+KEYS_HEADER = "rocketbox-keys"
+GROUP_HEADER = "rocketbox-group"
+PUBLISHED_MS_HEADER = "rocketbox-published-ms"
+#: the position the relay writes on a row (``broker_position``): AMQP says no more
+POSITION = "QUEUE"
+#: the address's query options the target knows
+_OPTIONS = frozenset({"exchange"})
+#: the resolver's answers that say the host does not exist (not "try again")
+_NO_SUCH_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
+
+
+@dataclass(frozen=True, slots=True)
+class AmqpSettings:
+    """What the target needs from the outbox: where to connect, where to publish.
+
+    ``url`` carries the credentials (the address's ``USER:PASS@``, else the
+    outbox's ``access_key``/``secret_key``, else aio-pika's ``guest``);
+    ``shown`` is the address without the password, for logs and errors.
+    """
+
+    url: str
+    shown: str
+    exchange: str
+    timeout: float
+    app_id: str
+
+    @classmethod
+    def of(cls, outbox: Outbox) -> AmqpSettings:
+        address = outbox.target_address
+        options = parse_qs(address.query, keep_blank_values=True)
+        unknown = sorted(set(options) - _OPTIONS)
+        if unknown:
+            raise ConfigurationError(
+                f"broker = {address.redacted()!r}: unknown option {unknown[0]!r}; "
+                f"RabbitMQ addresses take ?exchange=NAME only", setting="broker")
+        exchange = options.get("exchange", [""])[-1]
+        userinfo = address.userinfo
+        if not userinfo and outbox.access_key:
+            userinfo = f"{quote(outbox.access_key, safe='')}:" \
+                       f"{quote(outbox.secret_key or '', safe='')}"
+        host, port = address.endpoints[0]
+        scheme = "amqps" if address.tls else "amqp"
+        url = f"{scheme}://{userinfo + '@' if userinfo else ''}{host}:{port}{address.path}"
+        return cls(url, address.redacted(), exchange, outbox.relay.broker_timeout,
+                   outbox.producer_group)
+
+    @property
+    def user(self) -> str:
+        userinfo = self.url.partition("://")[2].rpartition("@")[0]
+        return unquote(userinfo.partition(":")[0]) if userinfo else "guest"
+
+
+def amqp_message(msg: OutgoingMessage, *, app_id: str) -> aio_pika.Message:
+    """The AMQP message for one row (the mapping in the module doc)."""
+    headers: dict[str, FieldValue] = {str(k): str(v) for k, v in msg.properties.items()}
+    headers[TX_ID_PROPERTY] = msg.tx_id
+    if msg.keys:
+        headers[KEYS_HEADER] = " ".join(msg.keys)
+    if msg.message_group is not None:
+        headers[GROUP_HEADER] = msg.message_group
+    headers[PUBLISHED_MS_HEADER] = time.time_ns() // 1_000_000
+    return aio_pika.Message(msg.body, headers=headers, message_id=msg.tx_id, type=msg.tag,
+                            app_id=app_id, delivery_mode=aio_pika.DeliveryMode.PERSISTENT)
+
+
+def _resolve_error(exc: BaseException) -> socket.gaierror | None:
+    seen: BaseException | None = exc
+    for _ in range(10):  # the cause chain, bounded
+        if seen is None:
+            return None
+        if isinstance(seen, socket.gaierror):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _setup_error(settings: AmqpSettings, exc: BaseException) -> ConfigurationError | None:
+    """The connection error as a setup that can never work, or None (an outage)."""
+    if isinstance(exc, amqp_errors.AuthenticationError
+                  | amqp_errors.ProbableAuthenticationError):
+        return ConfigurationError(f"RabbitMQ at {settings.shown} refused the credentials of "
+                                  f"user {settings.user!r}: {exc}", setting="broker")
+    if isinstance(exc, amqp_errors.ConnectionNotAllowed):
+        return ConfigurationError(f"RabbitMQ at {settings.shown} refused the vhost for user "
+                                  f"{settings.user!r}: {exc}", setting="broker")
+    resolve = _resolve_error(exc)
+    if resolve is not None and resolve.errno in _NO_SUCH_HOST:
+        return ConfigurationError(f"broker = {settings.shown!r}: the host does not resolve "
+                                  f"({resolve.strerror})", setting="broker")
+    return None
+
+
+async def connect(settings: AmqpSettings, *, name: str) -> AbstractConnection:
+    """One connection; :class:`ConfigurationError` for a setup that can never work,
+    :class:`BrokerUnreachableError` for an outage."""
+    try:
+        return await aio_pika.connect(settings.url, timeout=settings.timeout,
+                                      client_properties={"connection_name": name})
+    except Exception as exc:
+        setup = _setup_error(settings, exc)
+        if setup is not None:
+            raise setup from exc
+        raise BrokerUnreachableError(f"RabbitMQ at {settings.shown} unreachable: "
+                                     f"{exc or type(exc).__name__}",
+                                     server=settings.shown) from exc
+
+
+def probe(outbox: Outbox) -> Exception | None:
+    """Connect once and close: raise for a setup that can never work, return an outage."""
+    settings = AmqpSettings.of(outbox)
+
+    async def once() -> None:
+        connection = await connect(settings, name=f"{settings.app_id}-probe")
+        await connection.close()
+
+    try:
+        asyncio.run(once())
+    except BrokerUnreachableError as exc:
+        return exc
+    return None
+
+
+class _NotConfirmed:
+    """A publish that got no answer (the connection or channel went); not the row's fault.
+    A value, never raised: all of a pass's rows so make the pass fail."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+class RabbitMQTarget:
+    """Publishes rows to RabbitMQ with publisher confirms: one connection, one channel.
+
+    A lost connection is made again by the next call (which, when it was lost,
+    calls the :meth:`on_reconnect` callbacks); each publish waits at most
+    ``broker_timeout`` for its confirm.
+    """
+
+    def __init__(self, outbox: Outbox) -> None:
+        self.settings = AmqpSettings.of(outbox)
+        self.description = f"RabbitMQ at {self.settings.shown}"
+        self._connection: AbstractConnection | None = None
+        self._channel: AbstractChannel | None = None
+        self._exchange: AbstractExchange | None = None
+        self._lock: asyncio.Lock | None = None
+        self._callbacks: list[Callable[[], None]] = []
+        self._connected_before = False
+        #: a publish got no answer: the connection is made again before the next one
+        self._broken = False
+
+    def on_reconnect(self, callback: Callable[[], None]) -> None:
+        self._callbacks.append(callback)
+
+    async def start(self) -> None:
+        await self._ready()
+
+    async def _ready(self) -> AbstractExchange:
+        """The exchange to publish to, on an open channel (made now if need be).
+
+        Anything that goes wrong while making them (the connection died under
+        us, say) drops the connection and is :class:`BrokerUnreachableError`.
+        """
+        if self._exchange is not None and self._usable():
+            return self._exchange
+        if self._lock is None:  # made on the loop that uses it
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._exchange is not None and self._usable():
+                return self._exchange
+            if self._broken or (self._connection is not None and self._connection.is_closed):
+                await self._drop()
+            try:
+                if self._connection is None:
+                    self._connection = await connect(self.settings,
+                                                     name=f"{self.settings.app_id}-relay")
+                    if self._connected_before:
+                        for callback in self._callbacks:
+                            callback()
+                    self._connected_before = True
+                channel = await self._connection.channel(publisher_confirms=True,
+                                                         on_return_raises=True)
+                self._exchange = (
+                    channel.default_exchange if not self.settings.exchange
+                    else await channel.get_exchange(self.settings.exchange, ensure=False))
+                self._channel = channel
+            except (BrokerUnreachableError, ConfigurationError):
+                raise
+            except Exception as exc:
+                await self._drop()
+                raise BrokerUnreachableError(f"{self.description} unreachable: "
+                                             f"{exc or type(exc).__name__}",
+                                             server=self.settings.shown) from exc
+            return self._exchange
+
+    def _usable(self) -> bool:
+        return (not self._broken and self._connection is not None
+                and not self._connection.is_closed
+                and self._channel is not None and not self._channel.is_closed)
+
+    async def _drop(self) -> None:
+        """Forget the connection (closing it as far as it still can be)."""
+        connection, self._connection = self._connection, None
+        self._channel = self._exchange = None
+        self._broken = False
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(connection.close(), self.settings.timeout)
+
+    async def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfOutcome]:
+        if not messages:
+            return []
+        try:
+            exchange = await self._ready()
+        except ConfigurationError as exc:  # refused credentials, say: the setup, every row
+            return [self._refused(msg.tx_id, exc, RowFault.CONFIG) for msg in messages]
+        outcomes: dict[str, HalfOutcome | _NotConfirmed] = {}
+        stopped: dict[str, str] = {}  # message group -> the row that stopped it
+        for wave in _waves(messages):
+            sending = []
+            for msg in wave:
+                group = msg.message_group
+                if group is not None and group in stopped:
+                    outcomes[msg.tx_id] = RowRefusedError(
+                        f"held back: {stopped[group]}, before it in message group "
+                        f"{group!r}, was not confirmed", tx_id=msg.tx_id,
+                        kind=RowFault.TRANSIENT, target=self.description)
+                else:
+                    sending.append(msg)
+            if not sending:
+                continue
+            if not self._usable():  # the channel went in an earlier wave: a new one
+                try:
+                    exchange = await self._ready()
+                except (BrokerUnreachableError, ConfigurationError) as exc:
+                    for msg in sending:
+                        outcomes[msg.tx_id] = _NotConfirmed(str(exc))
+                    continue
+            answers = await asyncio.gather(*(self._publish(exchange, msg) for msg in sending))
+            for msg, answer in zip(sending, answers, strict=True):
+                outcomes[msg.tx_id] = answer
+                if not isinstance(answer, HalfStored) and msg.message_group is not None:
+                    stopped.setdefault(msg.message_group, msg.tx_id)
+        if all(isinstance(outcomes[m.tx_id], _NotConfirmed) for m in messages):
+            first = outcomes[messages[0].tx_id]
+            raise BrokerUnreachableError(f"{self.description} unreachable: {first}",
+                                         server=self.settings.shown)
+        return [self._settled(msg.tx_id, outcomes[msg.tx_id]) for msg in messages]
+
+    async def _publish(self, exchange: AbstractExchange,
+                       msg: OutgoingMessage) -> HalfOutcome | _NotConfirmed:
+        """Publish one row and wait for its confirm: its outcome."""
+        message = amqp_message(msg, app_id=self.settings.app_id)
+        try:
+            await exchange.publish(message, routing_key=msg.topic, mandatory=True,
+                                   timeout=self.settings.timeout)
+        except amqp_errors.PublishError as exc:  # Basic.Return: no queue takes it
+            where = (f"exchange {self.settings.exchange!r}" if self.settings.exchange
+                     else "the default exchange (declare a queue named after the topic)")
+            return self._refused(msg.tx_id, exc, RowFault.CONFIG,
+                                 f"no queue takes routing key {msg.topic!r} on {where}: "
+                                 f"{_reply_text(exc)}")
+        except amqp_errors.DeliveryError as exc:  # Basic.Nack: the broker could not store it
+            return self._refused(msg.tx_id, exc, RowFault.TRANSIENT,
+                                 f"the broker nacked it: {exc}")
+        except (amqp_errors.ChannelNotFoundEntity, amqp_errors.ChannelAccessRefused) as exc:
+            return self._refused(msg.tx_id, exc, RowFault.CONFIG)
+        except amqp_errors.ChannelPreconditionFailed as exc:  # over the broker's size limit
+            return self._refused(msg.tx_id, exc, RowFault.ROW_INVALID)
+        except (amqp_errors.AMQPError, RuntimeError, ConnectionError, OSError,
+                TimeoutError) as exc:  # ChannelInvalidStateError is a RuntimeError
+            self._broken = True
+            return _NotConfirmed(f"no confirm: {exc or type(exc).__name__}")
+        # AMQP 0-9-1 does not tell where a message went (a stream's offset is not in the
+        # confirm): the row says "QUEUE"; the export has each stream message's offset
+        return HalfStored(msg.tx_id, msg.topic, position=POSITION)
+
+    def _refused(self, tx_id: str, exc: BaseException, kind: RowFault,
+                 text: str | None = None) -> RowRefusedError:
+        error = RowRefusedError(text or str(exc), tx_id=tx_id, kind=kind,
+                                target=self.description)
+        error.__cause__ = exc
+        return error
+
+    def _settled(self, tx_id: str, outcome: HalfOutcome | _NotConfirmed) -> HalfOutcome:
+        if isinstance(outcome, _NotConfirmed):
+            return RowRefusedError(str(outcome), tx_id=tx_id, kind=RowFault.TRANSIENT,
+                                   target=self.description)
+        return outcome
+
+    async def end_transactions(self, ends: Sequence[TxEnd]) -> list[EndOutcome]:
+        """Nothing to end: each row was published (and confirmed) by :meth:`send_halves`."""
+        return [TxEnded(end.tx_id) for end in ends]
+
+    async def close(self) -> None:
+        await self._drop()
+
+
+def _reply_text(exc: amqp_errors.PublishError) -> str:
+    frame = exc.frame
+    return str(getattr(frame, "reply_text", "") or exc)
+
+
+def _waves(messages: Sequence[OutgoingMessage]) -> list[list[OutgoingMessage]]:
+    """Wave ``i``: the ``i``-th row of each message group (every ungrouped row in wave 0)."""
+    waves: list[list[OutgoingMessage]] = []
+    depth: dict[str, int] = {}
+    for msg in messages:
+        index = 0
+        if msg.message_group is not None:
+            index = depth.get(msg.message_group, 0)
+            depth[msg.message_group] = index + 1
+        while len(waves) <= index:
+            waves.append([])
+        waves[index].append(msg)
+    return waves
