@@ -47,7 +47,7 @@ from outbox.models import inbox_table
 from outbox.targets.base import dedupe_key
 from outbox.tracing import consumer_span
 
-__all__ = ["Handler", "InboxConsumer", "consumer", "inbox_key", "process_once"]
+__all__ = ["Handler", "InboxAdapter", "InboxConsumer", "consumer", "inbox_key", "process_once"]
 
 log = logging.getLogger("rocketbox.inbox")
 
@@ -93,6 +93,31 @@ def process_once(sessions: sessionmaker[Session], group: str, key: str,
                       "back later", group, key, delivery, extra={"tx_id": key, "group": group})
         return "failed"
     return "processed"
+
+
+class InboxAdapter:
+    """What the inbox adapters of the other brokers' clients share (RocketMQ's, NATS's,
+    RabbitMQ's): run ``handler(session, message)`` once per ``tx_id`` for consumer group
+    ``group``, counting what happened. Each adapter finds the message's key and delivery
+    count in its client's terms and calls :meth:`_process`."""
+
+    def __init__(self, group: str, handler: Callable[[Session, Any], Any], *,
+                 outbox: Outbox) -> None:
+        self.group = group
+        self.handler = handler
+        self._sessions: sessionmaker[Session] = outbox.sessionmaker()
+        self._lock = threading.Lock()
+        self.counts = {"processed": 0, "duplicates": 0, "failed": 0}
+
+    def _process(self, key: str, message: Any, delivery: int) -> bool:
+        """:func:`process_once` for ``message``; True when it may be acked (processed now
+        or before), False when the handler failed (it must come again)."""
+        outcome = process_once(self._sessions, self.group, key,
+                               lambda session: self.handler(session, message),
+                               delivery=delivery)
+        with self._lock:
+            self.counts[outcome] += 1
+        return outcome != "failed"
 
 
 class _AlreadyProcessed(Exception):

@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from outbox.config import Outbox
-from outbox.inbox import process_once
+from outbox.inbox import InboxAdapter
 
 __all__ = ["MSG_ID_HEADER", "NatsInbox", "nats_inbox_key"]
 
@@ -48,21 +47,17 @@ def nats_inbox_key(msg: Any) -> str:
     return f"{meta.stream}:{meta.sequence.stream}"
 
 
-class NatsInbox:
+class NatsInbox(InboxAdapter):
     """Runs ``handler(session, msg)`` once per ``tx_id`` for consumer group ``group``."""
 
     def __init__(self, group: str, handler: Callable[[Session, Any], Any], *,
                  outbox: Outbox, nak_delay: float | None = None,
                  ack_timeout: float = 5.0) -> None:
-        self.group = group
-        self.handler = handler
+        super().__init__(group, handler, outbox=outbox)
         #: a failed message comes back after this long (None: as the consumer says)
         self.nak_delay = nak_delay
         #: how long :meth:`consume` waits for the server to confirm an ack (seconds)
         self.ack_timeout = ack_timeout
-        self._sessions: sessionmaker[Session] = outbox.sessionmaker()
-        self._lock = threading.Lock()
-        self.counts = {"processed": 0, "duplicates": 0, "failed": 0}
 
     def handle(self, msg: Any) -> bool:
         """Process one delivered message (sync, no ack); True when it may be acked
@@ -70,11 +65,7 @@ class NatsInbox:
         delivered = 1
         with contextlib.suppress(Exception):  # not a JetStream delivery: a plain message
             delivered = int(msg.metadata.num_delivered or 1)
-        outcome = process_once(self._sessions, self.group, nats_inbox_key(msg),
-                               lambda session: self.handler(session, msg), delivery=delivered)
-        with self._lock:
-            self.counts[outcome] += 1
-        return outcome != "failed"
+        return self._process(nats_inbox_key(msg), msg, delivered)
 
     async def consume(self, msg: Any) -> bool:
         """:meth:`handle` in a worker thread, then ``ack`` it after the commit (waiting for

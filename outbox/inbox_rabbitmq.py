@@ -21,15 +21,10 @@ runs it on a worker thread, so the event loop goes on meanwhile.
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Callable
 from typing import Any, Protocol
 
-from sqlalchemy.orm import Session, sessionmaker
-
-from outbox.config import Outbox
 from outbox.errors import ConfigurationError
-from outbox.inbox import process_once
+from outbox.inbox import InboxAdapter
 from outbox.targets.base import TX_ID_PROPERTY
 
 __all__ = ["AmqpDelivery", "RabbitMQInbox", "rabbitmq_key"]
@@ -68,26 +63,13 @@ def rabbitmq_key(message: AmqpDelivery) -> str:
                              setting="message_id")
 
 
-class RabbitMQInbox:
+class RabbitMQInbox(InboxAdapter):
     """Runs ``handler(session, message)`` once per ``tx_id`` for consumer group ``group``."""
-
-    def __init__(self, group: str, handler: Callable[[Session, Any], Any], *,
-                 outbox: Outbox) -> None:
-        self.group = group
-        self.handler = handler
-        self._sessions: sessionmaker[Session] = outbox.sessionmaker()
-        self._lock = threading.Lock()
-        self.counts = {"processed": 0, "duplicates": 0, "failed": 0}
 
     def handle(self, message: AmqpDelivery) -> bool:
         """Process one delivered message (sync); True when it may be acked (processed now
         or before), False when the handler failed (reject it for a redelivery)."""
-        outcome = process_once(self._sessions, self.group, rabbitmq_key(message),
-                               lambda session: self.handler(session, message),
-                               delivery=2 if message.redelivered else 1)
-        with self._lock:
-            self.counts[outcome] += 1
-        return outcome != "failed"
+        return self._process(rabbitmq_key(message), message, 2 if message.redelivered else 1)
 
     async def on_message(self, message: AmqpDelivery) -> None:
         """An aio-pika consumer callback: :meth:`handle` on a thread, then ack or requeue."""

@@ -14,35 +14,18 @@ is sent) are processed once::
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy.orm import Session, sessionmaker
-
-from outbox.config import Outbox
-from outbox.inbox import inbox_key, process_once
+from outbox.inbox import InboxAdapter, inbox_key
 
 __all__ = ["RocketMQInbox"]
 
 
-class RocketMQInbox:
+class RocketMQInbox(InboxAdapter):
     """Runs ``handler(session, message)`` once per ``tx_id`` for consumer group ``group``."""
-
-    def __init__(self, group: str, handler: Callable[[Session, Any], Any], *,
-                 outbox: Outbox) -> None:
-        self.group = group
-        self.handler = handler
-        self._sessions: sessionmaker[Session] = outbox.sessionmaker()
-        self._lock = threading.Lock()
-        self.counts = {"processed": 0, "duplicates": 0, "failed": 0}
 
     def handle(self, message: Any) -> bool:
         """Process one received message; True when it may be acked (processed or a
         duplicate), False when the handler failed (let it become visible again)."""
-        outcome = process_once(self._sessions, self.group, inbox_key(message),
-                               lambda session: self.handler(session, message),
-                               delivery=int(getattr(message, "delivery_attempt", 0) or 1))
-        with self._lock:
-            self.counts[outcome] += 1
-        return outcome != "failed"
+        return self._process(inbox_key(message), message,
+                             int(getattr(message, "delivery_attempt", 0) or 1))

@@ -8,10 +8,11 @@ message is skipped and stock is never reserved twice.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import signal
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Engine, Integer, String, create_engine, insert, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
@@ -23,10 +24,12 @@ from outbox.targets.address import parse_broker_address
 if TYPE_CHECKING:
     from typing import TypeAlias
 
+    from examples.flask_shop.inventory_nats import NatsInventoryConsumer
     from examples.flask_shop.inventory_rabbitmq import RabbitMQInventoryConsumer
     from examples.flask_shop.inventory_rocketmq import RocketMQInventoryConsumer
 
-    Consumer: TypeAlias = InboxConsumer | RocketMQInventoryConsumer | RabbitMQInventoryConsumer
+    Consumer: TypeAlias = (InboxConsumer | RocketMQInventoryConsumer | NatsInventoryConsumer
+                           | RabbitMQInventoryConsumer)
 
 GROUP = "inventory"
 TOPIC = "Orders"
@@ -61,31 +64,55 @@ def migrate(url: str) -> None:
         engine.dispose()
 
 
-def reserve(session: Session, message: ReceivedMessage) -> None:
-    """The handler: one reservation per order (in the inbox's transaction)."""
-    order = json.loads(message.body)
+def reserve_order(session: Session, body: bytes | str, tx_id: str) -> None:
+    """One reservation for the order in ``body`` (JSON), keyed by the row's ``tx_id``; every
+    consumer's handler calls it in the inbox's transaction."""
+    order = json.loads(body)
     session.execute(insert(Reservation).values(
-        tx_id=message.dedupe_key, order_ref=order["ref"], item=order["item"],
-        qty=int(order["qty"])))
+        tx_id=tx_id, order_ref=order["ref"], item=order["item"], qty=int(order["qty"])))
+
+
+def reserve(session: Session, message: ReceivedMessage) -> None:
+    """The native consumer's handler: one reservation per order."""
+    reserve_order(session, message.body, message.dedupe_key)
+
+
+class InboxCounts:
+    """``processed`` and ``duplicates`` of a consumer's inbox adapter, as
+    :class:`~outbox.inbox.InboxConsumer` counts them (the demo reads them)."""
+
+    _inbox: Any
+
+    @property
+    def processed(self) -> int:
+        return int(self._inbox.counts["processed"])
+
+    @property
+    def duplicates(self) -> int:
+        return int(self._inbox.counts["duplicates"])
+
+
+#: the consumer of each kind of broker that broker_lite's native door does not serve:
+#: its module and class (imported on use, so a shop on broker_lite needs none of their
+#: clients)
+OTHER_CONSUMERS = {
+    "rocketmq": ("examples.flask_shop.inventory_rocketmq", "RocketMQInventoryConsumer"),
+    "nats": ("examples.flask_shop.inventory_nats", "NatsInventoryConsumer"),
+    "rabbitmq": ("examples.flask_shop.inventory_rabbitmq", "RabbitMQInventoryConsumer"),
+}
 
 
 def make_consumer(engine: Engine, broker: str, **options: object) -> Consumer:
-    """The inventory consumer (not started): the native one, RocketMQ's for ``rocketmq://``,
-    NATS's for ``nats://``, RabbitMQ's for ``amqp://``."""
-    if parse_broker_address(broker, setting="SHOP_BROKER").kind == "nats":
-        from examples.flask_shop.inventory_nats import NatsInventoryConsumer
-
-        return NatsInventoryConsumer(engine, broker, **options)  # type: ignore[arg-type,return-value]
-    if parse_broker_address(broker, setting="SHOP_BROKER").kind == "rabbitmq":
-        from examples.flask_shop.inventory_rabbitmq import RabbitMQInventoryConsumer
-
-        return RabbitMQInventoryConsumer(engine, broker, **options)  # type: ignore[arg-type]
-    if parse_broker_address(broker, setting="SHOP_BROKER").is_rocketmq:
-        from examples.flask_shop.inventory_rocketmq import RocketMQInventoryConsumer
-
-        return RocketMQInventoryConsumer(engine, broker, **options)  # type: ignore[arg-type]
-    return InboxConsumer(TOPIC, GROUP, reserve, engine=engine,
-                         server=parse_broker_address(broker).native,
+    """The inventory consumer (not started): the native one, or the one in
+    :data:`OTHER_CONSUMERS` for the address's kind (``rocketmq://``, ``nats://``,
+    ``amqp://``)."""
+    address = parse_broker_address(broker, setting="SHOP_BROKER")
+    other = OTHER_CONSUMERS.get(address.kind)
+    if other is not None:
+        module, name = other
+        consumer = getattr(importlib.import_module(module), name)
+        return cast("Consumer", consumer(engine, broker, **options))
+    return InboxConsumer(TOPIC, GROUP, reserve, engine=engine, server=address.native,
                          rebalance_interval=1.0, **options)  # type: ignore[arg-type]
 
 

@@ -12,7 +12,6 @@ after the reservation commits.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 from types import TracebackType
@@ -20,10 +19,10 @@ from typing import Any
 
 import nats
 import nats.errors
-from sqlalchemy import Engine, insert
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from examples.flask_shop.inventory import GROUP, TOPIC, Reservation
+from examples.flask_shop.inventory import GROUP, TOPIC, InboxCounts, reserve_order
 from outbox import Outbox
 from outbox.inbox_nats import NatsInbox, nats_inbox_key
 
@@ -37,13 +36,10 @@ BATCH, AWAIT, RETRY = 16, 1.0, 1.0
 
 def reserve(session: Session, message: Any) -> None:
     """One reservation per order, in the inbox's transaction (a NATS message)."""
-    order = json.loads(message.data)
-    session.execute(insert(Reservation).values(
-        tx_id=nats_inbox_key(message), order_ref=order["ref"], item=order["item"],
-        qty=int(order["qty"])))
+    reserve_order(session, message.data, nats_inbox_key(message))
 
 
-class NatsInventoryConsumer:
+class NatsInventoryConsumer(InboxCounts):
     """Fetches ``Orders`` in a thread (its own event loop) until closed."""
 
     def __init__(self, engine: Engine, broker: str, *, access_key: str | None = None,
@@ -55,14 +51,6 @@ class NatsInventoryConsumer:
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._main, name="inventory-nats", daemon=True)
-
-    @property
-    def processed(self) -> int:
-        return self._inbox.counts["processed"]
-
-    @property
-    def duplicates(self) -> int:
-        return self._inbox.counts["duplicates"]
 
     def __enter__(self) -> NatsInventoryConsumer:
         self._thread.start()

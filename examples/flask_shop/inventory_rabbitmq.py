@@ -10,16 +10,15 @@ row's ``tx_id``), so a row the relay sent twice reserves stock once.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from types import TracebackType
 from typing import Any
 
 import aio_pika
-from sqlalchemy import Engine, insert
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from examples.flask_shop.inventory import GROUP, TOPIC, Reservation
+from examples.flask_shop.inventory import GROUP, TOPIC, InboxCounts, reserve_order
 from outbox import Outbox
 from outbox.inbox_rabbitmq import RabbitMQInbox, rabbitmq_key
 from outbox.targets.rabbitmq import AmqpSettings
@@ -32,13 +31,10 @@ PREFETCH = 64
 
 def reserve(session: Session, message: Any) -> None:
     """One reservation per order, in the inbox's transaction (an AMQP message)."""
-    order = json.loads(message.body)
-    session.execute(insert(Reservation).values(
-        tx_id=rabbitmq_key(message), order_ref=order["ref"], item=order["item"],
-        qty=int(order["qty"])))
+    reserve_order(session, message.body, rabbitmq_key(message))
 
 
-class RabbitMQInventoryConsumer:
+class RabbitMQInventoryConsumer(InboxCounts):
     """Consumes the ``Orders`` stream on a loop thread until closed; counts like
     ``InboxConsumer``."""
 
@@ -52,14 +48,6 @@ class RabbitMQInventoryConsumer:
         self._thread = threading.Thread(target=self._loop.run_forever,
                                         name="inventory-rabbitmq", daemon=True)
         self._connection: Any = None
-
-    @property
-    def processed(self) -> int:
-        return self._inbox.counts["processed"]
-
-    @property
-    def duplicates(self) -> int:
-        return self._inbox.counts["duplicates"]
 
     async def _start(self) -> None:
         self._connection = await aio_pika.connect(self._settings.url, timeout=30)

@@ -9,17 +9,16 @@ hold for one row (a half sent twice) reserve stock once.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from types import TracebackType
 from typing import Any
 
 from rocketmq import FilterExpression, SimpleConsumer
-from sqlalchemy import Engine, insert
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from examples.flask_shop.inventory import GROUP, TOPIC, Reservation
+from examples.flask_shop.inventory import GROUP, TOPIC, InboxCounts, reserve_order
 from outbox import Outbox
 from outbox.inbox import inbox_key
 from outbox.inbox_rocketmq import RocketMQInbox
@@ -37,13 +36,10 @@ AWAIT, RETRY = 1, 1.0
 
 def reserve(session: Session, message: Any) -> None:
     """One reservation per order, in the inbox's transaction (RocketMQ's message)."""
-    order = json.loads(message.body)
-    session.execute(insert(Reservation).values(
-        tx_id=inbox_key(message), order_ref=order["ref"], item=order["item"],
-        qty=int(order["qty"])))
+    reserve_order(session, message.body, inbox_key(message))
 
 
-class RocketMQInventoryConsumer:
+class RocketMQInventoryConsumer(InboxCounts):
     """Receives ``Orders`` in a thread until closed; counts like ``InboxConsumer``."""
 
     def __init__(self, engine: Engine, broker: str, *, access_key: str | None = None,
@@ -56,14 +52,6 @@ class RocketMQInventoryConsumer:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="inventory-rocketmq",
                                         daemon=True)
-
-    @property
-    def processed(self) -> int:
-        return self._inbox.counts["processed"]
-
-    @property
-    def duplicates(self) -> int:
-        return self._inbox.counts["duplicates"]
 
     def __enter__(self) -> RocketMQInventoryConsumer:
         self._consumer.startup()

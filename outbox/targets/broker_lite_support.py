@@ -9,7 +9,6 @@ refused or timed-out connection is returned, to be retried.
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections.abc import Callable
 
@@ -20,11 +19,11 @@ from outbox.errors import ConfigurationError
 from outbox.targets import broker_lite_checkback
 from outbox.targets.base import Publisher
 from outbox.targets.broker_lite import BrokerLitePublisher
+from outbox.targets.resolving import no_such_host
 
 __all__ = ["SUPPORT", "BrokerLiteSupport", "probe"]
 
 #: getaddrinfo answers that say the name does not exist (not "try again")
-_NO_SUCH_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
 
 
 def probe(outbox: Outbox, *, group: str | None = None) -> Exception | None:
@@ -49,24 +48,13 @@ def probe(outbox: Outbox, *, group: str | None = None) -> Exception | None:
             setting="producer_group",
         ) from None
     except BrokerError as exc:
-        resolve = _resolve_error(exc)
-        if resolve is not None and resolve.errno in _NO_SUCH_HOST:
+        resolve = no_such_host(exc)
+        if resolve is not None:
             host = outbox.broker.rpartition(":")[0]
             raise ConfigurationError(
                 f"--broker {outbox.broker}: host {host!r} does not resolve "
                 f"({resolve.strerror})", setting="broker") from None
         return exc
-    return None
-
-
-def _resolve_error(exc: BaseException) -> socket.gaierror | None:
-    seen: BaseException | None = exc
-    for _ in range(10):  # the cause chain, bounded
-        if seen is None:
-            return None
-        if isinstance(seen, socket.gaierror):
-            return seen
-        seen = seen.__cause__ or seen.__context__
     return None
 
 

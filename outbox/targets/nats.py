@@ -48,14 +48,7 @@ from nats.js.api import PubAck
 
 from outbox.config import Outbox
 from outbox.errors import BrokerUnreachableError, ConfigurationError, RowFault, RowRefusedError
-from outbox.targets.base import (
-    EndOutcome,
-    HalfOutcome,
-    HalfStored,
-    OutgoingMessage,
-    TxEnd,
-    TxEnded,
-)
+from outbox.targets.base import EndOutcome, HalfOutcome, HalfStored, OutgoingMessage, TxEnd, TxEnded
 from outbox.targets.nats_stream import StreamFacts, stream_problem, subject_for
 
 __all__ = ["GROUP_HEADER", "KEYS_HEADER", "MSG_ID_HEADER", "RECONNECT_WAIT", "TAG_HEADER",

@@ -38,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -59,6 +58,7 @@ from outbox.targets.base import (
     TxEnd,
     TxEnded,
 )
+from outbox.targets.resolving import no_such_host
 
 __all__ = ["GROUP_HEADER", "KEYS_HEADER", "POSITION", "PUBLISHED_MS_HEADER", "AmqpSettings",
            "RabbitMQTarget", "amqp_message", "connect", "probe"]
@@ -74,7 +74,6 @@ POSITION = "QUEUE"
 #: the address's query options the target knows
 _OPTIONS = frozenset({"exchange"})
 #: the resolver's answers that say the host does not exist (not "try again")
-_NO_SUCH_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,17 +130,6 @@ def amqp_message(msg: OutgoingMessage, *, app_id: str) -> aio_pika.Message:
                             app_id=app_id, delivery_mode=aio_pika.DeliveryMode.PERSISTENT)
 
 
-def _resolve_error(exc: BaseException) -> socket.gaierror | None:
-    seen: BaseException | None = exc
-    for _ in range(10):  # the cause chain, bounded
-        if seen is None:
-            return None
-        if isinstance(seen, socket.gaierror):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
-
-
 def _setup_error(settings: AmqpSettings, exc: BaseException) -> ConfigurationError | None:
     """The connection error as a setup that can never work, or None (an outage)."""
     if isinstance(exc, amqp_errors.AuthenticationError
@@ -151,8 +139,8 @@ def _setup_error(settings: AmqpSettings, exc: BaseException) -> ConfigurationErr
     if isinstance(exc, amqp_errors.ConnectionNotAllowed):
         return ConfigurationError(f"RabbitMQ at {settings.shown} refused the vhost for user "
                                   f"{settings.user!r}: {exc}", setting="broker")
-    resolve = _resolve_error(exc)
-    if resolve is not None and resolve.errno in _NO_SUCH_HOST:
+    resolve = no_such_host(exc)
+    if resolve is not None:
         return ConfigurationError(f"broker = {settings.shown!r}: the host does not resolve "
                                   f"({resolve.strerror})", setting="broker")
     return None
