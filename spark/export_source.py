@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from outbox.broker_export import ExportFormatError, read_export
 from spark.errors import AuditInputError
 
 __all__ = ["EXPORT_SCHEMA", "EXPORT_SUFFIX", "check_export", "export_facts", "export_files",
@@ -73,8 +74,6 @@ def check_export(text: str) -> int:
     A bad line is one :class:`AuditInputError` naming ``--broker-export``, the
     file, the line and the field (:class:`~outbox.broker_export.ExportFormatError`).
     """
-    from outbox.broker_export import ExportFormatError, read_export
-
     count = 0
     for path in export_files(text):
         try:
@@ -91,8 +90,6 @@ def check_export(text: str) -> int:
 
 def _read_files(paths: Iterable[str]) -> Iterator[tuple[str, str, int, str, str]]:
     """A task: the messages of its files, as rows of :data:`EXPORT_SCHEMA`."""
-    from outbox.broker_export import read_export
-
     for path in paths:
         for m in read_export(Path(path)):
             yield m.tx_id, m.position, m.time_ms, m.body_sha256, m.destination
