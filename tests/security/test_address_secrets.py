@@ -124,6 +124,11 @@ def test_outbox_repr_and_mode_errors_hide_the_password() -> None:
         _no_secret(repr(outbox), str(outbox))
         assert "amqp://owner:***@127.0.0.1:5672/vh" in repr(outbox)
         assert outbox.broker_display == "amqp://owner:***@127.0.0.1:5672/vh"
+        from outbox.targets.rabbitmq import AmqpSettings
+
+        settings = AmqpSettings.of(outbox)
+        assert PASSWORD in settings.url  # what aio-pika connects with
+        _no_secret(repr(settings), settings.shown)
         with pytest.raises(ConfigurationError) as caught:
             Outbox(engine=engine, broker=f"nats://owner:{PASSWORD}@127.0.0.1:4222",
                    mode="half_first")
