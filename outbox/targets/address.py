@@ -98,7 +98,8 @@ KINDS: dict[Kind, KindTraits] = {
         extra="rocketmq"),
     NATS: KindTraits(
         "NATS JetStream", "nats", "tls",
-        "nats://[USER:PASS@]HOST:PORT[,HOST:PORT...] (NATS JetStream servers; tls:// for TLS)",
+        "nats://HOST:PORT[,HOST:PORT...] (NATS JetStream servers; USER:PASS@ may precede "
+        "the endpoints; tls:// for TLS)",
         "outbox.targets.nats_support", frozenset({"outbox"}), "docs/nats.md",
         consumer_hint="use outbox.inbox_nats.NatsInbox with a nats-py JetStream subscription",
         extra="nats", userinfo=True),
