@@ -84,22 +84,22 @@ def pass_failed(outbox: Outbox, error: BaseException) -> None:
     """A relay pass could not reach the broker at all: record it (at most every 30 s)."""
     now = time.monotonic()
     with _state_lock:
-        last = _noted.get(outbox.broker)
+        last = _noted.get(outbox.broker_display)
         if last is not None and now - last < _REFRESH:
             return
-        _noted[outbox.broker] = now
-        _cleared.discard(outbox.broker)
-    note_unreachable(outbox.engine, outbox.broker, error)
+        _noted[outbox.broker_display] = now
+        _cleared.discard(outbox.broker_display)
+    note_unreachable(outbox.engine, outbox.broker_display, error)
 
 
 def pass_went_through(outbox: Outbox) -> None:
     """A relay pass reached the broker: clear the mark (once per outage per process)."""
     with _state_lock:
-        if outbox.broker in _cleared:
+        if outbox.broker_display in _cleared:
             return
-        _cleared.add(outbox.broker)
-        _noted.pop(outbox.broker, None)
-    note_reachable(outbox.engine, outbox.broker)
+        _cleared.add(outbox.broker_display)
+        _noted.pop(outbox.broker_display, None)
+    note_reachable(outbox.engine, outbox.broker_display)
 
 
 def reporter() -> str:

@@ -362,8 +362,8 @@ def preflight(command: str, outbox: Outbox, *, group: str | None = None) -> None
     outage = broker_health.probe(outbox, group=group)
     if outage is not None:
         broker_health.pass_failed(outbox, outage)
-        print(f"rocketbox {command}: broker {outbox.broker} unreachable ({outage}); starting "
-              f"anyway, retrying with backoff (`rocketbox status` shows it)",
+        print(f"rocketbox {command}: broker {outbox.broker_display} unreachable ({outage}); "
+              f"starting anyway, retrying with backoff (`rocketbox status` shows it)",
               file=sys.stderr, flush=True)
 
 
@@ -399,7 +399,7 @@ def checker(args: argparse.Namespace) -> int:
             if _accepts(run_checker, "on_ready"):
                 extra["on_ready"] = lambda: print(
                     f"rocketbox checker ready group={outbox.producer_group} "
-                    f"broker={outbox.broker}", flush=True)
+                    f"broker={outbox.broker_display}", flush=True)
             code: int = run_checker(outbox, stop=stop, **extra)
             return code
     finally:
@@ -427,7 +427,7 @@ def broker_export(args: argparse.Namespace) -> int:
         count = export_messages(outbox, out, source=args.source)
     finally:
         engine.dispose()
-    print(f"rocketbox broker-export: {count} message(s) from {broker} -> {args.out}")
+    print(f"rocketbox broker-export: {count} message(s) from {outbox.broker_display} -> {args.out}")
     return 0
 
 

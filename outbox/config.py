@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from outbox.errors import ConfigurationError
 from outbox.serializers import JsonSerializer, Serializer
-from outbox.targets.address import BrokerAddress, parse_broker_address
+from outbox.targets.address import BrokerAddress, parse_broker_address, redacted_address
 from outbox.validation import DEFAULT_MAX_BODY_SIZE
 
 __all__ = ["Mode", "Outbox", "RelaySettings"]
@@ -72,6 +72,7 @@ class Outbox:
     #: ``HOST:PORT`` (broker_lite, the default), ``broker-lite://HOST:PORT``, or
     #: ``rocketmq://HOST:PORT[,HOST:PORT...]`` (RocketMQ 5 proxies; ``rocketmqs://``: TLS);
     #: see :mod:`outbox.targets.address`. Stored normalized (broker_lite's as ``HOST:PORT``).
+    #: A password in it is only used to connect: show :attr:`broker_display`.
     broker: str = "127.0.0.1:10911"
     producer_group: str = "rocketbox"
     serializer: Serializer = field(default_factory=JsonSerializer)
@@ -106,6 +107,18 @@ class Outbox:
         if self.mode not in ("outbox", "half_first"):
             raise ConfigurationError(f"mode must be 'outbox' or 'half_first', not {self.mode!r}",
                                      setting="mode")
+
+    @property
+    def broker_display(self) -> str:
+        """:attr:`broker` with its password redacted: what output, logs, errors and the
+        ``rocketbox_broker_state`` table show (:func:`~outbox.targets.address.redacted_address`)."""
+        return redacted_address(self.broker)
+
+    def __repr__(self) -> str:
+        return (f"Outbox(engine={self.engine!r}, broker={self.broker_display!r}, "
+                f"producer_group={self.producer_group!r}, mode={self.mode!r}, "
+                f"access_key={self.access_key!r}, "
+                f"secret_key={'***' if self.secret_key else None!r})")
 
     @property
     def target_address(self) -> BrokerAddress:

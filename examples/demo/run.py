@@ -39,6 +39,7 @@ from examples.demo.audit import (
 )
 from examples.demo.nats_part import EXPORT, export_records, start_nats_part
 from examples.demo.parts import REPO, DemoError, RelaySupervisor, poll
+from outbox.targets.address import redacted_address
 from procgroup import Process, ProcessError
 
 __all__ = ["DemoError", "build_parser", "main"]
@@ -359,7 +360,8 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
         relay.wait_for(r"ready\.", 90)
         address = web.wait_for(r"shop ready http://(\S+)", 90).group(1)
         timings["start-up"] = time.monotonic() - started
-        console.print(f"broker {env['SHOP_BROKER']}, shop http://{address}, relay, "
+        shown = redacted_address(env['SHOP_BROKER'])
+        console.print(f"broker {shown}, shop http://{address}, relay, "
                       f"check-back responder "
                       f"and inventory consumer up ({timings['start-up']:.1f}s)")
         supervisor = RelaySupervisor(relay)

@@ -144,4 +144,4 @@ def checker_command() -> None:
     outbox = _outbox()
     _startup_checks("checker", outbox)
     sys.exit(run_checker(outbox, on_ready=lambda: click.echo(
-        f"rocketbox checker ready group={outbox.producer_group} broker={outbox.broker}")))
+        f"rocketbox checker ready group={outbox.producer_group} broker={outbox.broker_display}")))

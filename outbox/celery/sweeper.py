@@ -106,7 +106,7 @@ class Sweeper:
                 raise  # the lane dies, the worker stops: waiting will not fix it
             if fault.component == "broker":
                 log.warning("sweep failed: broker %s: %s; trying again in %.1fs or when the "
-                            "broker is back", self.state.outbox.broker, fault.text,
+                            "broker is back", self.state.outbox.broker_display, fault.text,
                             self.interval)
             else:
                 log.warning("sweep failed: database %s: %s; trying again in %.1fs",

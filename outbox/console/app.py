@@ -40,6 +40,7 @@ from outbox.console.handlers import (
 )
 from outbox.console.sampler import Sampler
 from outbox.errors import BrokerUnreachableError
+from outbox.targets.address import redacted_address
 
 __all__ = ["Console", "confirm_or_run", "console_of", "create_app", "parse_input", "render"]
 
@@ -51,7 +52,8 @@ def _broker_outage(request: Request, exc: Exception) -> Response:
     console = console_of(request)
     log.warning("console: %s: broker unavailable: %s", request.url.path, exc)
     since = console.sampler.state.broker_down_since
-    return render(request, "broker_down.html", status_code=503, address=console.config.broker,
+    return render(request, "broker_down.html", status_code=503,
+                  address=redacted_address(console.config.broker),
                   reason=str(exc) if isinstance(exc, BrokerUnreachableError)
                   else f"{type(exc).__name__}: {exc}", since=since)
 

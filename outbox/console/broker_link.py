@@ -18,13 +18,15 @@ from collections.abc import Callable
 from broker_lite.client import Admin
 from broker_lite.errors import BrokerError
 from outbox.errors import BrokerUnreachableError
+from outbox.targets.address import redacted_address
 
 __all__ = ["BrokerLink", "broker_down"]
 
 
 def broker_down(address: str, reason: str) -> BrokerUnreachableError:
     """The error a page gets while the broker at ``address`` cannot be reached."""
-    return BrokerUnreachableError(f"broker {address} is unreachable: {reason}", server=address)
+    shown = redacted_address(address)
+    return BrokerUnreachableError(f"broker {shown} is unreachable: {reason}", server=shown)
 
 
 class BrokerLink:

@@ -5,7 +5,7 @@
 ``broker-lite://HOST:PORT``               the same, spelled out
 ``rocketmq://HOST:PORT[,HOST:PORT...]``   Apache RocketMQ 5 proxy endpoints (gRPC)
 ``rocketmqs://HOST:PORT[,...]``           the same over TLS
-``nats://HOST:PORT[,HOST:PORT...]``       NATS JetStream servers (docs/nats.md)
+``nats://[USER:PASS@]HOST:PORT[,...]``   NATS JetStream servers (docs/nats.md)
 ``tls://HOST:PORT[,...]``                 the same over TLS
 ``amqp://[USER:PASS@]HOST:PORT[/VHOST]``  RabbitMQ (AMQP 0-9-1; ``?exchange=NAME``)
 ``amqps://...``                           the same over TLS
@@ -18,6 +18,10 @@ all go through it. A bad address raises :class:`BrokerAddressError`, a
 the setting it came from. The access key / secret key are separate settings,
 passed through to either target unchanged (MQv2-HMAC-SHA1 on RocketMQ).
 
+A password written in the address (``amqp://user:PASS@host``, ``nats://user:PASS@host``)
+is only used to connect: everything that prints, logs, stores for display or raises
+shows :func:`redacted_address` (``amqp://user:***@host``) instead.
+
 Each kind has :class:`KindTraits` in :data:`KINDS`: its schemes, and the facts
 the outbox may need before any broker client is loaded (the modes it
 supports, whether it has broker_lite's native door, which module holds its
@@ -28,14 +32,14 @@ A new kind of broker is a new entry here and its modules under
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
 from outbox.errors import ConfigurationError
 
 __all__ = ["BROKER_LITE", "DEFAULT_KIND", "KINDS", "NATS", "RABBITMQ", "ROCKETMQ",
-           "BrokerAddress", "BrokerAddressError", "KindTraits", "parse_broker_address"]
+           "BrokerAddress", "BrokerAddressError", "KindTraits", "parse_broker_address",
+           "redacted_address"]
 
 Kind = Literal["broker-lite", "rocketmq", "nats", "rabbitmq"]
 
@@ -73,6 +77,8 @@ class KindTraits:
     #: the address is a URL: ``USER:PASS@`` before its endpoint, and a ``/PATH`` and
     #: ``?QUERY`` after it, are kept (RabbitMQ's credentials, vhost and options)
     url: bool = False
+    #: the address may carry ``USER:PASS@`` before its endpoints (a URL kind always may)
+    userinfo: bool = False
 
 
 #: the kinds of broker, keyed by kind, the default first; a new target adds its entry
@@ -92,10 +98,11 @@ KINDS: dict[Kind, KindTraits] = {
         extra="rocketmq"),
     NATS: KindTraits(
         "NATS JetStream", "nats", "tls",
-        "nats://HOST:PORT[,HOST:PORT...] (NATS JetStream servers; tls:// for TLS)",
+        "nats://HOST:PORT[,HOST:PORT...] (NATS JetStream servers; USER:PASS@ may precede "
+        "the endpoints; tls:// for TLS)",
         "outbox.targets.nats_support", frozenset({"outbox"}), "docs/nats.md",
         consumer_hint="use outbox.inbox_nats.NatsInbox with a nats-py JetStream subscription",
-        extra="nats"),
+        extra="nats", userinfo=True),
     RABBITMQ: KindTraits(
         "RabbitMQ", "amqp", "amqps",
         "amqp://[USER:PASS@]HOST:PORT[/VHOST][?exchange=NAME] (RabbitMQ; amqps:// for TLS)",
@@ -119,9 +126,24 @@ class BrokerAddressError(ConfigurationError, ValueError):
 
     def __init__(self, setting: str, value: str, problem: str) -> None:
         forms = " or ".join(traits.form for traits in KINDS.values())
-        super().__init__(f"{setting} = {value!r}: {problem}; expected {forms}",
+        shown = redacted_address(value)
+        super().__init__(f"{setting} = {shown!r}: {problem}; expected {forms}",
                          setting=setting)
-        self.value = value
+        #: the address as written, its password redacted
+        self.value = shown
+
+
+def redacted_address(value: str) -> str:
+    """``value`` (a broker address, parsed or not) with its password shown as ``***``:
+    ``amqp://user:***@host:5672/vh``. The one place an address is made fit to print, log,
+    store for display or put in an error; the password itself is only used to connect."""
+    scheme, sep, rest = value.partition("://")
+    head, question, query = rest.partition("?") if sep else value.partition("?")
+    userinfo, at, endpoints = head.rpartition("@")
+    if not at or ":" not in userinfo:
+        return value
+    user = userinfo.partition(":")[0]
+    return f"{scheme}{sep}{user}:***@{endpoints}{question}{query}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +174,7 @@ class BrokerAddress:
         if mode in ("outbox", "half_first") and mode not in traits.modes:
             supported = ", ".join(repr(m) for m in sorted(traits.modes))
             raise ConfigurationError(
-                f"mode {mode!r} is not supported on {traits.title} ({self}): use mode "
+                f"mode {mode!r} is not supported on {traits.title} ({self.redacted()}): use mode "
                 f"{supported} ({traits.doc})", setting="mode")
 
     def native_door(self, user: str) -> str:
@@ -161,7 +183,8 @@ class BrokerAddress:
         hint = self.traits.consumer_hint
         if hint is not None:
             raise ConfigurationError(
-                f"{user} consumes from broker_lite's native door; outbox.broker is {self}: "
+                f"{user} consumes from broker_lite's native door; outbox.broker is "
+                f"{self.redacted()}: "
                 f"{hint}, or pass server=HOST:PORT", setting="broker")
         return self.native
 
@@ -184,11 +207,12 @@ class BrokerAddress:
             self.endpoint_strings()) + self.path + (f"?{self.query}" if self.query else "")
 
     def redacted(self) -> str:
-        """:meth:`__str__` without the password, for logs and errors."""
-        if ":" not in self.userinfo:
-            return str(self)
-        user = self.userinfo.partition(":")[0]
-        return str(dataclasses.replace(self, userinfo=f"{user}:***"))
+        """:meth:`__str__` without the password (:func:`redacted_address`), for output,
+        logs, errors and what is stored for display; ``str()`` is for connecting only."""
+        return redacted_address(str(self))
+
+    def __repr__(self) -> str:
+        return f"BrokerAddress({self.redacted()!r})"
 
 
 def _endpoint(setting: str, value: str, text: str) -> tuple[str, int]:
@@ -215,6 +239,12 @@ def parse_broker_address(value: object, *, setting: str = "broker") -> BrokerAdd
     kind, tls = _SCHEMES[scheme]
     if KINDS[kind].url:
         return _url_address(setting, value, kind, tls, rest)
+    userinfo, at, rest = rest.rpartition("@")
+    if at and not KINDS[kind].userinfo:
+        raise BrokerAddressError(setting, value, f"{KINDS[kind].title} takes no USER:PASS@ "
+                                 "in the address (use access_key/secret_key)")
+    if at and not userinfo:
+        raise BrokerAddressError(setting, value, "the user before '@' is empty")
     parts = [p for p in rest.rstrip("/").split(",")]
     if any(not p.strip() for p in parts):
         raise BrokerAddressError(setting, value, "an endpoint is empty")
@@ -224,7 +254,7 @@ def parse_broker_address(value: object, *, setting: str = "broker") -> BrokerAdd
                                  f"{KINDS[kind].title} takes exactly one HOST:PORT")
     if len(set(endpoints)) != len(endpoints):
         raise BrokerAddressError(setting, value, "an endpoint is listed twice")
-    return BrokerAddress(kind, endpoints, tls)
+    return BrokerAddress(kind, endpoints, tls, userinfo=userinfo)
 
 
 def _url_address(setting: str, value: str, kind: Kind, tls: bool, rest: str) -> BrokerAddress:

@@ -104,7 +104,7 @@ class BrokerLiteTarget:
     """
 
     def __init__(self, outbox: Outbox, *, client_id: str | None = None) -> None:
-        self.description = f"broker_lite at {outbox.broker}"
+        self.description = f"broker_lite at {outbox.broker_display}"
         self._group = outbox.producer_group
         self._timeout = outbox.relay.broker_timeout
         self._producer = AsyncProducer(outbox.producer_group + "-relay",

@@ -115,7 +115,7 @@ class CheckbackResponder:
             self.producer.start()
             self._started = True
             log.info("check-back responder for group %s ready at %s",
-                     self.outbox.producer_group, self.outbox.broker)
+                     self.outbox.producer_group, self.outbox.broker_display)
 
     def shutdown(self) -> None:
         if self._started:
@@ -148,11 +148,12 @@ def serve(outbox: Outbox, stop: threading.Event, on_ready: Callable[[], None] | 
         except (UnauthorizedError, NoPermissionError) as exc:
             responder.shutdown()
             raise ConfigurationError(
-                f"broker {outbox.broker} refused the check-back responder as producer group "
-                f"{outbox.producer_group!r} (--access-key/--secret-key, --group; the broker's "
+                f"broker {outbox.broker_display} refused the check-back responder as producer "
+                f"group {outbox.producer_group!r} "
+                f"(--access-key/--secret-key, --group; the broker's "
                 f"ACL): {exc}", setting="producer_group") from None
         except BrokerError as exc:
-            log.warning("broker %s unreachable (%s); retrying in %.1fs", outbox.broker,
+            log.warning("broker %s unreachable (%s); retrying in %.1fs", outbox.broker_display,
                         exc, delay)
             responder = CheckbackResponder(outbox, threads=threads)
             stop.wait(delay)

@@ -39,11 +39,11 @@ def probe(outbox: Outbox, *, group: str | None = None) -> Exception | None:
         keys = ("--access-key/--secret-key" if outbox.access_key or outbox.secret_key
                 else "no --access-key/--secret-key given")
         raise ConfigurationError(
-            f"broker {outbox.broker} refused the credentials ({keys}): {exc}",
+            f"broker {outbox.broker_display} refused the credentials ({keys}): {exc}",
             setting="access_key, secret_key") from None
     except NoPermissionError as exc:
         raise ConfigurationError(
-            f"broker {outbox.broker} refused the account for producer group "
+            f"broker {outbox.broker_display} refused the account for producer group "
             f"{outbox.producer_group!r} (--access-key, --group; the broker's ACL): {exc}",
             setting="producer_group",
         ) from None
@@ -52,7 +52,7 @@ def probe(outbox: Outbox, *, group: str | None = None) -> Exception | None:
         if resolve is not None:
             host = outbox.broker.rpartition(":")[0]
             raise ConfigurationError(
-                f"--broker {outbox.broker}: host {host!r} does not resolve "
+                f"--broker {outbox.broker_display}: host {host!r} does not resolve "
                 f"({resolve.strerror})", setting="broker") from None
         return exc
     return None

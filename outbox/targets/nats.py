@@ -72,10 +72,12 @@ _UNREACHABLE = (nats.errors.TimeoutError, nats.errors.ConnectionClosedError,
 
 
 def server_urls(outbox: Outbox) -> list[str]:
-    """``nats://HOST:PORT`` (``tls://`` with TLS) of each endpoint, in the order given."""
+    """``nats://[USER:PASS@]HOST:PORT`` (``tls://`` with TLS) of each endpoint, in the
+    order given: for connecting only (they hold the address's password)."""
     address = outbox.target_address
     scheme = "tls" if address.tls else "nats"
-    return [f"{scheme}://{endpoint}" for endpoint in address.endpoint_strings()]
+    userinfo = f"{address.userinfo}@" if address.userinfo else ""
+    return [f"{scheme}://{userinfo}{endpoint}" for endpoint in address.endpoint_strings()]
 
 
 async def connect(outbox: Outbox, *, name: str,
@@ -117,18 +119,18 @@ async def connect(outbox: Outbox, *, name: str,
             await asyncio.wait_for(client.close(), 2.0)
         refused = next((e for e in [exc, *seen] if "authorization" in str(e).lower()), None)
         if refused is not None:
-            raise ConfigurationError(f"{outbox.broker} refused the credentials "
+            raise ConfigurationError(f"{outbox.broker_display} refused the credentials "
                                      f"(access_key/secret_key): {refused}",
                                      setting="access_key") from exc
         untrusted = next((e for e in [exc, *seen]
                           if isinstance(e, ssl.SSLCertVerificationError)), None)
         if untrusted is not None:
             raise ConfigurationError(
-                f"{outbox.broker}: the server's TLS certificate is not trusted "
+                f"{outbox.broker_display}: the server's TLS certificate is not trusted "
                 f"({untrusted}); trust its CA (the system's store, or SSL_CERT_FILE)",
                 setting="broker") from exc
         last = seen[-1] if seen else exc
-        raise BrokerUnreachableError(f"NATS at {outbox.broker} unreachable: "
+        raise BrokerUnreachableError(f"NATS at {outbox.broker_display} unreachable: "
                                      f"{_text(last)}") from exc
     return client
 
@@ -174,7 +176,7 @@ class NatsTarget:
     """One NATS connection; each row published with its ack awaited (module doc)."""
 
     def __init__(self, outbox: Outbox) -> None:
-        self.description = f"NATS JetStream at {outbox.broker}"
+        self.description = f"NATS JetStream at {outbox.broker_display}"
         self._outbox = outbox
         self._timeout = outbox.relay.broker_timeout
         self._client: Client | None = None
@@ -351,7 +353,7 @@ class NatsTarget:
             return (f"no JetStream stream takes subject {subject!r} (topic {topic!r}): "
                     f"create one binding {topic!r} and '{topic}.>' (docs/nats.md)")
         except nats.js.errors.ServiceUnavailableError as exc:
-            return f"JetStream is not enabled on {self._outbox.broker}: {_text(exc)}"
+            return f"JetStream is not enabled on {self._outbox.broker_display}: {_text(exc)}"
         except _UNREACHABLE as exc:
             raise BrokerUnreachableError(f"{self.description} unreachable: "
                                          f"{_text(exc)}") from exc

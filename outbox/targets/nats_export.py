@@ -74,7 +74,7 @@ async def _export(outbox: Outbox, source: str | None) -> list[Any]:
                 messages.extend(await read_stream(js, stream))
             except nats.js.errors.NotFoundError as exc:
                 raise ConfigurationError(f"--source {stream!r}: no such JetStream stream on "
-                                         f"{outbox.broker}", setting="source") from exc
+                                         f"{outbox.broker_display}", setting="source") from exc
         return messages
     finally:
         await client.close()

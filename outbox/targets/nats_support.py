@@ -37,10 +37,10 @@ async def _probe(outbox: Outbox) -> None:
     except (nats.js.errors.ServiceUnavailableError, nats.js.errors.NoStreamResponseError,
             nats.errors.NoRespondersError) as exc:
         raise ConfigurationError(
-            f"JetStream is not enabled on {outbox.broker} (start nats-server with -js; "
+            f"JetStream is not enabled on {outbox.broker_display} (start nats-server with -js; "
             f"docs/nats.md): {exc or type(exc).__name__}", setting="broker") from exc
     except nats.errors.TimeoutError as exc:
-        raise BrokerUnreachableError(f"NATS at {outbox.broker}: no answer") from exc
+        raise BrokerUnreachableError(f"NATS at {outbox.broker_display}: no answer") from exc
     finally:
         await client.close()
 
@@ -74,7 +74,7 @@ class NatsSupport:
                          retry_interval: float) -> None:
         """Nothing to serve: JetStream has no half messages, so no check-backs."""
         log.info("NATS JetStream (%s) has no half messages and no check-backs: nothing to "
-                 "answer; waiting to be stopped", outbox.broker)
+                 "answer; waiting to be stopped", outbox.broker_display)
         if on_ready is not None:
             on_ready()
         stop.wait()

@@ -40,7 +40,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import parse_qs, quote, unquote
 
 import aio_pika
@@ -85,7 +85,7 @@ class AmqpSettings:
     ``shown`` is the address without the password, for logs and errors.
     """
 
-    url: str
+    url: str = field(repr=False)  # holds the password: never shown
     shown: str
     exchange: str
     timeout: float

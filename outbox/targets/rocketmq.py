@@ -169,8 +169,8 @@ def probe(outbox: Outbox) -> Exception | None:
         except UnauthorizedException as exc:
             keys = ("--access-key/--secret-key" if outbox.access_key or outbox.secret_key
                     else "no --access-key/--secret-key given")
-            raise ConfigurationError(f"RocketMQ proxy {endpoint} ({outbox.broker}) refused the "
-                                     f"credentials ({keys}): {exc}") from None
+            raise ConfigurationError(f"RocketMQ proxy {endpoint} ({outbox.broker_display}) "
+                                     f"refused the credentials ({keys}): {exc}") from None
         except (NotFoundException, ForbiddenException):
             pass  # answered, credentials taken; the probe topic need not exist nor be allowed
         except Exception as exc:
@@ -196,7 +196,7 @@ class RocketMQTarget:
             raise ConfigurationError(f"in_flight must be >= 1, got {in_flight}",
                                      setting="in_flight")
         self.outbox = outbox
-        self.description = f"RocketMQ at {outbox.broker}"
+        self.description = f"RocketMQ at {outbox.broker_display}"
         self._checker = checker or _AnswerUnknown()
         self._pool = ThreadPoolExecutor(max_workers=threads,
                                         thread_name_prefix="rocketbox-rocketmq")

@@ -83,7 +83,7 @@ class RocketMQResponder:
             self._producers.extend(started)
             self._announced.update(topics)
             log.info("check-back responder announces %s on %s", ", ".join(topics),
-                     self.outbox.broker)
+                     self.outbox.broker_display)
             return len(topics)
 
     def shutdown(self) -> None:

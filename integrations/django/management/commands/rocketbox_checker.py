@@ -27,7 +27,7 @@ class Command(BaseCommand):
 
         def ready() -> None:
             self.stdout.write(f"rocketbox checker ready group={outbox.producer_group} "
-                              f"broker={outbox.broker}")
+                              f"broker={outbox.broker_display}")
             self.stdout.flush()
 
         try:
