@@ -7,38 +7,18 @@ and without a line of Spark's output.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from spark.audit_job import main as audit_main
+from tests.spark.audit_probe import probe
 from tests.spark.audit_seed import sqlite_engine, write_status
 from tests.support import PostgresServer
 
 pytestmark = pytest.mark.spark
 
-ROOT = Path(__file__).resolve().parents[2]
-#: runs the audit's main, then says whether PySpark launched a JVM gateway
-_PROBE = """
-import sys
-from spark.audit_job import main
-code = main(sys.argv[1:])
-from pyspark import SparkContext
-print("gateway:", SparkContext._gateway)
-sys.exit(code)
-"""
-
-
-def _probe(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-c", _PROBE, *args], env=env, text=True,
-                          capture_output=True, timeout=120, stdin=subprocess.DEVNULL,
-                          check=False)
 
 
 @pytest.fixture
@@ -80,7 +60,7 @@ def test_audit_bad_argument_exits_2_before_spark_starts(inputs: dict[str, str],
                                                         case: str) -> None:
     overrides, extra, expected = _CASES[case]
     given = {**inputs, **{k: v.format(**inputs) for k, v in overrides.items()}}
-    done = _probe("--jdbc-url", given["url"], "--commitlog", given["commitlog"], "--quiet",
+    done = probe("--jdbc-url", given["url"], "--commitlog", given["commitlog"], "--quiet",
                   *(a.format(**inputs) for a in extra))
     assert done.returncode == 2, done.stderr
     assert done.stdout == "gateway: None\n"  # PySpark never launched its JVM

@@ -9,35 +9,16 @@ line and the field).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from outbox.broker_export import ExportedMessage, body_sha256, write_export
+from tests.spark.audit_probe import probe
 from tests.spark.audit_seed import sqlite_engine, write_status
 
 pytestmark = pytest.mark.spark
 
-ROOT = Path(__file__).resolve().parents[2]
-_PROBE = """
-import sys
-from spark.audit_job import main
-code = main(sys.argv[1:])
-from pyspark import SparkContext
-print("gateway:", SparkContext._gateway)
-sys.exit(code)
-"""
-
-
-def _probe(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-c", _PROBE, *args], env=env, text=True,
-                          capture_output=True, timeout=120, stdin=subprocess.DEVNULL,
-                          check=False)
 
 
 @pytest.fixture
@@ -85,7 +66,7 @@ _CASES: dict[str, tuple[list[str], str]] = {
 def test_the_broker_side_is_one_readable_input_or_exit_2_before_spark(tmp: Path,
                                                                      case: str) -> None:
     given, expected = _CASES[case]
-    done = _probe("--jdbc-url", f"jdbc:sqlite:{tmp / 'status.sqlite'}", "--quiet",
+    done = probe("--jdbc-url", f"jdbc:sqlite:{tmp / 'status.sqlite'}", "--quiet",
                   *(a.format(tmp=tmp) for a in given))
     assert done.returncode == 2, done.stderr
     assert done.stdout == "gateway: None\n"  # PySpark never launched its JVM
