@@ -24,6 +24,7 @@ from typing import Any
 from broker_lite import cli
 from broker_lite.cli import serve
 from broker_lite.core import Broker, BrokerConfig
+from broker_lite.core.transaction_state import COMMITTED
 from broker_lite.core.transactions import HalfEntry, TransactionService
 
 __all__ = ["DoubleCommitTransactions", "command"]
@@ -47,12 +48,29 @@ class DoubleCommitTransactions(TransactionService):
         self._written = 0  # commit records this broker wrote (not counting the doubles)
 
     def _write_commit(self, entry: HalfEntry, copy_offset: int) -> int:
+        """A commit written on its own (check-back, proxy mode's batched ops)."""
         end_offset = super()._write_commit(entry, copy_offset)
+        return max(end_offset, self._count_and_double(entry, copy_offset))
+
+    def _write_ends(self, plans: list[Any], slots: list[Any],
+                    committed: dict[tuple[str, int], None]) -> None:
+        """A batch round's commits (``end`` and ``END_TRANSACTION_BATCH``), written in one
+        append by the service; every ``every``-th of them is then written again."""
+        fresh = {id(p) for p in plans if p.wanted == COMMITTED and p.entry.commit_offset < 0}
+        super()._write_ends(plans, slots, committed)
+        for plan in plans:
+            if id(plan) in fresh and plan.entry.commit_offset >= 0 \
+                    and not isinstance(slots[plan.slot], Exception):
+                plan.end = max(plan.end, self._count_and_double(plan.entry, plan.copy))
+
+    def _count_and_double(self, entry: HalfEntry, copy_offset: int) -> int:
+        """Count one commit written; the ``every``-th is written once more (clients still
+        see the first); the end offset of what was written here (0: nothing)."""
         self._written += 1
         if self.every <= 0 or self._written % self.every:
-            return end_offset
+            return 0
         first = (entry.commit_offset, entry.commit_queue_offset)
-        end_offset = max(end_offset, super()._write_commit(entry, copy_offset))
+        end_offset = super()._write_commit(entry, copy_offset)
         entry.commit_offset, entry.commit_queue_offset = first  # clients see the first
         log.warning("fault hook: commit of %s written twice", entry.transaction_id)
         return end_offset
