@@ -70,7 +70,8 @@ def test_redis_down_at_commit_the_sweeper_relays_later(
         ids = commit(engine, outbox, 3, "Swept")
         commit_time = time.monotonic() - started
         assert "the sweeper will relay them" in caplog.text
-        assert relayed_ids(engine) == set()
+        # no task could be enqueued (nothing listens at that Redis): the worker's sweeper
+        # relays them, possibly before this line runs on a slow commit (no "not yet" here)
         wait_relayed(engine, set(ids), worker, timeout=20)
     assert commit_time < 3, commit_time
     assert commit_counts(broker_records(broker.data_dir)) == {tx: 1 for tx in ids}
