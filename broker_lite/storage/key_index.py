@@ -165,6 +165,13 @@ class KeyIndex:
                           self.max_entries)
             )
 
+    def current_file(self, key_count: int) -> IndexFile | None:
+        """The file ``key_count`` more entries go to; ``None`` when a new one is needed
+        first (:meth:`prepare` makes it)."""
+        if self.files and self.files[-1].count + key_count <= self.max_entries:
+            return self.files[-1]
+        return None
+
     def put(self, keys: list[str], offset: int, store_ts: int) -> None:
         """Index ``keys`` of the record at ``offset``; call :meth:`prepare` first."""
         current = self.files[-1]
