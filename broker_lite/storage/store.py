@@ -233,7 +233,9 @@ class MessageStore:
 
         The same records, units and index entries, in the same order, as
         :meth:`_append` one by one; only the per-record look-ups of the segment and
-        the index file are done once.
+        the index file are done once, and the index entries are written together
+        after the records (under the same lock hold: a checkpoint, which reads the
+        dispatched offset under the lock, never falls inside the batch).
         """
         total = keys_total = 0
         for item in checked:
@@ -251,7 +253,7 @@ class MessageStore:
         queues = self._queues
         store_host = self._store_host
         crc_tail = self._crc_tail
-        put_key = index_file.put if index_file is not None else None
+        indexed: list[tuple[str, int, int]] = []
         for msg, item in zip(msgs, checked, strict=True):
             if isinstance(item, BrokerError):
                 results.append(item)
@@ -281,10 +283,11 @@ class MessageStore:
             commit_log.advance(size)
             if cq is not None and unit_file is not None:
                 cq.write_unit(unit_file, queue_offset, offset, size, tag)
-            if put_key is not None:
-                for key in keys:
-                    put_key(key, offset, stamp)
+            for key in keys:
+                indexed.append((key, offset, stamp))
             results.append(PutResult(offset, size, queue_offset, stamp))
+        if index_file is not None:
+            index_file.put_many(indexed)
         return True
 
     def _check(self, msg: MessageToStore) -> _Checked:
