@@ -254,40 +254,42 @@ class MessageStore:
         store_host = self._store_host
         crc_tail = self._crc_tail
         indexed: list[tuple[str, int, int]] = []
-        for msg, item in zip(msgs, checked, strict=True):
-            if isinstance(item, BrokerError):
-                results.append(item)
-                continue
-            topic_b, props_b, size, dispatch, keys, tag = item
-            cq = None
-            queue_offset = 0
-            unit_file = None
-            if dispatch:
-                cq = queues.get((msg.topic, msg.queue_id))
-                if cq is None:
-                    cq = self._queue(msg.topic, msg.queue_id)
-                queue_offset = cq.max_offset
-                try:
-                    unit_file = cq.prepare(queue_offset)  # may need a new queue file
-                except BrokerError as exc:
-                    results.append(exc)
+        try:
+            for msg, item in zip(msgs, checked, strict=True):
+                if isinstance(item, BrokerError):
+                    results.append(item)
                     continue
-            offset = base + pos
-            stamp = msg.store_timestamp or now
-            encode_record_into(
-                buf, pos, size, topic_b, msg.body, props_b, msg.queue_id, msg.flag,
-                queue_offset, offset, msg.sysflag, msg.born_timestamp or stamp, msg.born_host,
-                stamp, store_host, msg.reconsume_times, msg.prepared_tx_offset, crc_tail,
-            )
-            pos += size
-            commit_log.advance(size)
-            if cq is not None and unit_file is not None:
-                cq.write_unit(unit_file, queue_offset, offset, size, tag)
-            for key in keys:
-                indexed.append((key, offset, stamp))
-            results.append(PutResult(offset, size, queue_offset, stamp))
-        if index_file is not None:
-            index_file.put_many(indexed)
+                topic_b, props_b, size, dispatch, keys, tag = item
+                cq = None
+                queue_offset = 0
+                unit_file = None
+                if dispatch:
+                    cq = queues.get((msg.topic, msg.queue_id))
+                    if cq is None:
+                        cq = self._queue(msg.topic, msg.queue_id)
+                    queue_offset = cq.max_offset
+                    try:
+                        unit_file = cq.prepare(queue_offset)  # may need a new queue file
+                    except BrokerError as exc:
+                        results.append(exc)
+                        continue
+                offset = base + pos
+                stamp = msg.store_timestamp or now
+                encode_record_into(
+                    buf, pos, size, topic_b, msg.body, props_b, msg.queue_id, msg.flag,
+                    queue_offset, offset, msg.sysflag, msg.born_timestamp or stamp, msg.born_host,
+                    stamp, store_host, msg.reconsume_times, msg.prepared_tx_offset, crc_tail,
+                )
+                pos += size
+                commit_log.advance(size)
+                if cq is not None and unit_file is not None:
+                    cq.write_unit(unit_file, queue_offset, offset, size, tag)
+                for key in keys:
+                    indexed.append((key, offset, stamp))
+                results.append(PutResult(offset, size, queue_offset, stamp))
+        finally:  # what was written is indexed, even if a record failed in between
+            if index_file is not None:
+                index_file.put_many(indexed)
         return True
 
     def _check(self, msg: MessageToStore) -> _Checked:
