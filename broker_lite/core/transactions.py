@@ -6,7 +6,11 @@ RocketMQ's tools read a broker_lite log and the audit reads either broker's.
 The records themselves (a half, a commit, an op record, a renewed copy, a
 discarded one) are written by :mod:`~broker_lite.core.transaction_records`;
 this service decides when, and keeps each half's state
-(:mod:`~broker_lite.core.transaction_state`):
+(:mod:`~broker_lite.core.transaction_state`). How ends are written, in rounds of
+a batch, and the :meth:`~broker_lite.core.transaction_ends.TransactionEnds.after_commit`
+hook are in :mod:`~broker_lite.core.transaction_ends`; the halves kept for their
+commit records in :mod:`~broker_lite.core.transaction_recent`.
+
 
 * commit writes the commit record on the real topic *then* the op record;
   rollback writes only the op record; each check re-puts a renewed copy of
@@ -63,11 +67,11 @@ from broker_lite.core.config import BrokerConfig
 from broker_lite.core.delivered import delivered_view
 from broker_lite.core.model import CheckRequest, EndRequest, EndResult, SendResult
 from broker_lite.core.topics import TRANS_CHECK_MAX_TIME_TOPIC
+from broker_lite.core.transaction_ends import TransactionEnds, check_end_state
+from broker_lite.core.transaction_recent import RecentHalves
 from broker_lite.core.transaction_records import (
     check_request,
-    commit_record,
     half_record,
-    op_record,
     write_discarded,
     write_op,
     write_renewed,
@@ -75,7 +79,6 @@ from broker_lite.core.transaction_records import (
 from broker_lite.core.transaction_state import (
     COMMITTED,
     DISCARDED,
-    OP_NAMES,
     PENDING,
     ROLLED_BACK,
     HalfEntry,
@@ -86,12 +89,10 @@ from broker_lite.core.transaction_state import (
 from broker_lite.errors import (
     BrokerError,
     NoPermissionError,
-    TransactionConflictError,
-    TransactionMismatchError,
     TransactionNotFoundError,
     UnavailableError,
 )
-from broker_lite.storage import MessageStore, MessageToStore, PutResult, StoredRecord
+from broker_lite.storage import MessageStore, MessageToStore, PutResult
 from broker_lite.storage.properties import CHECK_IMMUNITY_TIME_IN_SECONDS, FROM_CHECK, TX_STATE
 
 __all__ = ["FROM_CHECK", "TX_STATE", "HalfEntry", "HalfToStore", "TransactionService",
@@ -114,68 +115,7 @@ class _BatchedOp:
     extra: dict[str, str] | None
 
 
-class _RecentHalves:
-    """The halves stored lately, as stored, by commit-log offset.
-
-    A commit record copies its half's body and properties. The relay commits
-    its halves right after storing them (``SEND_BATCH``, then
-    ``END_TRANSACTION_BATCH``), so the service keeps what it just stored and
-    builds the commit record from that instead of reading the half back and
-    decoding it (about 4 us a transaction). Bounded by count and body bytes,
-    oldest out first; a half not here (older, larger, a renewed copy, or after
-    a restart) is read from the log as before. What it holds is what the store
-    wrote, born timestamp included, so the commit record is the same either way.
-    """
-
-    def __init__(self, max_count: int = 8192, max_bytes: int = 32 << 20) -> None:
-        self._items: dict[int, MessageToStore] = {}
-        self._bytes = 0
-        self._max_count = max_count
-        self._max_bytes = max_bytes
-
-    def add(self, offset: int, half: MessageToStore) -> None:
-        if len(half.body) > self._max_bytes // 64:
-            return
-        self._items[offset] = half
-        self._bytes += len(half.body)
-        while len(self._items) > self._max_count or self._bytes > self._max_bytes:
-            self._bytes -= len(self._items.pop(next(iter(self._items))).body)
-
-    def take(self, offset: int) -> MessageToStore | None:
-        half = self._items.pop(offset, None)
-        if half is not None:
-            self._bytes -= len(half.body)
-        return half
-
-    def drop(self, entry: HalfEntry) -> None:
-        for offset in entry.copies:
-            self.take(offset)
-
-
-class _EndPlan:
-    """One end of a batch round that writes records: what it writes, where its answer goes,
-    and the log offset its answer waits for."""
-
-    __slots__ = ("copy", "end", "entry", "extra", "slot", "wanted")
-
-    def __init__(self, entry: HalfEntry, wanted: str, copy: int,
-                 extra: dict[str, str] | None) -> None:
-        self.entry = entry
-        self.wanted = wanted
-        self.copy = copy
-        self.extra = extra
-        self.slot = -1
-        self.end = 0
-
-
-def _check_end_state(request: EndRequest) -> None:
-    if request.state not in (0, 8, 12):
-        raise TransactionMismatchError(
-            f"end-transaction state {request.state} is not COMMIT (8), ROLLBACK (12) "
-            "or UNKNOWN (0)")
-
-
-class TransactionService:
+class TransactionService(TransactionEnds):
     """Transaction state, rebuilt from the half and op queues at start."""
 
     def __init__(self, store: MessageStore, config: BrokerConfig, clients: ClientRegistry,
@@ -186,7 +126,7 @@ class TransactionService:
         self._notify = notify
         self._lock = threading.RLock()
         self._table = rebuild(store)
-        self._recent = _RecentHalves()
+        self._recent = RecentHalves()
         self._op_delay_ms = int(config.tx_op_batch_interval * 1000)
         #: ops waiting for their batch, and the copies an end named (batched mode only)
         self._batched: list[_BatchedOp] = []
@@ -374,7 +314,7 @@ class TransactionService:
     def _end_one_batched(self, request: EndRequest) -> tuple[EndResult, int] | BrokerError:
         """One end with ``tx_op_batch_interval`` (proxy mode): its op record waits."""
         try:
-            _check_end_state(request)
+            check_end_state(request)
             batched = self._end_batched(request)
         except BrokerError as exc:
             return exc
@@ -387,119 +327,6 @@ class TransactionService:
         if committed is not None:
             self._notify(committed.real_topic, committed.real_queue_id)
         return result, end_offset
-
-    def _plan_end(self, request: EndRequest) -> _EndPlan | tuple[EndResult, int]:
-        """What ending ``request`` takes: records to write, or its answer now; under the
-        lock. Raises the error to answer with."""
-        _check_end_state(request)
-        entry = self._table.find(request.transaction_id, request.commit_log_offset)
-        if entry is None:
-            raise TransactionNotFoundError(request.transaction_id)
-        self._validate(entry, request)
-        wanted = {8: COMMITTED, 12: ROLLED_BACK}.get(request.state)
-        if entry.state == PENDING and entry.commit_offset >= 0:
-            # the commit record landed but its op record did not (a full disk): the
-            # transaction is committed; never append a second commit for it
-            if wanted == ROLLED_BACK:
-                raise TransactionConflictError(entry.transaction_id, "committed",
-                                               OP_NAMES[wanted].lower())
-            wanted = COMMITTED
-        if entry.state != PENDING:
-            if wanted is None or wanted == entry.state:
-                return self._ended(entry, already=True), 0
-            log.warning("late %s for transaction %s refused: already %s",
-                        OP_NAMES[wanted], entry.transaction_id, entry.state)
-            raise TransactionConflictError(entry.transaction_id, entry.state.replace("_", " "),
-                                           OP_NAMES[wanted].lower())
-        if wanted is None:
-            return EndResult(outcome="unknown"), 0
-        copy = request.commit_log_offset if request.commit_log_offset >= 0 \
-            else entry.half_offset
-        return _EndPlan(entry, wanted, copy,
-                        {FROM_CHECK: "true"} if request.from_check else None)
-
-    def _end_round(self, requests: Sequence[EndRequest], start: int,
-                   outcomes: list[tuple[EndResult, int] | BrokerError],
-                   committed: dict[tuple[str, int], None]) -> int:
-        """End ``requests`` from ``start`` up to the first one naming a half this round
-        already ends; append their outcomes; return where the next round starts.
-
-        Under the lock. Writes the round's commit records in one append, then its
-        op records in another.
-        """
-        plans: list[_EndPlan] = []
-        named: set[str] = set()
-        slots: list[tuple[EndResult, int] | BrokerError | None] = []
-        i = start
-        while i < len(requests):
-            try:
-                plan = self._plan_end(requests[i])
-            except BrokerError as exc:
-                slots.append(exc)
-                i += 1
-                continue
-            if isinstance(plan, _EndPlan):
-                if plan.entry.key in named:
-                    break  # answered in the next round, after this one's records
-                named.add(plan.entry.key)
-                plan.slot = len(slots)
-                plans.append(plan)
-                slots.append(None)
-            else:
-                slots.append(plan)
-            i += 1
-        self._write_ends(plans, slots, committed)
-        outcomes.extend(slot for slot in slots if slot is not None)
-        return i
-
-    def _write_ends(self, plans: list[_EndPlan],
-                    slots: list[tuple[EndResult, int] | BrokerError | None],
-                    committed: dict[tuple[str, int], None]) -> None:
-        """Write the commit records, then the op records, of ``plans``; fill their slots."""
-        store = self._store
-        staged: list[_EndPlan] = []
-        records: list[MessageToStore] = []
-        for plan in plans:
-            if plan.wanted != COMMITTED:
-                continue
-            if plan.entry.commit_offset >= 0:  # written by an earlier try: wait for all since
-                plan.end = store.max_offset
-                continue
-            try:
-                records.append(self._commit_record(plan.entry, plan.copy))
-            except BrokerError as exc:
-                slots[plan.slot] = exc
-                continue
-            staged.append(plan)
-        for plan, put in zip(staged, store.put_batch_nowait(records) if records else (),
-                             strict=True):
-            if isinstance(put, BrokerError):
-                slots[plan.slot] = put
-                continue
-            plan.entry.commit_offset = put.physical_offset
-            plan.entry.commit_queue_offset = put.queue_offset
-            plan.end = put.end_offset
-        live = [plan for plan in plans if slots[plan.slot] is None]
-        ops = [op_record(p.entry, p.wanted, p.copy, p.extra) for p in live]
-        for plan, put in zip(live, store.put_batch_nowait(ops) if ops else (), strict=True):
-            entry = plan.entry
-            if isinstance(put, BrokerError):
-                if plan.wanted != COMMITTED or not isinstance(put, UnavailableError):
-                    slots[plan.slot] = put
-                    continue
-                # committed all the same; the check loop closes it
-                log.warning("transaction %s committed, its half left open: %s",
-                            entry.transaction_id, put)
-            else:
-                self._table.settle(entry, plan.wanted)
-                self._recent.drop(entry)
-                plan.end = max(plan.end, put.end_offset)
-            if plan.wanted == COMMITTED:
-                committed[(entry.real_topic, entry.real_queue_id)] = None
-                slots[plan.slot] = (self._ended(entry, already=False, state=COMMITTED),
-                                    plan.end)
-            else:
-                slots[plan.slot] = (self._ended(entry, already=False), plan.end)
 
     def _end_batched(self, request: EndRequest
                      ) -> tuple[EndResult, int, HalfEntry | None] | None:
@@ -564,44 +391,6 @@ class TransactionService:
             except UnavailableError as exc:
                 log.warning("op record of transaction %s not written: %s",
                             entry.transaction_id, exc)
-
-    def _validate(self, entry: HalfEntry, request: EndRequest) -> None:
-        if request.producer_group != entry.producer_group:
-            raise TransactionMismatchError(
-                f"transaction {entry.transaction_id!r} belongs to producer group "
-                f"{entry.producer_group!r}, not {request.producer_group!r}")
-        if request.commit_log_offset >= 0 and request.commit_log_offset not in entry.copies:
-            raise TransactionMismatchError(
-                f"commit-log offset {request.commit_log_offset} does not match the half of "
-                f"{entry.transaction_id!r} at {entry.half_offset}")
-        if request.queue_offset >= 0 and request.queue_offset not in entry.copies.values():
-            raise TransactionMismatchError(
-                f"half-queue offset {request.queue_offset} does not match the half of "
-                f"{entry.transaction_id!r} at {entry.queue_offset}")
-
-    def _write_commit(self, entry: HalfEntry, copy_offset: int) -> int:
-        """Write ``entry``'s commit record from the copy at ``copy_offset``; returns its end."""
-        put = self._store.put_nowait(self._commit_record(entry, copy_offset))
-        entry.commit_offset = put.physical_offset
-        entry.commit_queue_offset = put.queue_offset
-        return put.end_offset
-
-    def _commit_record(self, entry: HalfEntry, copy_offset: int) -> MessageToStore:
-        """The commit record of the half copy at ``copy_offset`` (as just stored, else read
-        back from the log)."""
-        half: MessageToStore | StoredRecord | None = self._recent.take(copy_offset)
-        if half is None:
-            half = self._store.get(copy_offset)
-        return commit_record(half, entry, copy_offset)
-
-    @staticmethod
-    def _ended(entry: HalfEntry, *, already: bool, state: str | None = None) -> EndResult:
-        state = state or entry.state
-        return EndResult(
-            outcome=state if state != DISCARDED else "discarded",
-            already=already, commit_log_offset=entry.commit_offset,
-            queue_id=entry.real_queue_id if entry.commit_offset >= 0 else -1,
-            queue_offset=entry.commit_queue_offset)
 
     # -- the check service -----------------------------------------------------
 

@@ -70,7 +70,10 @@ class FlushGate:
         heapq.heappush(self._waiting, (end_offset, next(self._seq), future, deadline))
         if end_offset > self._wanted:
             self._wanted = end_offset
-            if self._asked <= self._flushed:  # the flusher has nothing to do: wake it now
+            if self._asked <= self._store.flushed_offset:
+                # the flusher has done all it was asked (it may have finished a moment
+                # ago, before this loop settled it): wake it now, not at the end of a
+                # turn that may last a while
                 self._ask()
             elif not self._asking:  # it is busy: ask once, for the rest of this loop turn
                 self._asking = True

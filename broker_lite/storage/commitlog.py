@@ -129,6 +129,17 @@ class CommitLog:
         mf = self.queue.files[-1]
         return offset, mf.writable(), mf.wrote_position
 
+    def current_segment(self, size: int) -> MappedFile | None:
+        """The segment ``size`` more bytes go to without a roll-over; ``None`` if they
+        do not fit in it (or there is none yet). Records are then encoded one after
+        another at its write position, each published with :meth:`advance`."""
+        files = self.queue.files
+        if files:
+            mf = files[-1]
+            if mf.file_size - mf.wrote_position - MIN_BLANK_SIZE >= size:
+                return mf
+        return None
+
     def advance(self, size: int) -> None:
         """Publish the ``size`` bytes just encoded at the position :meth:`reserve_at` gave."""
         mf = self.queue.files[-1]

@@ -95,6 +95,33 @@ class IndexFile:
         self.end_offset = offset
         self.dirty = True
 
+    def put_many(self, entries: list[tuple[str, int, int]]) -> None:
+        """:meth:`put` of each ``(key, offset, store_ts)``, in order (a batch's keys):
+        the same entries, with the header fields set once."""
+        buf = self.file.buffer
+        slot_count = self.slot_count
+        entries_at = self._entries_at
+        unpack_slot, pack_slot, pack_entry = _SLOT.unpack_from, _SLOT.pack_into, _ENTRY.pack_into
+        count = self.count
+        for key, offset, store_ts in entries:
+            h = crc32(key.encode("utf-8")) & 0x7FFFFFFF
+            slot_at = _SLOTS_AT + (h % slot_count) * 4
+            prev = unpack_slot(buf, slot_at)[0]
+            if prev > count:
+                self.count = count
+                prev = self._live(prev)
+            if self.begin_ts == 0:
+                self.begin_ts = store_ts
+            count += 1
+            pack_entry(buf, entries_at + count * _ENTRY_SIZE, h, offset,
+                       max(0, (store_ts - self.begin_ts) // 1000), prev)
+            pack_slot(buf, slot_at, count)
+        if entries:
+            self.count = count
+            self.end_ts = entries[-1][2]
+            self.end_offset = entries[-1][1]
+            self.dirty = True
+
     def _live(self, number: int) -> int:
         """Step over entries past the recorded count.
 
@@ -164,6 +191,13 @@ class KeyIndex:
                 IndexFile(self.directory / segment_name(offset), offset, self.slot_count,
                           self.max_entries)
             )
+
+    def current_file(self, key_count: int) -> IndexFile | None:
+        """The file ``key_count`` more entries go to; ``None`` when a new one is needed
+        first (:meth:`prepare` makes it)."""
+        if self.files and self.files[-1].count + key_count <= self.max_entries:
+            return self.files[-1]
+        return None
 
     def put(self, keys: list[str], offset: int, store_ts: int) -> None:
         """Index ``keys`` of the record at ``offset``; call :meth:`prepare` first."""

@@ -170,6 +170,11 @@ def tag_hash(tag: str | None) -> int:
     """Java's ``String.hashCode`` of the tag, as RocketMQ keeps in consume queues."""
     if not tag:
         return 0
+    return _java_hash(tag)
+
+
+@lru_cache(maxsize=4096)  # a few tags, each met on every message that has it
+def _java_hash(tag: str) -> int:
     h = 0
     units = tag.encode("utf-16-be", "surrogatepass")  # Java hashes UTF-16 code units
     for i in range(0, len(units), 2):

@@ -209,20 +209,88 @@ class MessageStore:
             except BrokerError as exc:
                 checked.append(exc)
         results: list[PutResult | BrokerError] = []
-        append = self._append
         with self._lock:
             if self._closed:
                 raise StoreClosedError("the message store is closed")
             now = int(time.time() * 1000)
+            if not self._append_run(msgs, checked, now, results):
+                append = self._append
+                for msg, item in zip(msgs, checked, strict=True):
+                    if isinstance(item, BrokerError):
+                        results.append(item)
+                        continue
+                    try:
+                        results.append(append(msg, item, now))
+                    except BrokerError as exc:
+                        results.append(exc)
+        return results
+
+    def _append_run(self, msgs: Sequence[MessageToStore], checked: list[_Checked | BrokerError],
+                    now: int, results: list[PutResult | BrokerError]) -> bool:
+        """:meth:`_append` for a whole batch that fits in the current segment and key index
+        file (the common case); under ``_lock``. ``False``, with nothing written, when it
+        does not fit: the caller then appends record by record (a roll-over inside).
+
+        The same records, units and index entries, in the same order, as
+        :meth:`_append` one by one; only the per-record look-ups of the segment and
+        the index file are done once, and the index entries are written together
+        after the records (under the same lock hold: a checkpoint, which reads the
+        dispatched offset under the lock, never falls inside the batch).
+        """
+        total = keys_total = 0
+        for item in checked:
+            if not isinstance(item, BrokerError):
+                total += item[2]
+                keys_total += len(item[4])
+        commit_log = self._log
+        mf = commit_log.current_segment(total)
+        index_file = self._index.current_file(keys_total) if keys_total else None
+        if mf is None or (keys_total and index_file is None):
+            return False
+        buf = mf.writable()
+        base = mf.start_offset
+        pos = mf.wrote_position
+        queues = self._queues
+        store_host = self._store_host
+        crc_tail = self._crc_tail
+        indexed: list[tuple[str, int, int]] = []
+        try:
             for msg, item in zip(msgs, checked, strict=True):
                 if isinstance(item, BrokerError):
                     results.append(item)
                     continue
-                try:
-                    results.append(append(msg, item, now))
-                except BrokerError as exc:
-                    results.append(exc)
-        return results
+                topic_b, props_b, size, dispatch, keys, tag = item
+                cq = None
+                queue_offset = 0
+                unit_file = None
+                if dispatch:
+                    cq = queues.get((msg.topic, msg.queue_id))
+                    if cq is None:
+                        cq = self._queue(msg.topic, msg.queue_id)
+                    queue_offset = cq.max_offset
+                    try:
+                        unit_file = cq.prepare(queue_offset)  # may need a new queue file
+                    except BrokerError as exc:
+                        results.append(exc)
+                        continue
+                offset = base + pos
+                stamp = msg.store_timestamp or now
+                encode_record_into(
+                    buf, pos, size, topic_b, msg.body, props_b, msg.queue_id, msg.flag,
+                    queue_offset, offset, msg.sysflag, msg.born_timestamp or stamp, msg.born_host,
+                    stamp, store_host, msg.reconsume_times, msg.prepared_tx_offset, crc_tail,
+                )
+                pos += size
+                commit_log.advance(size)
+                if cq is not None and unit_file is not None:
+                    cq.write_unit(unit_file, queue_offset, offset, size, tag)
+                for key in keys:
+                    indexed.append((key, offset, stamp))
+                results.append(PutResult(offset, size, queue_offset, stamp))
+        finally:  # what was written is indexed, even if a record failed in between
+            if index_file is not None:
+                index_file.put_many(indexed)
+        return True
 
     def _check(self, msg: MessageToStore) -> _Checked:
         """Validate ``msg`` and encode what does not depend on where it goes (no lock)."""

@@ -73,8 +73,8 @@ def encode_properties(properties: Mapping[str, str]) -> bytes:
     """
     if not properties:
         return b""
-    try:
-        text = "".join([k + "\x01" + v + "\x02" for k, v in properties.items()])
+    try:  # key \x01 value, each pair ending with \x02: joined in C, no per-pair bytecode
+        text = "\x02".join(map("\x01".join, properties.items())) + "\x02"
     except TypeError:
         bad = next(k for k, v in properties.items()
                    if not isinstance(k, str) or not isinstance(v, str))

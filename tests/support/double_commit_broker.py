@@ -5,12 +5,14 @@
 It models a broker that committed one transaction twice, which the consistency
 audit must report as ``duplicate`` (tests/spark). The production broker has no
 such switch: this process runs the ordinary ``broker-lite serve`` command line
-with a core built around :class:`DoubleCommitTransactions` (a
-``TransactionService`` subclass), passed by construction
-(``Broker(config, transactions=...)``, ``serve.run(args, open_broker=...)``).
-Each doubled commit logs ``fault hook: commit of TX written twice`` at
-WARNING; clients still get the first record's offsets. Use it through
-``start_broker_lite(command=command(N))``.
+with a core built around :class:`DoubleCommitTransactions`, a
+``TransactionService`` whose public hook
+:meth:`~broker_lite.core.transaction_ends.TransactionEnds.after_commit` (called
+after each commit record an end writes, alone or in a batch round) writes the
+commit record again, passed by construction (``Broker(config, transactions=...)``,
+``serve.run(args, open_broker=...)``). Each doubled commit logs ``fault hook:
+commit of TX written twice`` at WARNING; clients still get the first record's
+offsets. Use it through ``start_broker_lite(command=command(N))``.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from typing import Any
 from broker_lite import cli
 from broker_lite.cli import serve
 from broker_lite.core import Broker, BrokerConfig
-from broker_lite.core.transaction_state import COMMITTED
+from broker_lite.core.transaction_records import write_commit
 from broker_lite.core.transactions import HalfEntry, TransactionService
+from broker_lite.storage import MessageStore
 
 __all__ = ["DoubleCommitTransactions", "command"]
 
@@ -42,36 +45,19 @@ def command(every: int) -> list[str]:
 class DoubleCommitTransactions(TransactionService):
     """Writes the commit record of every ``every``-th commit of this process twice."""
 
-    def __init__(self, *args: Any, every: int) -> None:
-        super().__init__(*args)
+    def __init__(self, store: MessageStore, *args: Any, every: int) -> None:
+        super().__init__(store, *args)
         self.every = every
+        self._doubling_store = store
         self._written = 0  # commit records this broker wrote (not counting the doubles)
 
-    def _write_commit(self, entry: HalfEntry, copy_offset: int) -> int:
-        """A commit written on its own (check-back, proxy mode's batched ops)."""
-        end_offset = super()._write_commit(entry, copy_offset)
-        return max(end_offset, self._count_and_double(entry, copy_offset))
-
-    def _write_ends(self, plans: list[Any], slots: list[Any],
-                    committed: dict[tuple[str, int], None]) -> None:
-        """A batch round's commits (``end`` and ``END_TRANSACTION_BATCH``), written in one
-        append by the service; every ``every``-th of them is then written again."""
-        fresh = {id(p) for p in plans if p.wanted == COMMITTED and p.entry.commit_offset < 0}
-        super()._write_ends(plans, slots, committed)
-        for plan in plans:
-            if id(plan) in fresh and plan.entry.commit_offset >= 0 \
-                    and not isinstance(slots[plan.slot], Exception):
-                plan.end = max(plan.end, self._count_and_double(plan.entry, plan.copy))
-
-    def _count_and_double(self, entry: HalfEntry, copy_offset: int) -> int:
+    def after_commit(self, entry: HalfEntry, copy_offset: int) -> int:
         """Count one commit written; the ``every``-th is written once more (clients still
         see the first); the end offset of what was written here (0: nothing)."""
         self._written += 1
         if self.every <= 0 or self._written % self.every:
             return 0
-        first = (entry.commit_offset, entry.commit_queue_offset)
-        end_offset = super()._write_commit(entry, copy_offset)
-        entry.commit_offset, entry.commit_queue_offset = first  # clients see the first
+        end_offset = write_commit(self._doubling_store, entry, copy_offset).end_offset
         log.warning("fault hook: commit of %s written twice", entry.transaction_id)
         return end_offset
 

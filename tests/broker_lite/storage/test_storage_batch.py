@@ -129,3 +129,44 @@ def test_a_full_disk_mid_batch_keeps_what_the_batch_stored(small_disk: Path) -> 
         assert reopened.recovery.corruption is None
         assert reopened.max_offset == end
         assert [reopened.get(o).body for o in stored.values()] == [body_for(s) for s in stored]
+
+
+def test_batches_that_fit_and_batches_that_roll_over_write_the_same_bytes(
+        tmp_path: Path) -> None:
+    """Batches of 1 to 9 records: most fit in the segment and index file in hand (one
+    pass), some roll a segment, a queue file or an index file over inside the batch
+    (record by record); both write what one-by-one appends write."""
+    msgs = _mixed(400)
+    batched = MessageStore(tiny_config(tmp_path / "batched", index_entries=40))
+    single = MessageStore(tiny_config(tmp_path / "single", index_entries=40))
+    try:
+        outcomes: list[PutResult | Exception] = []
+        start = size = 0
+        while start < len(msgs):
+            size = size % 9 + 1
+            outcomes += batched.put_batch_nowait(msgs[start:start + size])
+            start += size
+        expected: list[PutResult | Exception] = []
+        for msg in msgs:
+            try:
+                expected.append(single.put_nowait(msg))
+            except (MessageTooLargeError, InvalidMessageError) as exc:
+                expected.append(exc)
+        assert [type(o) for o in outcomes] == [type(e) for e in expected]
+        assert [o for o in outcomes if isinstance(o, PutResult)] == [
+            e for e in expected if isinstance(e, PutResult)]
+        assert _log_bytes(batched) == _log_bytes(single)
+        for topic in ("Orders", "Audit"):
+            for queue_id in range(3):
+                assert batched.queue_units(topic, queue_id, 0, 1000) == \
+                    single.queue_units(topic, queue_id, 0, 1000)
+        for seq in range(0, 400, 7):
+            for key in (f"u{seq}", f"k{seq}"):
+                assert [r.physical_offset for r in batched.lookup_key(key)] == \
+                    [r.physical_offset for r in single.lookup_key(key)]
+        index_files = sorted(p.name for p in (tmp_path / "batched" / "index").iterdir())
+        assert len(index_files) > 3  # the index rolled over, inside batches too
+        assert index_files == sorted(p.name for p in (tmp_path / "single" / "index").iterdir())
+    finally:
+        batched.close()
+        single.close()
