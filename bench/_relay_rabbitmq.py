@@ -10,11 +10,18 @@ arrived (:class:`_relay_common.Seen`).
   (``Relay.drain``, the library's lanes and batch size, the target's one
   connection and channel with publisher confirms) is told to go, and the
   clock stops when the consumer has the last of the N. Rate = N / that time.
-* **client**: right after, a child publishes N messages built as the target
-  builds them (``amqp_message``) with aio-pika alone, persistent and
-  mandatory on a confirming channel, ``window`` of them in flight at once (the
-  best of a few windows is kept), timed the same way: the raw confirmed-publish
-  rate the target is held to (issue 32: ours >= 0.8x of it).
+* **client**: right after, a child publishes N messages with the target's
+  properties (``amqp_properties``) with aio-pika alone, persistent and
+  mandatory on a confirming channel, ``window`` of them in flight at once,
+  two ways: aio-pika's ``Exchange.publish`` (``Message``, each publish
+  waiting for the socket to drain) and the way the target publishes
+  (``basic_publish(wait=False)`` on aio-pika's underlying aiormq channel);
+  the best of every window and way is kept, timed the same way: the raw
+  confirmed-publish rate the target is held to (issue 32: ours >= 0.8x of it).
+* **the floor**, printed beside them: the target alone (``send_halves`` of a
+  relay batch through its sync publisher, as many callers at once as the
+  relay has lanes, no database) and the SQL-only bound at the relay's batch
+  size (claim + mark, bench/_relay_legs.py, no broker) on a fresh backlog.
 * **latency**: a producer child commits ``--rate`` rows a second (one per
   transaction) for ``--seconds``, while a relay child loops ``run_once``
   (a 1 ms pause when nothing was due); commit-to-visible = the consumer's
@@ -47,8 +54,10 @@ from procgroup import Process  # noqa: E402
 __all__ = ["QUEUE", "rabbitmq_side"]
 
 QUEUE = "BenchOrders"
-#: windows (messages in flight) the client baseline tries; the best counts
+#: windows (messages in flight) the client baseline tries, each way; the best counts
 WINDOWS = (200, 1000)
+#: the client's two ways of publishing: aio-pika's Exchange.publish, and the target's way
+WAYS = ("exchange", "nowait")
 GO_TIMEOUT = 120.0
 
 
@@ -107,29 +116,71 @@ def relay_main(db: str, broker: str, ready: str, go: str, mode: str) -> int:
     return 0
 
 
-def raw_main(broker: str, count: int, window: int, ready: str, go: str) -> int:
-    """Publish ``count`` messages with aio-pika alone, ``window`` in flight, confirmed."""
+def raw_main(broker: str, count: int, window: int, way: str, ready: str, go: str) -> int:
+    """Publish ``count`` messages with aio-pika alone, ``window`` in flight, confirmed;
+    ``way``: ``exchange`` (``Exchange.publish``) or ``nowait`` (the target's way)."""
     import aio_pika
 
     from outbox.targets.base import OutgoingMessage
-    from outbox.targets.rabbitmq import amqp_message
+    from outbox.targets.rabbitmq import amqp_message, amqp_properties
 
     async def run() -> None:
         connection = await aio_pika.connect(broker, timeout=10)
         async with connection:
             channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
             exchange = channel.default_exchange
+            underlay = await channel.get_underlay_channel()
             messages = [OutgoingMessage(f"raw-{i}", QUEUE, json.dumps(body(i)).encode(),
                                         None, (), None, {}) for i in range(count)]
             Path(ready).touch()
             await asyncio.to_thread(_await_go, Path(go))
             for start in range(0, count, window):
-                await asyncio.gather(*(
-                    exchange.publish(amqp_message(m, app_id=PRODUCER_GROUP), routing_key=QUEUE,
-                                     mandatory=True, timeout=30)
-                    for m in messages[start:start + window]))
+                chunk = messages[start:start + window]
+                if way == "exchange":
+                    await asyncio.gather(*(
+                        exchange.publish(amqp_message(m, app_id=PRODUCER_GROUP),
+                                         routing_key=QUEUE, mandatory=True, timeout=30)
+                        for m in chunk))
+                else:
+                    await asyncio.gather(*(
+                        underlay.basic_publish(  # type: ignore[call-arg]
+                            m.body, routing_key=QUEUE, mandatory=True, wait=False,
+                            properties=amqp_properties(m, app_id=PRODUCER_GROUP))
+                        for m in chunk))
 
     asyncio.run(run())
+    return 0
+
+
+def alone_main(broker: str, count: int, batch: int, lanes: int, out: str) -> int:
+    """The target alone: ``send_halves`` of ``batch`` rows at a time through its sync
+    publisher, ``lanes`` callers at once (as the relay's lanes call it), no database;
+    writes rows/s to ``out``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sqlalchemy import create_engine
+
+    from outbox import Outbox
+    from outbox.targets.base import HalfStored, OutgoingMessage
+    from outbox.targets.choose import publisher_for
+
+    messages = [OutgoingMessage(f"alone-{i}", QUEUE, json.dumps(body(i)).encode(), None, (),
+                                None, {}) for i in range(count)]
+    publisher = publisher_for(Outbox(engine=create_engine("sqlite://"), broker=broker,
+                                     producer_group=PRODUCER_GROUP))
+    publisher.send_halves(messages[:1])  # connected: not timed
+    batches = [messages[s:s + batch] for s in range(1, count, batch)]
+
+    def send(chunk: list[OutgoingMessage]) -> int:
+        return sum(isinstance(o, HalfStored) for o in publisher.send_halves(chunk))
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(lanes) as pool:
+        stored = sum(pool.map(send, batches))
+    seconds = time.monotonic() - t0
+    publisher.close()
+    Path(out).write_text(json.dumps({"per_s": stored / seconds, "stored": stored,
+                                     "sent": count - 1}))
     return 0
 
 
@@ -255,14 +306,40 @@ def _throughput(work: Path, db: str, url: str, consumer: _Consumer, rows: int, t
 def _client(work: Path, url: str, consumer: _Consumer, rows: int, timeout: float,
             n: int) -> dict[str, Any]:
     trials = []
-    for window in WINDOWS:
-        consumer.reset()
-        ready, go = work / f"raw-ready-{n}-{window}", work / f"raw-go-{n}-{window}"
-        proc = _script("raw", url, str(rows), str(window), str(ready), str(go),
-                       log=work / f"raw-{n}-{window}.log")
-        trials.append({"window": window, **_timed(consumer, proc, ready, go, rows, timeout)})
+    for way in WAYS:
+        for window in WINDOWS:
+            consumer.reset()
+            tag = f"{n}-{way}-{window}"
+            ready, go = work / f"raw-ready-{tag}", work / f"raw-go-{tag}"
+            proc = _script("raw", url, str(rows), str(window), way, str(ready), str(go),
+                           log=work / f"raw-{tag}.log")
+            trials.append({"way": way, "window": window,
+                           **_timed(consumer, proc, ready, go, rows, timeout)})
     best = max(trials, key=lambda t: t["per_s"])
     return {**best, "trials": trials}
+
+
+def _floor(work: Path, db: str, url: str, consumer: _Consumer, rows: int, timeout: float,
+           n: int) -> dict[str, Any]:
+    """The target alone, then the SQL-only bound at the relay's batch size (fresh backlog)."""
+    from _relay_legs import sql_bound
+
+    from outbox import RelaySettings
+
+    settings = RelaySettings()
+    out = work / f"alone-{n}.json"
+    consumer.reset()
+    _script("alone", url, str(rows), str(settings.batch_size), str(settings.drain_lanes),
+            str(out), log=work / f"alone-{n}.log").wait(timeout=timeout)
+    alone = json.loads(out.read_text())
+    consumer.wait_for(rows, timeout)  # none of them left to arrive in a later run
+    _truncate(db)
+    _commit_backlog(db, url, rows)
+    bound = sql_bound(db, settings.batch_size, rows)
+    _truncate(db)
+    return {"alone_per_s": alone["per_s"], "alone_stored": alone["stored"],
+            "bound_per_s": bound["per_s"], "batch_size": settings.batch_size,
+            "lanes": settings.drain_lanes}
 
 
 def _latency(work: Path, db: str, url: str, consumer: _Consumer, rate: float,
@@ -301,6 +378,7 @@ def rabbitmq_side(work: Path, rows: int, repeat: int, rate: float, seconds: floa
     work.mkdir(parents=True, exist_ok=True)
     tp: list[dict[str, Any]] = []
     raw: list[dict[str, Any]] = []
+    floors: list[dict[str, Any]] = []
     lat: list[dict[str, Any]] = []
     with _servers(work) as (db, url):
         consumer = _Consumer(url)
@@ -310,11 +388,20 @@ def rabbitmq_side(work: Path, rows: int, repeat: int, rate: float, seconds: floa
                 tp.append(r)
                 c = _client(work, url, consumer, rows, timeout, n)
                 raw.append(c)
+                f = _floor(work, db, url, consumer, rows, timeout, n)
+                floors.append(f)
                 say(f"  throughput rep {n + 1} rabbitmq: {r['per_s']:8,.0f} rows/s (missing "
                     f"{r['missing']}, duplicates {r['duplicates']}); aio-pika alone "
-                    f"{c['per_s']:,.0f} msg/s (best window {c['window']}: "
-                    + ", ".join(f"{t['window']} {t['per_s']:,.0f}" for t in c["trials"])
+                    f"{c['per_s']:,.0f} msg/s (best: {c['way']} {c['window']}; "
+                    + ", ".join(f"{t['way']} {t['window']} {t['per_s']:,.0f}"
+                                for t in c["trials"])
                     + f"); rabbitmq/client {r['per_s'] / c['per_s']:.2f}x")
+                say(f"  floor rep {n + 1} rabbitmq: the target alone (send_halves of "
+                    f"{f['batch_size']}, {f['lanes']} at once, no database) "
+                    f"{f['alone_per_s']:,.0f} rows/s = {f['alone_per_s'] / c['per_s']:.2f}x "
+                    f"the client; SQL only (claim + mark, batch {f['batch_size']}, no broker) "
+                    f"{f['bound_per_s']:,.0f} rows/s = {f['bound_per_s'] / c['per_s']:.2f}x "
+                    f"the client")
             for n in range(lat_repeat):
                 r = _latency(work, db, url, consumer, rate, seconds, n)
                 lat.append(r)
@@ -330,7 +417,7 @@ def rabbitmq_side(work: Path, rows: int, repeat: int, rate: float, seconds: floa
                "ratio": median(ratios) if ratios else None,
                "p50_ms": median([r["p50_ms"] for r in lat]) if lat else None,
                "p99_ms": median([r["p99_ms"] for r in lat]) if lat else None,
-               "throughput": tp, "client": raw, "latency": lat}
+               "throughput": tp, "client": raw, "floor": floors, "latency": lat}
     if ratios:
         say(f"  rabbitmq target / aio-pika alone: {summary['ratio']:.2f}x (median; target "
             f"{summary['rows_per_s']:,.0f} rows/s, client {summary['client_per_s']:,.0f} "
@@ -346,8 +433,11 @@ def main(argv: list[str]) -> int:
     if role == "relay":
         return relay_main(*rest)
     if role == "raw":
-        broker, count, window, ready, go = rest
-        return raw_main(broker, int(count), int(window), ready, go)
+        broker, count, window, way, ready, go = rest
+        return raw_main(broker, int(count), int(window), way, ready, go)
+    if role == "alone":
+        broker, count, batch, lanes, out = rest
+        return alone_main(broker, int(count), int(batch), int(lanes), out)
     if role == "producer":
         db, broker, rate, seconds, out = rest
         return producer_main(db, broker, float(rate), float(seconds), out)
