@@ -253,6 +253,14 @@ class RabbitMQTarget:
     def on_reconnect(self, callback: Callable[[], None]) -> None:
         self._callbacks.append(callback)
 
+    @property
+    def open_channels(self) -> int:
+        """How many of its channels are open now: one per pass that ran at once with
+        another, up to ``channels``."""
+        if not self._connected():
+            return 0
+        return sum(1 for c in self._channels if c is not None and c.usable())
+
     async def start(self) -> None:
         await self._ready()
 
