@@ -8,9 +8,15 @@ nothing to end and nothing to answer (docs/rabbitmq.md has the whole story):
   ``outbox``), so each row is published at once, persistent
   (``delivery_mode=2``), with ``mandatory`` set, on a channel with publisher
   confirms. Its :class:`~outbox.targets.base.HalfStored` means *the broker
-  confirmed it*: a quorum queue or a stream confirms once a majority of its
-  replicas wrote it. A message no queue takes comes back (``NO_ROUTE``) and is
-  the row's ``config`` refusal, never a silent drop.
+  confirmed it* (its own ``Basic.Ack``): a quorum queue or a stream confirms
+  once a majority of its replicas wrote it. A message no queue takes comes
+  back (``NO_ROUTE``) and is the row's ``config`` refusal, never a silent drop.
+* **Throughput.** A call publishes on the idlest of up to :data:`CHANNELS`
+  confirming channels of one connection, so the relay's lanes publish side by
+  side; the rows of a wave are written back to back (aiormq's
+  ``basic_publish(wait=False)``: no wait for the socket to drain between
+  them) and their confirms awaited together, with one deadline
+  (``broker_timeout``) for the wave.
 * **The mapping:** routing key = the row's ``topic``, on the exchange the
   address names (``?exchange=NAME``; by default the default exchange, where the
   topic is the queue's name); ``message_id`` = ``tx_id`` (also in the
