@@ -8,15 +8,17 @@ arrived (:class:`_relay_common.Seen`).
 
 * **throughput**: N rows are committed first; a relay child
   (``Relay.drain``, the library's lanes and batch size, the target's one
-  connection and channel with publisher confirms) is told to go, and the
-  clock stops when the consumer has the last of the N. Rate = N / that time.
-* **client**: right after, a child publishes N messages with the target's
+  connection and its confirming channels) is told to go, and the clock stops
+  when the consumer has the last of the N. Rate = N / that time.
+* **client**: in the same repetition, a child publishes N messages with the target's
   properties (``amqp_properties``) with aio-pika alone, persistent and
   mandatory on a confirming channel, ``window`` of them in flight at once,
   two ways: aio-pika's ``Exchange.publish`` (``Message``, each publish
   waiting for the socket to drain) and the way the target publishes
-  (``basic_publish(wait=False)`` on aio-pika's underlying aiormq channel);
-  the best of every window and way is kept, timed the same way: the raw
+  (``basic_publish(wait=False)`` on aio-pika's underlying aiormq channel),
+  timed the same way. The relay and the client's runs go in an order that
+  rotates every repetition, each after ``os.sync()``; the client's rate is
+  its best way and window by the median over the repetitions: the raw
   confirmed-publish rate the target is held to (issue 32: ours >= 0.8x of it).
 * **the floor**, printed beside them: the target alone (``send_halves`` of a
   relay batch through its sync publisher, as many callers at once as the
