@@ -13,7 +13,11 @@ with the same headers (``Nats-Msg-Id``) to a fresh stream, every publish's
 ack awaited, a window of publishes in flight (``js.publish`` or
 ``js.publish_async``, the best of a few window sizes): the confirmed-publish
 rate the target is held to (>= 0.8x). :func:`target_rate` is the target
-alone (``send_halves`` through its sync publisher, no database).
+alone (``send_halves`` of the relay's batch size through its sync publisher,
+as many callers at once as the relay has lanes, no database).
+:func:`floor_line` prints them beside the SQL-only bound at the relay's batch
+size (claim + mark, no broker: bench/_relay_legs.py), so the limit the
+database puts on the relay on this machine shows next to the ratio.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["NATS_REDIS_DB", "WINDOWS", "consume_nats", "raw_rate", "target_rate"]
+__all__ = ["NATS_REDIS_DB", "WINDOWS", "consume_nats", "floor_line", "raw_rate", "target_rate"]
 
 #: the nats side's Celery queue: this database of the run's Redis
 NATS_REDIS_DB = 2
@@ -90,9 +94,12 @@ async def _raw_once(url: str, rows: int, window: int) -> float:
         await client.close()
 
 
-def target_rate(url: str, rows: int, batch: int = 200) -> float:
+def target_rate(url: str, rows: int, batch: int = 200, lanes: int = 1) -> float:
     """The NATS target alone (no database, no Celery): ``send_halves`` of ``batch`` rows at a
-    time through its sync publisher, as the relay calls it; rows/s."""
+    time through its sync publisher, as the relay calls it, ``lanes`` callers at once;
+    rows/s."""
+    from concurrent.futures import ThreadPoolExecutor
+
     import nats
     from _relay_common import body
     from sqlalchemy import create_engine
@@ -119,9 +126,10 @@ def target_rate(url: str, rows: int, batch: int = 200) -> float:
     publisher = publisher_for(Outbox(engine=create_engine("sqlite://"), broker=url))
     try:
         publisher.send_halves(messages[:1])  # connect and check the stream: not timed
+        batches = [messages[start:start + batch] for start in range(1, rows, batch)]
         t0 = time.monotonic()
-        for start in range(1, rows, batch):
-            publisher.send_halves(messages[start:start + batch])
+        with ThreadPoolExecutor(lanes) as pool:
+            list(pool.map(publisher.send_halves, batches))
         seconds = time.monotonic() - t0
     finally:
         publisher.close()
@@ -129,10 +137,27 @@ def target_rate(url: str, rows: int, batch: int = 200) -> float:
     return (rows - 1) / seconds
 
 
-def raw_rate(url: str, rows: int) -> dict[str, Any]:
+def raw_rate(url: str, rows: int, batch: int = 200, lanes: int = 1) -> dict[str, Any]:
     """nats-py alone: its best confirmed-publish rate over :data:`WINDOWS`; and the target
-    alone (:func:`target_rate`) right after it."""
+    alone (:func:`target_rate`, ``batch`` rows a call, ``lanes`` at once) right after it."""
     trials = [{"window": w, "per_s": asyncio.run(_raw_once(url, rows, w))} for w in WINDOWS]
     best = max(trials, key=lambda t: float(t["per_s"]))
     return {"per_s": best["per_s"], "window": best["window"], "trials": trials,
-            "target_alone_per_s": target_rate(url, rows)}
+            "target_alone_per_s": target_rate(url, rows, batch, lanes),
+            "batch_size": batch, "lanes": lanes}
+
+
+def floor_line(rep: int, relay_per_s: float, base: dict[str, Any],
+               bound: dict[str, Any]) -> str:
+    """One printed line: the relay's rows/s beside nats-py's raw rate, the target alone and
+    the SQL-only bound at the relay's batch size, each as a multiple of the raw rate."""
+    raw = float(base["per_s"])
+    alone, sql = float(base["target_alone_per_s"]), float(bound["per_s"])
+    # one process doing the SQL and the publishing one after the other, with no overlap
+    serial = 1.0 / (1.0 / alone + 1.0 / sql) if alone and sql else 0.0
+    return (f"  floor rep {rep} nats    : nats-py alone {raw:,.0f} msg/s; the relay "
+            f"{relay_per_s:,.0f} rows/s = {relay_per_s / raw:.2f}x; the target alone "
+            f"(send_halves of {base['batch_size']}, {base['lanes']} at once, no database) "
+            f"{alone:,.0f} = {alone / raw:.2f}x; SQL only (claim + mark, batch "
+            f"{bound['batch_size']}, no broker) {sql:,.0f} = {sql / raw:.2f}x; the two one "
+            f"after the other {serial:,.0f} = {serial / raw:.2f}x")

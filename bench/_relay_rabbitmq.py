@@ -8,13 +8,22 @@ arrived (:class:`_relay_common.Seen`).
 
 * **throughput**: N rows are committed first; a relay child
   (``Relay.drain``, the library's lanes and batch size, the target's one
-  connection and channel with publisher confirms) is told to go, and the
-  clock stops when the consumer has the last of the N. Rate = N / that time.
-* **client**: right after, a child publishes N messages built as the target
-  builds them (``amqp_message``) with aio-pika alone, persistent and
-  mandatory on a confirming channel, ``window`` of them in flight at once (the
-  best of a few windows is kept), timed the same way: the raw confirmed-publish
-  rate the target is held to (issue 32: ours >= 0.8x of it).
+  connection and its confirming channels) is told to go, and the clock stops
+  when the consumer has the last of the N. Rate = N / that time.
+* **client**: in the same repetition, a child publishes N messages with the target's
+  properties (``amqp_properties``) with aio-pika alone, persistent and
+  mandatory on a confirming channel, ``window`` of them in flight at once,
+  two ways: aio-pika's ``Exchange.publish`` (``Message``, each publish
+  waiting for the socket to drain) and the way the target publishes
+  (``basic_publish(wait=False)`` on aio-pika's underlying aiormq channel),
+  timed the same way. The relay and the client's runs go in an order that
+  rotates every repetition, each after ``os.sync()``; the client's rate is
+  its best way and window by the median over the repetitions: the raw
+  confirmed-publish rate the target is held to (issue 32: ours >= 0.8x of it).
+* **the floor**, printed beside them: the target alone (``send_halves`` of a
+  relay batch through its sync publisher, as many callers at once as the
+  relay has lanes, no database) and the SQL-only bound at the relay's batch
+  size (claim + mark, bench/_relay_legs.py, no broker) on a fresh backlog.
 * **latency**: a producer child commits ``--rate`` rows a second (one per
   transaction) for ``--seconds``, while a relay child loops ``run_once``
   (a 1 ms pause when nothing was due); commit-to-visible = the consumer's
@@ -37,7 +46,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from _common import REPO_ROOT, add_repository_paths, median
+from _common import REPO_ROOT, add_repository_paths, median, settle
 from _relay_common import PRODUCER_GROUP, Seen, body, paced
 
 add_repository_paths()
@@ -47,8 +56,10 @@ from procgroup import Process  # noqa: E402
 __all__ = ["QUEUE", "rabbitmq_side"]
 
 QUEUE = "BenchOrders"
-#: windows (messages in flight) the client baseline tries; the best counts
+#: windows (messages in flight) the client baseline tries, each way; the best counts
 WINDOWS = (200, 1000)
+#: the client's two ways of publishing: aio-pika's Exchange.publish, and the target's way
+WAYS = ("exchange", "nowait")
 GO_TIMEOUT = 120.0
 
 
@@ -107,29 +118,71 @@ def relay_main(db: str, broker: str, ready: str, go: str, mode: str) -> int:
     return 0
 
 
-def raw_main(broker: str, count: int, window: int, ready: str, go: str) -> int:
-    """Publish ``count`` messages with aio-pika alone, ``window`` in flight, confirmed."""
+def raw_main(broker: str, count: int, window: int, way: str, ready: str, go: str) -> int:
+    """Publish ``count`` messages with aio-pika alone, ``window`` in flight, confirmed;
+    ``way``: ``exchange`` (``Exchange.publish``) or ``nowait`` (the target's way)."""
     import aio_pika
 
     from outbox.targets.base import OutgoingMessage
-    from outbox.targets.rabbitmq import amqp_message
+    from outbox.targets.rabbitmq import amqp_message, amqp_properties
 
     async def run() -> None:
         connection = await aio_pika.connect(broker, timeout=10)
         async with connection:
             channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
             exchange = channel.default_exchange
+            underlay = await channel.get_underlay_channel()
             messages = [OutgoingMessage(f"raw-{i}", QUEUE, json.dumps(body(i)).encode(),
                                         None, (), None, {}) for i in range(count)]
             Path(ready).touch()
             await asyncio.to_thread(_await_go, Path(go))
             for start in range(0, count, window):
-                await asyncio.gather(*(
-                    exchange.publish(amqp_message(m, app_id=PRODUCER_GROUP), routing_key=QUEUE,
-                                     mandatory=True, timeout=30)
-                    for m in messages[start:start + window]))
+                chunk = messages[start:start + window]
+                if way == "exchange":
+                    await asyncio.gather(*(
+                        exchange.publish(amqp_message(m, app_id=PRODUCER_GROUP),
+                                         routing_key=QUEUE, mandatory=True, timeout=30)
+                        for m in chunk))
+                else:
+                    await asyncio.gather(*(
+                        underlay.basic_publish(  # type: ignore[call-arg]
+                            m.body, routing_key=QUEUE, mandatory=True, wait=False,
+                            properties=amqp_properties(m, app_id=PRODUCER_GROUP))
+                        for m in chunk))
 
     asyncio.run(run())
+    return 0
+
+
+def alone_main(broker: str, count: int, batch: int, lanes: int, out: str) -> int:
+    """The target alone: ``send_halves`` of ``batch`` rows at a time through its sync
+    publisher, ``lanes`` callers at once (as the relay's lanes call it), no database;
+    writes rows/s to ``out``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sqlalchemy import create_engine
+
+    from outbox import Outbox
+    from outbox.targets.base import HalfStored, OutgoingMessage
+    from outbox.targets.choose import publisher_for
+
+    messages = [OutgoingMessage(f"alone-{i}", QUEUE, json.dumps(body(i)).encode(), None, (),
+                                None, {}) for i in range(count)]
+    publisher = publisher_for(Outbox(engine=create_engine("sqlite://"), broker=broker,
+                                     producer_group=PRODUCER_GROUP))
+    publisher.send_halves(messages[:1])  # connected: not timed
+    batches = [messages[s:s + batch] for s in range(1, count, batch)]
+
+    def send(chunk: list[OutgoingMessage]) -> int:
+        return sum(isinstance(o, HalfStored) for o in publisher.send_halves(chunk))
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(lanes) as pool:
+        stored = sum(pool.map(send, batches))
+    seconds = time.monotonic() - t0
+    publisher.close()
+    Path(out).write_text(json.dumps({"per_s": stored / seconds, "stored": stored,
+                                     "sent": count - 1}))
     return 0
 
 
@@ -252,17 +305,70 @@ def _throughput(work: Path, db: str, url: str, consumer: _Consumer, rows: int, t
     return _timed(consumer, proc, ready, go, rows, timeout)
 
 
-def _client(work: Path, url: str, consumer: _Consumer, rows: int, timeout: float,
-            n: int) -> dict[str, Any]:
-    trials = []
-    for window in WINDOWS:
-        consumer.reset()
-        ready, go = work / f"raw-ready-{n}-{window}", work / f"raw-go-{n}-{window}"
-        proc = _script("raw", url, str(rows), str(window), str(ready), str(go),
-                       log=work / f"raw-{n}-{window}.log")
-        trials.append({"window": window, **_timed(consumer, proc, ready, go, rows, timeout)})
-    best = max(trials, key=lambda t: t["per_s"])
-    return {**best, "trials": trials}
+def _raw(work: Path, url: str, consumer: _Consumer, rows: int, timeout: float, n: int,
+         way: str, window: int) -> dict[str, Any]:
+    """One run of the client alone: ``rows`` messages, ``window`` in flight, ``way``."""
+    consumer.reset()
+    tag = f"{n}-{way}-{window}"
+    ready, go = work / f"raw-ready-{tag}", work / f"raw-go-{tag}"
+    proc = _script("raw", url, str(rows), str(window), way, str(ready), str(go),
+                   log=work / f"raw-{tag}.log")
+    return {"way": way, "window": window, **_timed(consumer, proc, ready, go, rows, timeout)}
+
+
+def _rep(work: Path, db: str, url: str, consumer: _Consumer, rows: int, timeout: float,
+         n: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One repetition: the relay and each way and window of the client, in an order that
+    rotates every repetition (so none always runs right after another's backlog)."""
+    runs: list[str | tuple[str, int]] = ["relay", *((w, k) for w in WAYS for k in WINDOWS)]
+    shift = n % len(runs)
+    relay: dict[str, Any] = {}
+    trials: list[dict[str, Any]] = []
+    for run in runs[shift:] + runs[:shift]:
+        settle()
+        if isinstance(run, tuple):
+            trials.append(_raw(work, url, consumer, rows, timeout, n, *run))
+        else:
+            relay = _throughput(work, db, url, consumer, rows, timeout, n)
+    trials.sort(key=lambda t: (WAYS.index(t["way"]), t["window"]))
+    return relay, trials
+
+
+def _client_summary(raw: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """The client's rate: its best way and window by the median over the repetitions
+    (not the best single run, which on a busy machine is mostly the luckiest)."""
+    by_config: dict[tuple[str, int], list[float]] = {}
+    for trials in raw:
+        for t in trials:
+            by_config.setdefault((t["way"], t["window"]), []).append(t["per_s"])
+    medians = {config: median(rates) for config, rates in by_config.items()}
+    (way, window), per_s = max(medians.items(), key=lambda item: item[1])
+    return {"way": way, "window": window, "per_s": per_s,
+            "medians": [{"way": w, "window": k, "per_s": v} for (w, k), v in medians.items()],
+            "runs": by_config[(way, window)]}
+
+
+def _floor(work: Path, db: str, url: str, consumer: _Consumer, rows: int, timeout: float,
+           n: int) -> dict[str, Any]:
+    """The target alone, then the SQL-only bound at the relay's batch size (fresh backlog)."""
+    from _relay_legs import sql_bound
+
+    from outbox import RelaySettings
+
+    settings = RelaySettings()
+    out = work / f"alone-{n}.json"
+    consumer.reset()
+    _script("alone", url, str(rows), str(settings.batch_size), str(settings.drain_lanes),
+            str(out), log=work / f"alone-{n}.log").wait(timeout=timeout)
+    alone = json.loads(out.read_text())
+    consumer.wait_for(rows, timeout)  # none of them left to arrive in a later run
+    _truncate(db)
+    _commit_backlog(db, url, rows)
+    bound = sql_bound(db, settings.batch_size, rows)
+    _truncate(db)
+    return {"alone_per_s": alone["per_s"], "alone_stored": alone["stored"],
+            "bound_per_s": bound["per_s"], "batch_size": settings.batch_size,
+            "lanes": settings.drain_lanes}
 
 
 def _latency(work: Path, db: str, url: str, consumer: _Consumer, rate: float,
@@ -300,21 +406,27 @@ def rabbitmq_side(work: Path, rows: int, repeat: int, rate: float, seconds: floa
     """Measure the side; print each run with ``say``; return the runs and their medians."""
     work.mkdir(parents=True, exist_ok=True)
     tp: list[dict[str, Any]] = []
-    raw: list[dict[str, Any]] = []
+    raw: list[list[dict[str, Any]]] = []
+    floors: list[dict[str, Any]] = []
     lat: list[dict[str, Any]] = []
     with _servers(work) as (db, url):
         consumer = _Consumer(url)
         try:
             for n in range(repeat):
-                r = _throughput(work, db, url, consumer, rows, timeout, n)
+                r, trials = _rep(work, db, url, consumer, rows, timeout, n)
                 tp.append(r)
-                c = _client(work, url, consumer, rows, timeout, n)
-                raw.append(c)
+                raw.append(trials)
+                f = _floor(work, db, url, consumer, rows, timeout, n)
+                floors.append(f)
+                best = max(trials, key=lambda t: t["per_s"])
                 say(f"  throughput rep {n + 1} rabbitmq: {r['per_s']:8,.0f} rows/s (missing "
-                    f"{r['missing']}, duplicates {r['duplicates']}); aio-pika alone "
-                    f"{c['per_s']:,.0f} msg/s (best window {c['window']}: "
-                    + ", ".join(f"{t['window']} {t['per_s']:,.0f}" for t in c["trials"])
-                    + f"); rabbitmq/client {r['per_s'] / c['per_s']:.2f}x")
+                    f"{r['missing']}, duplicates {r['duplicates']}); aio-pika alone: "
+                    + ", ".join(f"{t['way']} {t['window']} {t['per_s']:,.0f}" for t in trials)
+                    + f" msg/s; rabbitmq/best of this rep {r['per_s'] / best['per_s']:.2f}x")
+                say(f"  floor rep {n + 1} rabbitmq: the target alone (send_halves of "
+                    f"{f['batch_size']}, {f['lanes']} at once, no database) "
+                    f"{f['alone_per_s']:,.0f} rows/s; SQL only (claim + mark, batch "
+                    f"{f['batch_size']}, no broker) {f['bound_per_s']:,.0f} rows/s")
             for n in range(lat_repeat):
                 r = _latency(work, db, url, consumer, rate, seconds, n)
                 lat.append(r)
@@ -324,17 +436,29 @@ def rabbitmq_side(work: Path, rows: int, repeat: int, rate: float, seconds: floa
                     f"{r['missing']}")
         finally:
             consumer.close()
-    ratios = [r["per_s"] / c["per_s"] for r, c in zip(tp, raw, strict=True) if c["per_s"]]
-    summary = {"rows_per_s": median([r["per_s"] for r in tp]) if tp else None,
-               "client_per_s": median([c["per_s"] for c in raw]) if raw else None,
-               "ratio": median(ratios) if ratios else None,
+    client = _client_summary(raw) if raw else None
+    rows_per_s = median([r["per_s"] for r in tp]) if tp else None
+    # each repetition's relay over the same repetition's run of the client's best way
+    ratios = [r["per_s"] / c for r, c in zip(tp, client["runs"], strict=True)] if client else []
+    summary = {"rows_per_s": rows_per_s,
+               "client_per_s": client["per_s"] if client else None,
+               "ratio": rows_per_s / client["per_s"] if client and rows_per_s else None,
+               "rep_ratios": ratios,
+               "alone_per_s": median([f["alone_per_s"] for f in floors]) if floors else None,
+               "bound_per_s": median([f["bound_per_s"] for f in floors]) if floors else None,
                "p50_ms": median([r["p50_ms"] for r in lat]) if lat else None,
                "p99_ms": median([r["p99_ms"] for r in lat]) if lat else None,
-               "throughput": tp, "client": raw, "latency": lat}
-    if ratios:
-        say(f"  rabbitmq target / aio-pika alone: {summary['ratio']:.2f}x (median; target "
-            f"{summary['rows_per_s']:,.0f} rows/s, client {summary['client_per_s']:,.0f} "
-            f"msg/s)")
+               "throughput": tp, "client": client, "client_runs": raw, "floor": floors,
+               "latency": lat}
+    if client and rows_per_s:
+        say(f"  rabbitmq target / aio-pika alone: {summary['ratio']:.2f}x (medians of "
+            f"{len(tp)}: target {rows_per_s:,.0f} rows/s; the client's best way by median, "
+            f"{client['way']} {client['window']} in flight, {client['per_s']:,.0f} msg/s; "
+            f"per rep " + ", ".join(f"{x:.2f}" for x in ratios) + ")")
+        say(f"  rabbitmq floor (medians): the target alone {summary['alone_per_s']:,.0f} rows/s "
+            f"= {summary['alone_per_s'] / client['per_s']:.2f}x the client; SQL only "
+            f"{summary['bound_per_s']:,.0f} rows/s = "
+            f"{summary['bound_per_s'] / client['per_s']:.2f}x")
     if lat:
         say(f"  rabbitmq commit-to-visible at {rate:.0f} tx/s: p50 {summary['p50_ms']:.1f} ms, "
             f"p99 {summary['p99_ms']:.1f} ms (medians)")
@@ -346,8 +470,11 @@ def main(argv: list[str]) -> int:
     if role == "relay":
         return relay_main(*rest)
     if role == "raw":
-        broker, count, window, ready, go = rest
-        return raw_main(broker, int(count), int(window), ready, go)
+        broker, count, window, way, ready, go = rest
+        return raw_main(broker, int(count), int(window), way, ready, go)
+    if role == "alone":
+        broker, count, batch, lanes, out = rest
+        return alone_main(broker, int(count), int(batch), int(lanes), out)
     if role == "producer":
         db, broker, rate, seconds, out = rest
         return producer_main(db, broker, float(rate), float(seconds), out)

@@ -64,7 +64,7 @@ from typing import Any
 from _common import git_state, load_average, median, render_saved, save_result, scratch_dir
 from _relay_common import ENQUEUE_WINDOW_ENV, LISTEN_ENV, LISTEN_LANES_ENV, SIDES, Env
 from _relay_legs import LEGS, LEGS_ENV
-from _relay_nats import NATS_REDIS_DB, raw_rate
+from _relay_nats import NATS_REDIS_DB, floor_line, raw_rate
 from _relay_ours import (
     ours_celery_app,
     ours_listen,
@@ -241,15 +241,14 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
                     f"only: claim SKIP LOCKED + mark relayed, {b['batches']} batches); "
                     f"ours/bound {r['per_s'] / b['per_s']:.2f}x")
             if side == "nats":
-                base = raw_rate(env.nats_url, args.raw_rows)
+                base = raw_rate(env.nats_url, args.raw_rows, args.batch_size, args.drain_lanes)
+                base["sql_bound"] = asyncio.run(bound_once(env, args.rows, args.batch_size))
                 env.nats_raw.append(base)
                 say(f"  throughput rep {rep + 1} client  : {base['per_s']:8,.0f} msg/s "
                     "(nats-py alone, confirmed publishes, best of windows "
                     + ", ".join(f"{t['window']}: {t['per_s']:,.0f}" for t in base["trials"])
-                    + f"); nats/client {r['per_s'] / base['per_s']:.2f}x; the target "
-                    f"alone (send_halves of 200, no database) "
-                    f"{base['target_alone_per_s']:,.0f} rows/s, "
-                    f"{base['target_alone_per_s'] / base['per_s']:.2f}x the client")
+                    + f"); nats/client {r['per_s'] / base['per_s']:.2f}x")
+                say(floor_line(rep + 1, r["per_s"], base, base["sql_bound"]))
             if side == "rocketmq":
                 base = raw_best(env, args.raw_rows, args.timeout)
                 raw.append(base)

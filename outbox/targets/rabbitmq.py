@@ -8,9 +8,15 @@ nothing to end and nothing to answer (docs/rabbitmq.md has the whole story):
   ``outbox``), so each row is published at once, persistent
   (``delivery_mode=2``), with ``mandatory`` set, on a channel with publisher
   confirms. Its :class:`~outbox.targets.base.HalfStored` means *the broker
-  confirmed it*: a quorum queue or a stream confirms once a majority of its
-  replicas wrote it. A message no queue takes comes back (``NO_ROUTE``) and is
-  the row's ``config`` refusal, never a silent drop.
+  confirmed it* (its own ``Basic.Ack``): a quorum queue or a stream confirms
+  once a majority of its replicas wrote it. A message no queue takes comes
+  back (``NO_ROUTE``) and is the row's ``config`` refusal, never a silent drop.
+* **Throughput.** A call publishes on the idlest of up to :data:`CHANNELS`
+  confirming channels of one connection, so the relay's lanes publish side by
+  side; the rows of a wave are written back to back (aiormq's
+  ``basic_publish(wait=False)``: no wait for the socket to drain between
+  them) and their confirms awaited together, with one deadline
+  (``broker_timeout``) for the wave.
 * **The mapping:** routing key = the row's ``topic``, on the exchange the
   address names (``?exchange=NAME``; by default the default exchange, where the
   topic is the queue's name); ``message_id`` = ``tx_id`` (also in the
@@ -45,7 +51,9 @@ from urllib.parse import parse_qs, quote, unquote
 
 import aio_pika
 import aiormq.exceptions as amqp_errors
-from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange, FieldValue
+from aio_pika.abc import AbstractChannel, AbstractConnection, FieldValue
+from aiormq import Channel as UnderlayChannel
+from aiormq import spec
 
 from outbox.config import Outbox
 from outbox.errors import BrokerUnreachableError, ConfigurationError, RowFault, RowRefusedError
@@ -60,8 +68,9 @@ from outbox.targets.base import (
 )
 from outbox.targets.resolving import no_such_host
 
-__all__ = ["GROUP_HEADER", "KEYS_HEADER", "POSITION", "PUBLISHED_MS_HEADER", "AmqpSettings",
-           "RabbitMQTarget", "amqp_message", "connect", "probe"]
+__all__ = ["CHANNELS", "GROUP_HEADER", "KEYS_HEADER", "POSITION", "PUBLISHED_MS_HEADER",
+           "AmqpSettings", "RabbitMQTarget", "amqp_headers", "amqp_message", "amqp_properties",
+           "connect", "probe"]
 
 log = logging.getLogger("rocketbox.relay")
 
@@ -71,6 +80,11 @@ GROUP_HEADER = "rocketbox-group"
 PUBLISHED_MS_HEADER = "rocketbox-published-ms"
 #: the position the relay writes on a row (``broker_position``): AMQP says no more
 POSITION = "QUEUE"
+#: the confirming channels a target publishes on at most: one per pass running at once
+#: (the relay's ``drain_lanes``, 3 by default) and one to spare
+CHANNELS = 4
+#: AMQP's ``delivery_mode`` of a persistent message
+PERSISTENT = 2
 #: the address's query options the target knows
 _OPTIONS = frozenset({"exchange"})
 #: the resolver's answers that say the host does not exist (not "try again")
@@ -117,17 +131,35 @@ class AmqpSettings:
         return unquote(userinfo.partition(":")[0]) if userinfo else "guest"
 
 
-def amqp_message(msg: OutgoingMessage, *, app_id: str) -> aio_pika.Message:
-    """The AMQP message for one row (the mapping in the module doc)."""
+def amqp_headers(msg: OutgoingMessage, *, published_ms: int) -> dict[str, FieldValue]:
+    """The AMQP headers of one row: its own, and the target's (the mapping in the module doc)."""
     headers: dict[str, FieldValue] = {str(k): str(v) for k, v in msg.properties.items()}
     headers[TX_ID_PROPERTY] = msg.tx_id
     if msg.keys:
         headers[KEYS_HEADER] = " ".join(msg.keys)
     if msg.message_group is not None:
         headers[GROUP_HEADER] = msg.message_group
-    headers[PUBLISHED_MS_HEADER] = time.time_ns() // 1_000_000
-    return aio_pika.Message(msg.body, headers=headers, message_id=msg.tx_id, type=msg.tag,
-                            app_id=app_id, delivery_mode=aio_pika.DeliveryMode.PERSISTENT)
+    headers[PUBLISHED_MS_HEADER] = published_ms
+    return headers
+
+
+def amqp_properties(msg: OutgoingMessage, *, app_id: str,
+                    published_ms: int | None = None) -> spec.Basic.Properties:
+    """The AMQP properties the target publishes one row with (persistent, ``message_id`` =
+    ``tx_id``); ``published_ms`` (ms since the epoch) defaults to now."""
+    if published_ms is None:
+        published_ms = time.time_ns() // 1_000_000
+    return spec.Basic.Properties(headers=amqp_headers(msg, published_ms=published_ms),
+                                 message_id=msg.tx_id, message_type=msg.tag, app_id=app_id,
+                                 delivery_mode=PERSISTENT)
+
+
+def amqp_message(msg: OutgoingMessage, *, app_id: str) -> aio_pika.Message:
+    """The same row as an aio-pika message (for aio-pika's own ``Exchange.publish``)."""
+    return aio_pika.Message(msg.body, headers=amqp_headers(msg, published_ms=time.time_ns()
+                                                           // 1_000_000),
+                            message_id=msg.tx_id, type=msg.tag, app_id=app_id,
+                            delivery_mode=aio_pika.DeliveryMode.PERSISTENT)
 
 
 def _setup_error(settings: AmqpSettings, exc: BaseException) -> ConfigurationError | None:
@@ -187,20 +219,37 @@ class _NotConfirmed:
         return self.reason
 
 
-class RabbitMQTarget:
-    """Publishes rows to RabbitMQ with publisher confirms: one connection, one channel.
+class _Channel:
+    """One confirming channel of the connection, and how many rows it has in flight."""
 
+    def __init__(self, channel: AbstractChannel, underlay: UnderlayChannel) -> None:
+        self.channel = channel
+        self.underlay = underlay
+        self.in_flight = 0
+
+    def usable(self) -> bool:
+        return not self.channel.is_closed and not self.underlay.is_closed
+
+
+class RabbitMQTarget:
+    """Publishes rows to RabbitMQ with publisher confirms: one connection, a few channels.
+
+    Each :meth:`send_halves` call publishes on one channel, the idlest of up to
+    ``channels`` (:data:`CHANNELS`), so passes running at once (the relay's
+    lanes) each have their own; every row of a wave is written at once and
+    their confirms are awaited together, with one deadline (``broker_timeout``).
     A lost connection is made again by the next call (which, when it was lost,
-    calls the :meth:`on_reconnect` callbacks); each publish waits at most
-    ``broker_timeout`` for its confirm.
+    calls the :meth:`on_reconnect` callbacks); a closed channel is opened again.
     """
 
-    def __init__(self, outbox: Outbox) -> None:
+    def __init__(self, outbox: Outbox, *, channels: int = CHANNELS) -> None:
+        if channels < 1:
+            raise ConfigurationError(f"RabbitMQ target: channels must be >= 1, got {channels}",
+                                     setting="channels")
         self.settings = AmqpSettings.of(outbox)
         self.description = f"RabbitMQ at {self.settings.shown}"
         self._connection: AbstractConnection | None = None
-        self._channel: AbstractChannel | None = None
-        self._exchange: AbstractExchange | None = None
+        self._channels: list[_Channel | None] = [None] * channels
         self._lock: asyncio.Lock | None = None
         self._callbacks: list[Callable[[], None]] = []
         self._connected_before = False
@@ -210,23 +259,48 @@ class RabbitMQTarget:
     def on_reconnect(self, callback: Callable[[], None]) -> None:
         self._callbacks.append(callback)
 
+    @property
+    def open_channels(self) -> int:
+        """How many of its channels are open now: one per pass that ran at once with
+        another, up to ``channels``."""
+        if not self._connected():
+            return 0
+        return sum(1 for c in self._channels if c is not None and c.usable())
+
     async def start(self) -> None:
         await self._ready()
 
-    async def _ready(self) -> AbstractExchange:
-        """The exchange to publish to, on an open channel (made now if need be).
+    def _idlest(self) -> _Channel | None:
+        """An open channel with nothing in flight, else None (when a slot is free), else
+        the open channel with the fewest rows in flight."""
+        if not self._connected():
+            return None
+        open_ = [c for c in self._channels if c is not None and c.usable()]
+        idle = next((c for c in open_ if c.in_flight == 0), None)
+        if idle is not None or len(open_) < len(self._channels):
+            return idle
+        return min(open_, key=lambda c: c.in_flight)
+
+    def _connected(self) -> bool:
+        return (not self._broken and self._connection is not None
+                and not self._connection.is_closed)
+
+    async def _ready(self) -> _Channel:
+        """A channel to publish on (opened now if need be, the connection too).
 
         Anything that goes wrong while making them (the connection died under
         us, say) drops the connection and is :class:`BrokerUnreachableError`.
         """
-        if self._exchange is not None and self._usable():
-            return self._exchange
+        chosen = self._idlest()
+        if chosen is not None:
+            return chosen
         if self._lock is None:  # made on the loop that uses it
             self._lock = asyncio.Lock()
         async with self._lock:
-            if self._exchange is not None and self._usable():
-                return self._exchange
-            if self._broken or (self._connection is not None and self._connection.is_closed):
+            chosen = self._idlest()
+            if chosen is not None:
+                return chosen
+            if self._connection is not None and not self._connected():
                 await self._drop()
             try:
                 if self._connection is None:
@@ -236,12 +310,14 @@ class RabbitMQTarget:
                         for callback in self._callbacks:
                             callback()
                     self._connected_before = True
+                slot = next(i for i, c in enumerate(self._channels)
+                            if c is None or not c.usable())
                 channel = await self._connection.channel(publisher_confirms=True,
                                                          on_return_raises=True)
-                self._exchange = (
-                    channel.default_exchange if not self.settings.exchange
-                    else await channel.get_exchange(self.settings.exchange, ensure=False))
-                self._channel = channel
+                underlay = await channel.get_underlay_channel()
+                assert isinstance(underlay, UnderlayChannel)  # aiormq's: it takes wait=False
+                opened = _Channel(channel, underlay)
+                self._channels[slot] = opened
             except (BrokerUnreachableError, ConfigurationError):
                 raise
             except Exception as exc:
@@ -249,17 +325,12 @@ class RabbitMQTarget:
                 raise BrokerUnreachableError(f"{self.description} unreachable: "
                                              f"{exc or type(exc).__name__}",
                                              server=self.settings.shown) from exc
-            return self._exchange
-
-    def _usable(self) -> bool:
-        return (not self._broken and self._connection is not None
-                and not self._connection.is_closed
-                and self._channel is not None and not self._channel.is_closed)
+            return opened
 
     async def _drop(self) -> None:
         """Forget the connection (closing it as far as it still can be)."""
         connection, self._connection = self._connection, None
-        self._channel = self._exchange = None
+        self._channels = [None] * len(self._channels)
         self._broken = False
         if connection is not None:
             with contextlib.suppress(Exception):
@@ -269,7 +340,7 @@ class RabbitMQTarget:
         if not messages:
             return []
         try:
-            exchange = await self._ready()
+            channel = await self._ready()
         except ConfigurationError as exc:  # refused credentials, say: the setup, every row
             return [self._refused(msg.tx_id, exc, RowFault.CONFIG) for msg in messages]
         outcomes: dict[str, HalfOutcome | _NotConfirmed] = {}
@@ -287,14 +358,18 @@ class RabbitMQTarget:
                     sending.append(msg)
             if not sending:
                 continue
-            if not self._usable():  # the channel went in an earlier wave: a new one
+            if not (self._connected() and channel.usable()):  # it went in an earlier wave
                 try:
-                    exchange = await self._ready()
+                    channel = await self._ready()
                 except (BrokerUnreachableError, ConfigurationError) as exc:
                     for msg in sending:
                         outcomes[msg.tx_id] = _NotConfirmed(str(exc))
                     continue
-            answers = await asyncio.gather(*(self._publish(exchange, msg) for msg in sending))
+            channel.in_flight += len(sending)
+            try:
+                answers = await self._publish_wave(channel.underlay, sending)
+            finally:
+                channel.in_flight -= len(sending)
             for msg, answer in zip(sending, answers, strict=True):
                 outcomes[msg.tx_id] = answer
                 if not isinstance(answer, HalfStored) and msg.message_group is not None:
@@ -305,33 +380,57 @@ class RabbitMQTarget:
                                          server=self.settings.shown)
         return [self._settled(msg.tx_id, outcomes[msg.tx_id]) for msg in messages]
 
-    async def _publish(self, exchange: AbstractExchange,
-                       msg: OutgoingMessage) -> HalfOutcome | _NotConfirmed:
-        """Publish one row and wait for its confirm: its outcome."""
-        message = amqp_message(msg, app_id=self.settings.app_id)
-        try:
-            await exchange.publish(message, routing_key=msg.topic, mandatory=True,
-                                   timeout=self.settings.timeout)
-        except amqp_errors.PublishError as exc:  # Basic.Return: no queue takes it
+    async def _publish_wave(self, underlay: UnderlayChannel, wave: Sequence[OutgoingMessage]
+                            ) -> list[HalfOutcome | _NotConfirmed]:
+        """Publish every row of ``wave`` at once and wait for their confirms together
+        (``broker_timeout`` for all): each row's outcome, in order.
+
+        Each publish is written without waiting for the socket to drain
+        (``wait=False``), so the wave goes out back to back and the broker confirms it
+        as it stores it; a row is :class:`HalfStored` only on its own ``Basic.Ack``.
+        """
+        published_ms = time.time_ns() // 1_000_000
+        exchange, app_id = self.settings.exchange, self.settings.app_id
+        tasks = [asyncio.ensure_future(underlay.basic_publish(
+            msg.body, exchange=exchange, routing_key=msg.topic, mandatory=True, wait=False,
+            properties=amqp_properties(msg, app_id=app_id, published_ms=published_ms)))
+            for msg in wave]
+        _done, pending = await asyncio.wait(tasks, timeout=self.settings.timeout)
+        for task in pending:
+            task.cancel()
+        if pending:
+            self._broken = True  # a confirm that never came: a new connection next time
+            await asyncio.wait(pending)  # let the cancellations run (they take back a frame)
+        answers: list[HalfOutcome | _NotConfirmed] = []
+        for msg, task in zip(wave, tasks, strict=True):
+            if task.cancelled():
+                answers.append(_NotConfirmed(f"no confirm within {self.settings.timeout:g}s"))
+                continue
+            exc = task.exception()
+            answers.append(HalfStored(msg.tx_id, msg.topic, position=POSITION) if exc is None
+                           else self._failed(msg, exc))
+        return answers
+
+    def _failed(self, msg: OutgoingMessage, exc: BaseException) -> HalfOutcome | _NotConfirmed:
+        """The outcome of a publish that raised ``exc``."""
+        if isinstance(exc, amqp_errors.PublishError):  # Basic.Return: no queue takes it
             where = (f"exchange {self.settings.exchange!r}" if self.settings.exchange
                      else "the default exchange (declare a queue named after the topic)")
             return self._refused(msg.tx_id, exc, RowFault.CONFIG,
                                  f"no queue takes routing key {msg.topic!r} on {where}: "
                                  f"{_reply_text(exc)}")
-        except amqp_errors.DeliveryError as exc:  # Basic.Nack: the broker could not store it
+        if isinstance(exc, amqp_errors.DeliveryError):  # Basic.Nack: it could not store it
             return self._refused(msg.tx_id, exc, RowFault.TRANSIENT,
                                  f"the broker nacked it: {exc}")
-        except (amqp_errors.ChannelNotFoundEntity, amqp_errors.ChannelAccessRefused) as exc:
+        if isinstance(exc, amqp_errors.ChannelNotFoundEntity | amqp_errors.ChannelAccessRefused):
             return self._refused(msg.tx_id, exc, RowFault.CONFIG)
-        except amqp_errors.ChannelPreconditionFailed as exc:  # over the broker's size limit
+        if isinstance(exc, amqp_errors.ChannelPreconditionFailed):  # over its size limit
             return self._refused(msg.tx_id, exc, RowFault.ROW_INVALID)
-        except (amqp_errors.AMQPError, RuntimeError, ConnectionError, OSError,
-                TimeoutError) as exc:  # ChannelInvalidStateError is a RuntimeError
+        if isinstance(exc, amqp_errors.AMQPError | RuntimeError | ConnectionError | OSError
+                      | TimeoutError):  # ChannelInvalidStateError is a RuntimeError
             self._broken = True
             return _NotConfirmed(f"no confirm: {exc or type(exc).__name__}")
-        # AMQP 0-9-1 does not tell where a message went (a stream's offset is not in the
-        # confirm): the row says "QUEUE"; the export has each stream message's offset
-        return HalfStored(msg.tx_id, msg.topic, position=POSITION)
+        raise exc
 
     def _refused(self, tx_id: str, exc: BaseException, kind: RowFault,
                  text: str | None = None) -> RowRefusedError:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
@@ -20,10 +21,19 @@ from sqlalchemy.orm import Session
 from outbox import Outbox
 from outbox.inbox_rabbitmq import RabbitMQInbox
 from outbox.models import transaction_table as t
-from tests.support import WaitTimeout
+from tests.support import WaitTimeout, wait_until
+from tests.support.rabbitmq_server import RABBITMQ_SERVER, RabbitMQServer
 
-__all__ = ["PROCESSED_SQL", "Consumer", "declare", "on_order", "processed", "queue_depth",
-           "relayed_ids"]
+__all__ = [
+    "PROCESSED_SQL",
+    "Consumer",
+    "PublishingBlocked",
+    "declare",
+    "on_order",
+    "processed",
+    "queue_depth",
+    "relayed_ids",
+]
 
 #: the business table the handler writes to: no unique key, so a double processing shows
 PROCESSED_SQL = "CREATE TABLE processed (tx_id text NOT NULL, body bytea NOT NULL)"
@@ -114,3 +124,39 @@ class Consumer:
                 arrived.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(arrived.wait(), left)
+
+
+class PublishingBlocked:
+    """A memory alarm on the node: it stops reading from connections that publish, so
+    their publishes are never confirmed (``rabbitmqctl set_vm_memory_high_watermark``).
+    :meth:`apply` raises the alarm and waits until the node reports it; :meth:`lift`
+    sets the default watermark back (0.4) and waits until the alarm is gone."""
+
+    DEFAULT_WATERMARK = "0.4"
+
+    def __init__(self, server: RabbitMQServer) -> None:
+        self.server = server
+        self.applied = False
+
+    def _ctl(self, *args: str) -> str:
+        done = subprocess.run([str(RABBITMQ_SERVER.with_name("rabbitmqctl")), "-n",
+                               self.server.node, *args], env=self.server.env(),
+                              capture_output=True, text=True, timeout=60, check=True)
+        return done.stdout
+
+    def _alarmed(self) -> bool:
+        return "memory" in self._ctl("eval", "rabbit_alarm:get_alarms().")
+
+    def apply(self) -> None:
+        self.applied = True
+        self._ctl("set_vm_memory_high_watermark", "0.0001")
+        wait_until(self._alarmed, timeout=60, interval=0.5,
+                   message="the node never raised its memory alarm")
+
+    def lift(self) -> None:
+        if not self.applied:
+            return
+        self._ctl("set_vm_memory_high_watermark", self.DEFAULT_WATERMARK)
+        wait_until(lambda: not self._alarmed(), timeout=60, interval=0.5,
+                   message="the node's memory alarm never cleared")
+        self.applied = False
