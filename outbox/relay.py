@@ -30,21 +30,19 @@ the same claims.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import random
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
-    Connection,
     String,
     and_,
     bindparam,
@@ -64,8 +62,9 @@ from outbox.targets.base import (
     Publisher,
     TxEnd,
     TxEnded,
-    tx_state,
+    TxState,
 )
+from outbox.tracing import exported as tracing_exported
 from outbox.tracing import record_relay_span, relay_span
 
 __all__ = ["Relay", "RelayReport", "backoff_seconds", "worker_id"]
@@ -163,13 +162,15 @@ class Relay:
         report.claimed = len(rows)
         if not rows:
             return report
-        headers = [row.headers for row in rows]  # the trace contexts (outbox.tracing)
+        # the trace contexts (outbox.tracing), read only when spans are exported
+        trace = tracing_exported()
+        headers = [row.headers for row in rows] if trace else []
         halves: dict[str, HalfStored] = {}
         with relay_span("", headers, start_time=started,
                         attributes={"messaging.batch.message_count": len(rows)}):
             record_relay_span("claim", headers, start_time=started)
             try:
-                self._send(rows, halves, report)
+                self._send(rows, halves, report, trace)
             except RelayError as exc:
                 # The broker could not be reached at all: nothing is wrong with these rows,
                 # so no attempt is counted (an outage never parks a row). Release the
@@ -181,14 +182,17 @@ class Relay:
         return report
 
     def _send(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
-              report: RelayReport) -> None:
+              report: RelayReport, trace: bool = False) -> None:
+        """Halves, ends and the record of one pass. Per row it costs a few dict and list
+        entries: at a backlog, a pass holds ``batch_size`` rows and this Python shares the
+        cores with PostgreSQL and the broker (bench/relay.py, "floors")."""
         _note_new_topics(rows, self.seen_topics)
         failed_groups: set[str] = set()
         # a row with a recorded half never gets a second one (RocketMQ stores every half)
         need_half = [r for r in rows if r.half_offset is None and r.half_message_id is None]
         outcomes: dict[str, Exception | None] = {}
-        with relay_span("half", [r.headers for r in need_half]):
-            sent = self.publisher.send_halves([self._outgoing(r) for r in need_half])
+        with relay_span("half", [r.headers for r in need_half] if trace else ()):
+            sent = self.publisher.send_halves([_outgoing(r) for r in need_half])
         for row, result in zip(need_half, sent, strict=True):
             if isinstance(result, HalfStored):
                 halves[row.tx_id] = result
@@ -197,42 +201,48 @@ class Relay:
         self._record_half_ids(halves)
         ends: list[TxEnd] = []
         for row in rows:
-            if row.tx_id in outcomes or (row.message_group in failed_groups):
+            tx_id = row.tx_id
+            if tx_id in outcomes or (row.message_group in failed_groups):
                 if row.message_group is not None:
                     failed_groups.add(row.message_group)
                 continue
-            half = halves.get(row.tx_id) or _recorded_half(row)
-            ends.append(TxEnd(half, tx_state(row.state)))
+            half = halves.get(tx_id) or _recorded_half(row)
+            ends.append(TxEnd(half, _STATES.get(row.state, "UNKNOWN")))
         commit_offsets: dict[str, int] = {}
         positions: dict[str, str] = {}  # where the broker put a row, when the target says
-        group_of = {row.tx_id: row.message_group for row in rows}
-        headers_of = {row.tx_id: row.headers for row in rows}
-        for wave in _waves(ends, group_of):
+        # ungrouped rows (the common case) all go in one wave, and need no map of groups
+        grouped = any(row.message_group is not None for row in rows)
+        group_of = {row.tx_id: row.message_group for row in rows} if grouped else {}
+        headers_of = {row.tx_id: row.headers for row in rows} if trace else {}
+        for wave in _waves(ends, group_of) if grouped else [ends] if ends else []:
             # a group whose end failed in an earlier wave sends nothing more this pass
-            wave = [e for e in wave if group_of[e.tx_id] not in failed_groups]
-            with relay_span("end", [headers_of[e.tx_id] for e in wave]):
+            if failed_groups:
+                wave = [e for e in wave if group_of.get(e.tx_id) not in failed_groups]
+            with relay_span("end", [headers_of[e.tx_id] for e in wave] if trace else ()):
                 results = self.publisher.end_transactions(wave)
             for end, ended in zip(wave, results, strict=True):
+                half = end.half
+                tx_id = half.tx_id
                 if isinstance(ended, TxEnded):
-                    outcomes[end.tx_id] = None
-                    commit_offsets[end.tx_id] = ended.commit_offset
-                    position = ended.position or end.half.position
+                    outcomes[tx_id] = None
+                    commit_offsets[tx_id] = ended.commit_offset
+                    position = ended.position or half.position
                     if position is not None:
-                        positions[end.tx_id] = position
+                        positions[tx_id] = position
                     continue
                 if isinstance(ended, Exception):
-                    outcomes[end.tx_id] = ended
-                elif end.half.message_id and end.state != "UNKNOWN":
+                    outcomes[tx_id] = ended
+                elif half.message_id and end.state != "UNKNOWN":
                     # RocketMQ forgot the transaction (a retried end, past its window):
                     # its check-back commits the recorded half from the status table,
                     # so the relay is done with the row; it is never sent a second half
-                    log.info("%s: %s; the check-back ends it", end.tx_id, ended.reason,
-                             extra={"tx_id": end.tx_id})
-                    outcomes[end.tx_id] = None
+                    log.info("%s: %s; the check-back ends it", tx_id, ended.reason,
+                             extra={"tx_id": tx_id})
+                    outcomes[tx_id] = None
                     continue
                 else:  # left to check-back: held back, no attempt counted
-                    log.info("%s: %s", end.tx_id, ended.reason, extra={"tx_id": end.tx_id})
-                group = group_of[end.tx_id]
+                    log.info("%s: %s", tx_id, ended.reason, extra={"tx_id": tx_id})
+                group = group_of.get(tx_id)
                 if group is not None:
                     failed_groups.add(group)
         self._record(rows, halves, commit_offsets, outcomes, report, positions)
@@ -270,12 +280,6 @@ class Relay:
                     claimed_by=None, claimed_until=None, last_error=str(error)[:2000],
                     half_offset=half.half_offset if half else row.half_offset))
 
-    def _outgoing(self, row: ClaimedRow) -> OutgoingMessage:
-        properties = {str(k): str(v) for k, v in (row.headers or {}).items()}
-        return OutgoingMessage(tx_id=row.tx_id, topic=row.topic, body=row.body, tag=row.tag,
-                               keys=tuple(row.keys.split()) if row.keys else (),
-                               message_group=row.message_group, properties=properties)
-
     def _record(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
                 commit_offsets: dict[str, int], outcomes: dict[str, Exception | None],
                 report: RelayReport, positions: dict[str, str] | None = None) -> None:
@@ -284,13 +288,16 @@ class Relay:
         broker_lite or RocketMQ pass leaves the column alone)."""
         positions = positions or {}
         now = datetime.now(UTC)
+        # every row relayed, on PostgreSQL (a backlog's every pass): the record is one
+        # statement, built straight from the rows
+        if self.outbox.engine.dialect.name == "postgresql" and len(outcomes) == len(rows) \
+                and all(error is None for error in outcomes.values()):
+            self._record_relayed(rows, halves, commit_offsets, report, positions, now)
+            return
         mine = t.c.claimed_by == self.name
         held: list[dict[str, Any]] = []
         relayed: list[dict[str, Any]] = []
-        # every row relayed, on PostgreSQL: the record is one statement (below)
-        single = self.outbox.engine.dialect.name == "postgresql" and all(
-            row.tx_id in outcomes and outcomes[row.tx_id] is None for row in rows)
-        with self._recording(single) as conn:
+        with self.outbox.engine.begin() as conn:
             for row in rows:
                 half = halves.get(row.tx_id)
                 if row.tx_id not in outcomes:  # held back behind a failure in its group
@@ -344,18 +351,26 @@ class Relay:
                     half_offset=bindparam("b_half"), commit_offset=bindparam("b_commit"),
                     **extra), relayed)
 
-    @contextlib.contextmanager
-    def _recording(self, single: bool) -> Iterator[Connection]:
-        """The connection a pass is recorded on: in a transaction, or for ``single``
-        (one statement, atomic by itself) in autocommit, which saves the ``BEGIN``
-        and ``COMMIT`` round trips; under a steady load a pass holds a few rows and
-        those round trips were a third of its database time."""
-        if not single:
-            with self.outbox.engine.begin() as conn:
-                yield conn
-            return
+    def _record_relayed(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
+                        commit_offsets: dict[str, int], report: RelayReport,
+                        positions: dict[str, str], now: datetime) -> None:
+        """Record a pass whose every row was relayed, on PostgreSQL: one ``UPDATE`` joined
+        to the rows' arrays, in autocommit (one statement is atomic by itself, and the
+        ``BEGIN`` and ``COMMIT`` round trips were a third of a small pass's database
+        time). Fenced on the claim, as every record is."""
+        txs = [row.tx_id for row in rows]
+        half_offsets = [half.half_offset if (half := halves.get(row.tx_id)) else row.half_offset
+                        for row in rows]
+        arrays: dict[str, Any] = {"b_me": self.name, "b_now": now, "b_txs": txs,
+                                  "b_halves": half_offsets,
+                                  "b_commits": [commit_offsets.get(tx) for tx in txs]}
+        if positions:
+            arrays["b_positions"] = [positions.get(tx) for tx in txs]
         with self.outbox.engine.connect() as conn:
-            yield conn.execution_options(isolation_level="AUTOCOMMIT")
+            conn.execution_options(isolation_level="AUTOCOMMIT").execute(
+                _RECORD_PG_POSITIONS if positions else _RECORD_PG, arrays)
+        report.relayed += len(rows)
+        report.relayed_grouped += sum(row.message_group is not None for row in rows)
 
     def drain(self, *, max_passes: int = 1000, lanes: int | None = None,
               older_than: float | None = None) -> RelayReport:
@@ -433,6 +448,19 @@ class _Budget:
             return True
 
 
+#: a row's ``state`` as the end's :data:`~outbox.targets.base.TxState` (anything else:
+#: ``UNKNOWN``), what :func:`~outbox.targets.base.tx_state` answers, without the call per row
+_STATES: dict[str | None, TxState] = {"COMMIT": "COMMIT", "ROLLBACK": "ROLLBACK"}
+
+
+def _outgoing(row: ClaimedRow) -> OutgoingMessage:
+    """The half to send for ``row``: its headers become the message's properties."""
+    headers = row.headers
+    return OutgoingMessage(row.tx_id, row.topic, row.body, row.tag,
+                           tuple(row.keys.split()) if row.keys else (), row.message_group,
+                           {str(k): str(v) for k, v in headers.items()} if headers else {})
+
+
 def _recorded_half(row: ClaimedRow) -> HalfStored:
     """The half a row recorded in an earlier pass (or none: offsets -1, ids "")."""
     return HalfStored(row.tx_id, row.topic,
@@ -480,8 +508,8 @@ def _note_new_topics(rows: list[ClaimedRow], seen: set[str]) -> None:
 
 def _observe_relayed(rows: list[ClaimedRow], outcomes: dict[str, Exception | None]) -> None:
     """Commit-to-relayed latency for the Prometheus histogram (:mod:`outbox.metrics`)."""
-    from outbox.metrics import observe_relayed  # on first use: prometheus_client loads late
-    now = datetime.now(UTC)
-    for row in rows:
-        if row.tx_id in outcomes and outcomes[row.tx_id] is None:
-            observe_relayed(row.created_at, now)  # it makes SQLite's naive datetimes UTC
+    from outbox.metrics import observe_relayed_many  # on first use: prometheus_client loads late
+
+    # it makes SQLite's naive datetimes UTC
+    observe_relayed_many([row.created_at for row in rows
+                          if row.tx_id in outcomes and outcomes[row.tx_id] is None])
