@@ -268,6 +268,8 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
                 say(f"  throughput rep {rep + 1} bound   : {b['per_s']:8,.0f} rows/s (SQL "
                     f"only: claim SKIP LOCKED + mark relayed, {b['batches']} batches); "
                     f"ours/bound {r['per_s'] / b['per_s']:.2f}x")
+                if b.get("cpu_s"):
+                    say("    " + cpu_line(b["cpu_s"], b["seconds"], b["rows"]))
                 if args.floors:
                     b["floors"] = asyncio.run(floors_once(env, args.rows, args.batch_size,
                                                           args.drain_lanes))
@@ -329,7 +331,7 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
 def cpu_line(cpu: dict[str, float], seconds: float, rows: int) -> str:
     """Who used the cores during one of our throughput runs, and how many cores in all."""
     names = {"worker": "relay worker", "broker": "broker_lite", "postgres": "PostgreSQL",
-             "harness": "consumer"}
+             "harness": "this process (consumer, bound or floor)"}
     total = sum(cpu.values())
     return ("CPU s: " + ", ".join(f"{names.get(k, k)} {v:.2f}" for k, v in cpu.items())
             + f"; {total:.2f} in {seconds:.2f} s = {total / seconds:.2f} cores busy; "
@@ -340,11 +342,16 @@ def floors_text(floors: dict[str, Any], ours: float) -> str:
     """The relay+SQL and broker floors of one repetition, and ours over each."""
     relay, bench, shape = (floors["relay_sql"], floors["broker_tx_batch_async"],
                            floors["broker_relay_shape"])
-    return (f"relay+SQL (broker answered in-process) {relay['per_s']:,.0f} rows/s; "
-            f"broker alone {bench['per_s']:,.0f} tx/s (tx-batch-async: {bench['per_request']} "
-            f"a batch, {bench['window']} in flight), {shape['per_s']:,.0f} tx/s (the relay's "
-            f"shape: {shape['per_request']} a batch, {shape['window']} in flight); ours / "
-            f"relay+SQL {ours / relay['per_s']:.2f}x, ours / broker {ours / bench['per_s']:.2f}x")
+    relay_cpu = sum(relay["cpu_s"].values()) / relay["rows"] * 1e6 if relay["cpu_s"] else 0.0
+    return (f"relay+SQL (broker answered in-process) {relay['per_s']:,.0f} rows/s "
+            f"({relay_cpu:.0f} us CPU a row, PostgreSQL and relay); broker alone "
+            f"{bench['per_s']:,.0f} tx/s (tx-batch-async: {bench['per_request']} a batch, "
+            f"{bench['window']} in flight; "
+            f"{bench['broker_cpu_s'] / bench['transactions'] * 1e6:.0f} us broker CPU a tx), "
+            f"{shape['per_s']:,.0f} tx/s (the relay's shape: {shape['per_request']} a batch, "
+            f"{shape['window']} in flight; "
+            f"{shape['broker_cpu_s'] / shape['transactions'] * 1e6:.0f} us); ours / relay+SQL "
+            f"{ours / relay['per_s']:.2f}x, ours / broker {ours / bench['per_s']:.2f}x")
 
 
 def legs_line(legs: dict[str, Any], key: str = "p50_ms") -> str:
