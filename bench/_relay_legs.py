@@ -186,9 +186,13 @@ def sql_bound(db: str, batch_size: int, rows: int) -> dict[str, Any]:
              "RETURNING tx_id, topic, tag, keys, message_group, body, headers, state")
     mark = ("UPDATE rocketbox_transaction SET relayed_at = now(), claimed_by = NULL, "
             "claimed_until = NULL WHERE tx_id = ANY(%s) AND claimed_by = 'bound'")
+    from _relay_floors import cpu_of
+
     done = batches = 0
     with psycopg.connect(libpq, autocommit=True) as conn:
         conn.execute("SET enable_sort = off")  # as the product's claim does
+        backend = conn.info.backend_pid  # its CPU, read before it exits with the connection
+        cpu0, mine0 = cpu_of(backend), time.thread_time()
         t0 = time.monotonic()
         while True:
             got = [r[0] for r in conn.execute(claim, (batch_size,)).fetchall()]
@@ -198,6 +202,7 @@ def sql_bound(db: str, batch_size: int, rows: int) -> dict[str, Any]:
             done += len(got)
             batches += 1
         seconds = time.monotonic() - t0
+        cpu = {"postgres": cpu_of(backend) - cpu0, "harness": time.thread_time() - mine0}
     return {"rows": done, "batches": batches, "seconds": seconds,
             "per_s": done / seconds if seconds else 0.0, "batch_size": batch_size,
-            "statements_per_batch": 2, "expected_rows": rows}
+            "statements_per_batch": 2, "expected_rows": rows, "cpu_s": cpu}

@@ -235,6 +235,14 @@ def floor_lines(result: Mapping[str, Any], *, markdown: bool = False) -> list[st
                    f"{bound['per_s_median']:,.0f} rows/s; ours/bound "
                    f"{bound['ratio_median']:.2f}x ("
                    + ", ".join(f"{x:.2f}" for x in bound["ratios"]) + ")")
+        floors = bound.get("floors")
+        if floors:
+            out.append(f"floors (medians, bench/_relay_floors.py): our relay with the broker "
+                       f"answered in-process {floors['relay_sql_per_s_median']:,.0f} rows/s; "
+                       f"broker_lite alone {floors['broker_tx_batch_async_per_s_median']:,.0f} "
+                       f"tx/s (tx-batch-async), "
+                       f"{floors['broker_relay_shape_per_s_median']:,.0f} tx/s (the relay's "
+                       "batches)")
     out.append(f"our wake-up listener (--listen): {'on' if result.get('listen') else 'off'}")
     return out
 

@@ -18,12 +18,13 @@ import dataclasses
 import json
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from _common import settle
 from _relay_common import PEER_TABLE, SIDES, Env, Seen, child, freeze_heap
+from _relay_floors import SERVER_PIDS, broker_floor, cpu_split, relay_floor
 from _relay_legs import leg_summary, read_records, sql_bound
 from _relay_nats import consume_nats
 from _relay_ours import consume_ours, ours_celery_app, ours_producer
@@ -35,6 +36,7 @@ __all__ = [
     "bound_once",
     "consumer",
     "count_unrelayed",
+    "floors_once",
     "harness",
     "latency_once",
     "order_for",
@@ -125,20 +127,34 @@ async def consumer(env: Env, side: str, name: str) -> Any:
 
 
 async def throughput_once(env: Env, side: str, rows: int, peer_cfg: PeerConfig,
-                          timeout: float) -> dict[str, Any]:
+                          timeout: float, *,
+                          around: Callable[[], contextlib.AbstractContextManager[None]] = (
+                              contextlib.nullcontext)) -> dict[str, Any]:
+    """One throughput run of ``side``; ``around`` wraps its timed part (the profiler)."""
     reset_tables(env)
     name = f"RelayBench{uuid.uuid4().hex[:10]}"
     await run_producer(env, side, "backlog", rows, topic=name)
     settle()
+    cpu: dict[str, float] = {}
     async with consumer(env, side, name) as seen:
         if side != "peer":
             from outbox.celery import SWEEP_TASK
 
             app = {"ours": env.celery_app, "rocketmq": env.rocketmq_app,
                    "nats": env.nats_app}[side]
-            t0 = time.monotonic()
-            app.tasks[SWEEP_TASK].apply_async()
-            complete = await seen.wait_for(rows, timeout)
+            worker = {"ours": env.ours_worker, "rocketmq": env.rocketmq_worker,
+                      "nats": env.nats_worker}[side]
+            pids = dict(SERVER_PIDS) if side == "ours" else {}
+            if worker is not None:
+                pids["worker"] = worker.pid
+            # who used the cores while ours ran: the worker, broker_lite, PostgreSQL and
+            # the consumer (this process)
+            with around():
+                watch = cpu_split(pids)
+                t0 = time.monotonic()
+                app.tasks[SWEEP_TASK].apply_async()
+                complete = await seen.wait_for(rows, timeout)
+                cpu = watch()
         else:
             async with peer_relay(env, peer_cfg, name) as go:
                 t0 = time.monotonic()
@@ -148,7 +164,8 @@ async def throughput_once(env: Env, side: str, rows: int, peer_cfg: PeerConfig,
     missing = rows - len(seen.times)
     return {"seconds": last - t0, "per_s": rows / (last - t0) if complete else 0.0,
             "complete": complete, "missing": missing, "duplicates": seen.duplicates,
-            "unrelayed_rows_after": count_unrelayed(env)[1 if side == "peer" else 0]}
+            "unrelayed_rows_after": count_unrelayed(env)[1 if side == "peer" else 0],
+            "cpu_s": cpu}
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -211,7 +228,27 @@ async def bound_once(env: Env, rows: int, batch_size: int) -> dict[str, Any]:
     reset_tables(env)
     await run_producer(env, "ours", "backlog", rows, topic="RelayBound")
     settle()
+    # its CPU (the one backend's and the loop's) is read inside: the backend exits with it
     return await asyncio.to_thread(sql_bound, env.db, batch_size, rows)
+
+
+async def floors_once(env: Env, rows: int, batch_size: int, lanes: int) -> dict[str, Any]:
+    """The floors beside the bound (bench/_relay_floors.py): our relay over a backlog of
+    ``rows`` with the broker answered in-process, then the broker alone, twice."""
+    from _relay_common import body
+
+    reset_tables(env)
+    await run_producer(env, "ours", "backlog", rows, topic="RelayFloor")
+    settle()
+    relay = await asyncio.to_thread(relay_floor, env.db, batch_size, lanes, rows)
+    as_broker_bench = await asyncio.to_thread(broker_floor, env.broker, rows,
+                                              per_request=64, window=8)
+    relay_body = json.dumps(body(0), separators=(",", ":")).encode()
+    relay_shape = await asyncio.to_thread(broker_floor, env.broker, rows,
+                                          per_request=batch_size, window=lanes,
+                                          body=relay_body)
+    return {"relay_sql": relay, "broker_tx_batch_async": as_broker_bench,
+            "broker_relay_shape": relay_shape}
 
 
 def prepare_schema(env: Env) -> None:
@@ -239,6 +276,9 @@ def harness(work: Path, database: str) -> Iterator[Env]:
             start_broker_lite(work / "broker", ["--flush", "async", "--log-level",
                                                 "warning"]) as bl:
         db = pg.create_database(database)
+        if pg.process is not None:
+            SERVER_PIDS["postgres"] = pg.process.pid
+        SERVER_PIDS["broker"] = bl.process.pid
         env = Env(db=db.url, db_async=db.url.replace("+psycopg", "+asyncpg"),
                   redis=rds.url, broker=bl.native, work=work)
         prepare_schema(env)

@@ -78,6 +78,7 @@ from _relay_report import markdown_section, report, rocketmq_section, run_header
 from _relay_rocketmq import PROXY_FLAGS, other_redis_db
 from _relay_runs import (
     bound_once,
+    floors_once,
     harness,
     latency_once,
     order_for,
@@ -176,11 +177,24 @@ def legs_result(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def bound_summary(ours: list[dict[str, Any]], bound: list[dict[str, Any]]) -> dict[str, Any]:
     ratios = [o["per_s"] / b["per_s"] if b["per_s"] else float("nan")
               for o, b in zip(ours, bound, strict=True)]
-    return {"meaning": "our relay's rows/s / the SQL-only bound's (claim with SKIP LOCKED "
-                       "+ mark relayed per batch, one psycopg connection, no broker), "
-                       "measured right after each of our throughput runs",
-            "runs": bound, "per_s_median": median([b["per_s"] for b in bound]),
-            "ratios": ratios, "ratio_median": median(ratios)}
+    out = {"meaning": "our relay's rows/s / the SQL-only bound's (claim with SKIP LOCKED "
+                      "+ mark relayed per batch, one psycopg connection, no broker), "
+                      "measured right after each of our throughput runs",
+           "runs": bound, "per_s_median": median([b["per_s"] for b in bound]),
+           "ratios": ratios, "ratio_median": median(ratios)}
+    floors = [b["floors"] for b in bound if "floors" in b]
+    if floors:
+        out["floors"] = {
+            "meaning": "measured right after each bound (bench/_relay_floors.py): relay_sql = "
+                       "Relay.drain with the broker answered in-process (rows/s); broker = "
+                       "broker_lite alone, bench/broker.py's tx-batch-async and the relay's "
+                       "batch shape (tx/s)",
+            "relay_sql_per_s_median": median([f["relay_sql"]["per_s"] for f in floors]),
+            "broker_tx_batch_async_per_s_median":
+                median([f["broker_tx_batch_async"]["per_s"] for f in floors]),
+            "broker_relay_shape_per_s_median":
+                median([f["broker_relay_shape"]["per_s"] for f in floors])}
+    return out
 
 
 def client_summary(target: list[dict[str, Any]], raw: list[dict[str, Any]],
@@ -227,19 +241,41 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
     lat: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
     raw: list[dict[str, Any]] = []
     bound: list[dict[str, Any]] = []
+    profiler = None
+    if args.profile and "ours" in args.sides:
+        from _relay_floors import SERVER_PIDS
+        from _relay_profile import Profiler
+
+        def pids() -> dict[str, int]:
+            assert env.ours_worker is not None
+            return {"worker": env.ours_worker.pid, "broker": SERVER_PIDS["broker"]}
+
+        profiler = Profiler(env.work / "profiles", pids)
     for rep in range(args.repeat if "throughput" in args.cases else 0):
         for side in order_for(rep, args.sides):
-            r = asyncio.run(throughput_once(env, side, args.rows, best, args.timeout))
+            around = profiler.around if profiler is not None and side == "ours" else \
+                contextlib.nullcontext
+            r = asyncio.run(throughput_once(env, side, args.rows, best, args.timeout,
+                                            around=around))
             tp[side].append(r)
             say(f"  throughput rep {rep + 1} {side:8}: {r['per_s']:8,.0f} rows/s "
                 f"({r['seconds']:.2f} s, missing {r['missing']}, "
                 f"duplicates {r['duplicates']})")
             if side == "ours":
+                if r.get("cpu_s"):
+                    say("    " + cpu_line(r["cpu_s"], r["seconds"], args.rows))
                 b = asyncio.run(bound_once(env, args.rows, args.batch_size))
-                bound.append(b)
                 say(f"  throughput rep {rep + 1} bound   : {b['per_s']:8,.0f} rows/s (SQL "
                     f"only: claim SKIP LOCKED + mark relayed, {b['batches']} batches); "
                     f"ours/bound {r['per_s'] / b['per_s']:.2f}x")
+                if b.get("cpu_s"):
+                    say("    " + cpu_line(b["cpu_s"], b["seconds"], b["rows"]))
+                if args.floors:
+                    b["floors"] = asyncio.run(floors_once(env, args.rows, args.batch_size,
+                                                          args.drain_lanes))
+                    say(f"  throughput rep {rep + 1} floors  : "
+                        + floors_text(b["floors"], r["per_s"]))
+                bound.append(b)
             if side == "nats":
                 base = raw_rate(env.nats_url, args.raw_rows, args.batch_size, args.drain_lanes)
                 base["sql_bound"] = asyncio.run(bound_once(env, args.rows, args.batch_size))
@@ -257,6 +293,10 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
                     + ", ".join(f"{t['threads']} threads {t['per_s']:,.0f}"
                                 for t in base["trials"])
                     + f"); rocketmq/client {r['per_s'] / base['per_s']:.2f}x")
+    if profiler is not None and profiler.runs:
+        from _relay_profile import print_profile
+
+        print_profile(profiler.summary(), profiler.runs, say)
     if raw:
         summary = client_summary(tp["rocketmq"], raw, args.raw_rows)
         say("  throughput rocketmq/client per rep: "
@@ -285,6 +325,32 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
                 say("    legs p50 ms: " + legs_line(r["legs"]))
                 say("    legs p99 ms: " + legs_line(r["legs"], "p99_ms"))
     return tp, lat, raw, bound
+
+
+def cpu_line(cpu: dict[str, float], seconds: float, rows: int) -> str:
+    """Who used the cores during one of our throughput runs, and how many cores in all."""
+    names = {"worker": "relay worker", "broker": "broker_lite", "postgres": "PostgreSQL",
+             "harness": "this process (consumer, bound or floor)"}
+    total = sum(cpu.values())
+    return ("CPU s: " + ", ".join(f"{names.get(k, k)} {v:.2f}" for k, v in cpu.items())
+            + f"; {total:.2f} in {seconds:.2f} s = {total / seconds:.2f} cores busy; "
+            f"{total / rows * 1e6:.0f} us CPU a row")
+
+
+def floors_text(floors: dict[str, Any], ours: float) -> str:
+    """The relay+SQL and broker floors of one repetition, and ours over each."""
+    relay, bench, shape = (floors["relay_sql"], floors["broker_tx_batch_async"],
+                           floors["broker_relay_shape"])
+    relay_cpu = sum(relay["cpu_s"].values()) / relay["rows"] * 1e6 if relay["cpu_s"] else 0.0
+    return (f"relay+SQL (broker answered in-process) {relay['per_s']:,.0f} rows/s "
+            f"({relay_cpu:.0f} us CPU a row, PostgreSQL and relay); broker alone "
+            f"{bench['per_s']:,.0f} tx/s (tx-batch-async: {bench['per_request']} a batch, "
+            f"{bench['window']} in flight; "
+            f"{bench['broker_cpu_s'] / bench['transactions'] * 1e6:.0f} us broker CPU a tx), "
+            f"{shape['per_s']:,.0f} tx/s (the relay's shape: {shape['per_request']} a batch, "
+            f"{shape['window']} in flight; "
+            f"{shape['broker_cpu_s'] / shape['transactions'] * 1e6:.0f} us); ours / relay+SQL "
+            f"{ours / relay['per_s']:.2f}x, ours / broker {ours / bench['per_s']:.2f}x")
 
 
 def legs_line(legs: dict[str, Any], key: str = "p50_ms") -> str:
@@ -318,6 +384,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--drain-lanes", type=int, default=3,
                         help="our relay's drain_lanes: passes the sweep runs at once "
                              "(default 3, the library default)")
+    parser.add_argument("--floors", action=argparse.BooleanOptionalAction, default=True,
+                        help="after each SQL-only bound, also measure the floors: our relay "
+                             "with the broker answered in-process, and broker_lite alone "
+                             "(bench/_relay_floors.py; default on)")
+    parser.add_argument("--profile", action="store_true",
+                        help="sample our relay worker and broker_lite with py-spy (GIL-holding "
+                             "samples) during our throughput runs and print where the time "
+                             "went; the profiled runs' rates are lower than unprofiled ones")
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="give up a throughput run after this long (s)")
     parser.add_argument("--quick", action="store_true",

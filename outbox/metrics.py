@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -57,6 +58,7 @@ __all__ = [
     "observe_checkback",
     "observe_inbox_duplicate",
     "observe_relayed",
+    "observe_relayed_many",
     "registry",
     "start_metrics_server",
     "unwatch_outbox",
@@ -116,6 +118,49 @@ def observe_relayed(created_at: datetime, relayed_at: datetime | None = None) ->
         _metrics().relay_latency.observe(max(0.0, seconds))
     except Exception:  # metrics must never break the relay
         log.debug("could not record relay latency", exc_info=True)
+
+
+def observe_relayed_many(created: Iterable[datetime], relayed_at: datetime | None = None
+                         ) -> None:
+    """Record the commit-to-relayed latency of rows relayed together (a relay pass's).
+
+    The same series as one :func:`observe_relayed` per row, at a fraction of the
+    cost: the rows are counted into the buckets first, then each bucket and the
+    sum are added once (a pass of 200 rows took 200 locked updates of the sum and
+    200 of a bucket).
+    """
+    try:
+        end = aware(relayed_at) if relayed_at is not None else datetime.now(UTC)
+        seconds = [max(0.0, (end - (c if c.tzinfo is not None else c.replace(tzinfo=UTC))
+                             ).total_seconds()) for c in created]
+        if seconds:
+            _observe_all(_metrics().relay_latency, seconds)
+    except Exception:  # metrics must never break the relay
+        log.debug("could not record relay latency", exc_info=True)
+
+
+def _observe_all(histogram: Any, values: list[float]) -> None:
+    """``histogram.observe(v)`` for each of ``values``, one update per bucket touched.
+
+    Goes through the histogram's own bucket and sum values (prometheus_client's
+    ``Histogram`` keeps them as ``_upper_bounds``, ``_buckets`` and ``_sum``);
+    a histogram without them gets one ``observe`` per value.
+    """
+    bounds = getattr(histogram, "_upper_bounds", None)
+    buckets = getattr(histogram, "_buckets", None)
+    total = getattr(histogram, "_sum", None)
+    if not bounds or buckets is None or total is None or len(buckets) != len(bounds) \
+            or bounds[-1] != float("inf"):
+        for value in values:
+            histogram.observe(value)
+        return
+    counts = [0] * len(bounds)
+    for value in values:
+        counts[bisect_left(bounds, value)] += 1  # the first bucket with value <= its bound
+    total.inc(sum(values))
+    for index, count in enumerate(counts):
+        if count:
+            buckets[index].inc(count)
 
 
 def observe_checkback(state: str) -> None:

@@ -30,28 +30,31 @@ the same claims.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import random
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
 from sqlalchemy import (
     BigInteger,
-    Connection,
-    String,
+    Text,
     and_,
+    any_,
     bindparam,
+    cast,
     func,
+    literal_column,
+    select,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import JSON
 
 from outbox import broker_health
 from outbox.claims import ClaimedRow, claim
@@ -64,8 +67,9 @@ from outbox.targets.base import (
     Publisher,
     TxEnd,
     TxEnded,
-    tx_state,
+    TxState,
 )
+from outbox.tracing import exported as tracing_exported
 from outbox.tracing import record_relay_span, relay_span
 
 __all__ = ["Relay", "RelayReport", "backoff_seconds", "worker_id"]
@@ -109,27 +113,30 @@ class RelayReport:
         self.errors.extend(other.errors)
 
 
-_RELAYED = func.unnest(bindparam("b_txs", type_=ARRAY(String)),
-                       bindparam("b_halves", type_=ARRAY(BigInteger)),
-                       bindparam("b_commits", type_=ARRAY(BigInteger))
-                       ).table_valued("tx_id", "half", "commit").render_derived(name="relayed")
+#: a pass's relayed rows, one JSON array of ``[tx_id, half offset, commit offset(,
+#: position)]`` each: msgspec encodes it in C, where psycopg dumps a Python list into an
+#: array parameter item by item in Python (a tenth of the relay worker's time, with three
+#: such arrays a pass; bench/relay.py --profile)
+_ROWS_JSON = cast(bindparam("b_rows", type_=Text), JSON)
+_RELAYED = func.json_array_elements(_ROWS_JSON).table_valued("value").render_derived(
+    name="relayed")
+_FIELD = [_RELAYED.c.value.op("->>")(literal_column(str(i))) for i in range(4)]
+_IDS = func.json_array_elements(_ROWS_JSON).table_valued("value").render_derived(name="ids")
+#: the rows' ids as an array: ``tx_id = ANY(...)`` walks the primary key. Without it,
+#: where the statistics say no row is claimed (most rows relayed: an analyzed production
+#: table), PostgreSQL read the whole table for ``claimed_by`` and compared every one of
+#: the pass's rows against each: 40,000 comparisons for a pass of 200 (EXPLAIN ANALYZE on
+#: 20,000 rows: 47-70 ms for the record, 8 ms with it)
+_BY_ID = t.c.tx_id == any_(func.array(
+    select(_IDS.c.value.op("->>")(literal_column("0"))).scalar_subquery()))
 #: PostgreSQL: mark a pass's relayed rows in one statement, fenced on ``claimed_by``
-_RECORD_PG = update(t).where(t.c.tx_id == _RELAYED.c.tx_id,
+_RECORD_PG = update(t).where(_BY_ID, t.c.tx_id == _FIELD[0],
                              t.c.claimed_by == bindparam("b_me")).values(
     relayed_at=bindparam("b_now"), claimed_by=None, claimed_until=None, last_error=None,
-    half_offset=_RELAYED.c.half, commit_offset=_RELAYED.c.commit)
-_POSITIONED = func.unnest(bindparam("b_txs", type_=ARRAY(String)),
-                          bindparam("b_halves", type_=ARRAY(BigInteger)),
-                          bindparam("b_commits", type_=ARRAY(BigInteger)),
-                          bindparam("b_positions", type_=ARRAY(String))
-                          ).table_valued("tx_id", "half", "commit", "position") \
-    .render_derived(name="relayed")
+    half_offset=cast(_FIELD[1], BigInteger), commit_offset=cast(_FIELD[2], BigInteger))
 #: the same, with where the broker put each row (a target that names positions: TxEnded)
-_RECORD_PG_POSITIONS = update(t).where(t.c.tx_id == _POSITIONED.c.tx_id,
-                                       t.c.claimed_by == bindparam("b_me")).values(
-    relayed_at=bindparam("b_now"), claimed_by=None, claimed_until=None, last_error=None,
-    half_offset=_POSITIONED.c.half, commit_offset=_POSITIONED.c.commit,
-    broker_position=_POSITIONED.c.position)
+_RECORD_PG_POSITIONS = _RECORD_PG.values(broker_position=_FIELD[3])
+_encode_rows = msgspec.json.Encoder().encode
 
 
 class Relay:
@@ -163,13 +170,15 @@ class Relay:
         report.claimed = len(rows)
         if not rows:
             return report
-        headers = [row.headers for row in rows]  # the trace contexts (outbox.tracing)
+        # the trace contexts (outbox.tracing), read only when spans are exported
+        trace = tracing_exported()
+        headers = [row.headers for row in rows] if trace else []
         halves: dict[str, HalfStored] = {}
         with relay_span("", headers, start_time=started,
                         attributes={"messaging.batch.message_count": len(rows)}):
             record_relay_span("claim", headers, start_time=started)
             try:
-                self._send(rows, halves, report)
+                self._send(rows, halves, report, trace)
             except RelayError as exc:
                 # The broker could not be reached at all: nothing is wrong with these rows,
                 # so no attempt is counted (an outage never parks a row). Release the
@@ -181,14 +190,17 @@ class Relay:
         return report
 
     def _send(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
-              report: RelayReport) -> None:
+              report: RelayReport, trace: bool = False) -> None:
+        """Halves, ends and the record of one pass. Per row it costs a few dict and list
+        entries: at a backlog, a pass holds ``batch_size`` rows and this Python shares the
+        cores with PostgreSQL and the broker (bench/relay.py, "floors")."""
         _note_new_topics(rows, self.seen_topics)
         failed_groups: set[str] = set()
         # a row with a recorded half never gets a second one (RocketMQ stores every half)
         need_half = [r for r in rows if r.half_offset is None and r.half_message_id is None]
         outcomes: dict[str, Exception | None] = {}
-        with relay_span("half", [r.headers for r in need_half]):
-            sent = self.publisher.send_halves([self._outgoing(r) for r in need_half])
+        with relay_span("half", [r.headers for r in need_half] if trace else ()):
+            sent = self.publisher.send_halves([_outgoing(r) for r in need_half])
         for row, result in zip(need_half, sent, strict=True):
             if isinstance(result, HalfStored):
                 halves[row.tx_id] = result
@@ -197,42 +209,48 @@ class Relay:
         self._record_half_ids(halves)
         ends: list[TxEnd] = []
         for row in rows:
-            if row.tx_id in outcomes or (row.message_group in failed_groups):
+            tx_id = row.tx_id
+            if tx_id in outcomes or (row.message_group in failed_groups):
                 if row.message_group is not None:
                     failed_groups.add(row.message_group)
                 continue
-            half = halves.get(row.tx_id) or _recorded_half(row)
-            ends.append(TxEnd(half, tx_state(row.state)))
+            half = halves.get(tx_id) or _recorded_half(row)
+            ends.append(TxEnd(half, _STATES.get(row.state, "UNKNOWN")))
         commit_offsets: dict[str, int] = {}
         positions: dict[str, str] = {}  # where the broker put a row, when the target says
-        group_of = {row.tx_id: row.message_group for row in rows}
-        headers_of = {row.tx_id: row.headers for row in rows}
-        for wave in _waves(ends, group_of):
+        # ungrouped rows (the common case) all go in one wave, and need no map of groups
+        grouped = any(row.message_group is not None for row in rows)
+        group_of = {row.tx_id: row.message_group for row in rows} if grouped else {}
+        headers_of = {row.tx_id: row.headers for row in rows} if trace else {}
+        for wave in _waves(ends, group_of) if grouped else [ends] if ends else []:
             # a group whose end failed in an earlier wave sends nothing more this pass
-            wave = [e for e in wave if group_of[e.tx_id] not in failed_groups]
-            with relay_span("end", [headers_of[e.tx_id] for e in wave]):
+            if failed_groups:
+                wave = [e for e in wave if group_of.get(e.tx_id) not in failed_groups]
+            with relay_span("end", [headers_of[e.tx_id] for e in wave] if trace else ()):
                 results = self.publisher.end_transactions(wave)
             for end, ended in zip(wave, results, strict=True):
+                half = end.half
+                tx_id = half.tx_id
                 if isinstance(ended, TxEnded):
-                    outcomes[end.tx_id] = None
-                    commit_offsets[end.tx_id] = ended.commit_offset
-                    position = ended.position or end.half.position
+                    outcomes[tx_id] = None
+                    commit_offsets[tx_id] = ended.commit_offset
+                    position = ended.position or half.position
                     if position is not None:
-                        positions[end.tx_id] = position
+                        positions[tx_id] = position
                     continue
                 if isinstance(ended, Exception):
-                    outcomes[end.tx_id] = ended
-                elif end.half.message_id and end.state != "UNKNOWN":
+                    outcomes[tx_id] = ended
+                elif half.message_id and end.state != "UNKNOWN":
                     # RocketMQ forgot the transaction (a retried end, past its window):
                     # its check-back commits the recorded half from the status table,
                     # so the relay is done with the row; it is never sent a second half
-                    log.info("%s: %s; the check-back ends it", end.tx_id, ended.reason,
-                             extra={"tx_id": end.tx_id})
-                    outcomes[end.tx_id] = None
+                    log.info("%s: %s; the check-back ends it", tx_id, ended.reason,
+                             extra={"tx_id": tx_id})
+                    outcomes[tx_id] = None
                     continue
                 else:  # left to check-back: held back, no attempt counted
-                    log.info("%s: %s", end.tx_id, ended.reason, extra={"tx_id": end.tx_id})
-                group = group_of[end.tx_id]
+                    log.info("%s: %s", tx_id, ended.reason, extra={"tx_id": tx_id})
+                group = group_of.get(tx_id)
                 if group is not None:
                     failed_groups.add(group)
         self._record(rows, halves, commit_offsets, outcomes, report, positions)
@@ -270,12 +288,6 @@ class Relay:
                     claimed_by=None, claimed_until=None, last_error=str(error)[:2000],
                     half_offset=half.half_offset if half else row.half_offset))
 
-    def _outgoing(self, row: ClaimedRow) -> OutgoingMessage:
-        properties = {str(k): str(v) for k, v in (row.headers or {}).items()}
-        return OutgoingMessage(tx_id=row.tx_id, topic=row.topic, body=row.body, tag=row.tag,
-                               keys=tuple(row.keys.split()) if row.keys else (),
-                               message_group=row.message_group, properties=properties)
-
     def _record(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
                 commit_offsets: dict[str, int], outcomes: dict[str, Exception | None],
                 report: RelayReport, positions: dict[str, str] | None = None) -> None:
@@ -284,13 +296,16 @@ class Relay:
         broker_lite or RocketMQ pass leaves the column alone)."""
         positions = positions or {}
         now = datetime.now(UTC)
+        # every row relayed, on PostgreSQL (a backlog's every pass): the record is one
+        # statement, built straight from the rows
+        if self.outbox.engine.dialect.name == "postgresql" and len(outcomes) == len(rows) \
+                and all(error is None for error in outcomes.values()):
+            self._record_relayed(rows, halves, commit_offsets, report, positions, now)
+            return
         mine = t.c.claimed_by == self.name
         held: list[dict[str, Any]] = []
         relayed: list[dict[str, Any]] = []
-        # every row relayed, on PostgreSQL: the record is one statement (below)
-        single = self.outbox.engine.dialect.name == "postgresql" and all(
-            row.tx_id in outcomes and outcomes[row.tx_id] is None for row in rows)
-        with self._recording(single) as conn:
+        with self.outbox.engine.begin() as conn:
             for row in rows:
                 half = halves.get(row.tx_id)
                 if row.tx_id not in outcomes:  # held back behind a failure in its group
@@ -327,15 +342,12 @@ class Relay:
                 conn.execute(update(t).where(fence).values(claimed_by=None,
                                                            claimed_until=None), held)
             if relayed and conn.dialect.name == "postgresql":
-                # one UPDATE joined to the arrays: less work for PostgreSQL and for
+                # one UPDATE joined to the rows' JSON: less work for PostgreSQL and for
                 # Python (no parameter set per row) than an executemany
-                arrays = {"b_me": self.name, "b_now": now,
-                          "b_txs": [r["b_tx"] for r in relayed],
-                          "b_halves": [r["b_half"] for r in relayed],
-                          "b_commits": [r["b_commit"] for r in relayed]}
-                if positions:
-                    arrays["b_positions"] = [r["b_position"] for r in relayed]
-                conn.execute(_RECORD_PG_POSITIONS if positions else _RECORD_PG, arrays)
+                rows_json = _encode_rows([(r["b_tx"], r["b_half"], r["b_commit"],
+                                           r["b_position"]) for r in relayed]).decode()
+                conn.execute(_RECORD_PG_POSITIONS if positions else _RECORD_PG,
+                             {"b_me": self.name, "b_now": now, "b_rows": rows_json})
             elif relayed:
                 extra: dict[str, Any] = ({"broker_position": bindparam("b_position")}
                                          if positions else {})
@@ -344,18 +356,25 @@ class Relay:
                     half_offset=bindparam("b_half"), commit_offset=bindparam("b_commit"),
                     **extra), relayed)
 
-    @contextlib.contextmanager
-    def _recording(self, single: bool) -> Iterator[Connection]:
-        """The connection a pass is recorded on: in a transaction, or for ``single``
-        (one statement, atomic by itself) in autocommit, which saves the ``BEGIN``
-        and ``COMMIT`` round trips; under a steady load a pass holds a few rows and
-        those round trips were a third of its database time."""
-        if not single:
-            with self.outbox.engine.begin() as conn:
-                yield conn
-            return
+    def _record_relayed(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
+                        commit_offsets: dict[str, int], report: RelayReport,
+                        positions: dict[str, str], now: datetime) -> None:
+        """Record a pass whose every row was relayed, on PostgreSQL: one ``UPDATE`` joined
+        to the rows' arrays, in autocommit (one statement is atomic by itself, and the
+        ``BEGIN`` and ``COMMIT`` round trips were a third of a small pass's database
+        time). Fenced on the claim, as every record is."""
+        relayed: list[tuple[Any, ...]] = [(tx_id := row.tx_id,
+                    half.half_offset if (half := halves.get(tx_id)) else row.half_offset,
+                    commit_offsets.get(tx_id)) for row in rows]
+        if positions:
+            relayed = [(*r, positions.get(r[0])) for r in relayed]
+        params = {"b_me": self.name, "b_now": now,
+                  "b_rows": _encode_rows(relayed).decode()}
         with self.outbox.engine.connect() as conn:
-            yield conn.execution_options(isolation_level="AUTOCOMMIT")
+            conn.execution_options(isolation_level="AUTOCOMMIT").execute(
+                _RECORD_PG_POSITIONS if positions else _RECORD_PG, params)
+        report.relayed += len(rows)
+        report.relayed_grouped += sum(row.message_group is not None for row in rows)
 
     def drain(self, *, max_passes: int = 1000, lanes: int | None = None,
               older_than: float | None = None) -> RelayReport:
@@ -433,6 +452,19 @@ class _Budget:
             return True
 
 
+#: a row's ``state`` as the end's :data:`~outbox.targets.base.TxState` (anything else:
+#: ``UNKNOWN``), what :func:`~outbox.targets.base.tx_state` answers, without the call per row
+_STATES: dict[str | None, TxState] = {"COMMIT": "COMMIT", "ROLLBACK": "ROLLBACK"}
+
+
+def _outgoing(row: ClaimedRow) -> OutgoingMessage:
+    """The half to send for ``row``: its headers become the message's properties."""
+    headers = row.headers
+    return OutgoingMessage(row.tx_id, row.topic, row.body, row.tag,
+                           tuple(row.keys.split()) if row.keys else (), row.message_group,
+                           {str(k): str(v) for k, v in headers.items()} if headers else {})
+
+
 def _recorded_half(row: ClaimedRow) -> HalfStored:
     """The half a row recorded in an earlier pass (or none: offsets -1, ids "")."""
     return HalfStored(row.tx_id, row.topic,
@@ -480,8 +512,8 @@ def _note_new_topics(rows: list[ClaimedRow], seen: set[str]) -> None:
 
 def _observe_relayed(rows: list[ClaimedRow], outcomes: dict[str, Exception | None]) -> None:
     """Commit-to-relayed latency for the Prometheus histogram (:mod:`outbox.metrics`)."""
-    from outbox.metrics import observe_relayed  # on first use: prometheus_client loads late
-    now = datetime.now(UTC)
-    for row in rows:
-        if row.tx_id in outcomes and outcomes[row.tx_id] is None:
-            observe_relayed(row.created_at, now)  # it makes SQLite's naive datetimes UTC
+    from outbox.metrics import observe_relayed_many  # on first use: prometheus_client loads late
+
+    # it makes SQLite's naive datetimes UTC
+    observe_relayed_many([row.created_at for row in rows
+                          if row.tx_id in outcomes and outcomes[row.tx_id] is None])

@@ -29,8 +29,8 @@ import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-__all__ = ["TRACEPARENT", "TRACESTATE", "consumer_span", "enabled", "record_relay_span",
-           "relay_span", "with_trace_context"]
+__all__ = ["TRACEPARENT", "TRACESTATE", "consumer_span", "enabled", "exported",
+           "record_relay_span", "relay_span", "with_trace_context"]
 
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
@@ -102,7 +102,7 @@ def relay_span(name: str, rows_headers: Iterable[Mapping[str, Any] | None] = (),
     ``start_time`` (ns since the epoch) backdates it. Yields the span
     (``None`` without OpenTelemetry).
     """
-    if not _exporting():
+    if not exported():
         yield None
         return
     tracer = _trace.get_tracer(_TRACER)
@@ -119,7 +119,7 @@ def record_relay_span(name: str, rows_headers: Iterable[Mapping[str, Any] | None
     For work whose rows are known only when it is over (the claim): an empty
     claim, which an idle relay makes every pass, is never recorded.
     """
-    if not _exporting():
+    if not exported():
         return
     span = _trace.get_tracer(_TRACER).start_span(
         _relay_name(name), kind=_trace.SpanKind.PRODUCER, links=_links(rows_headers),
@@ -127,9 +127,10 @@ def record_relay_span(name: str, rows_headers: Iterable[Mapping[str, Any] | None
     span.end()
 
 
-def _exporting() -> bool:
+def exported() -> bool:
     """Whether a tracer provider is installed: without one every relay span is a no-op,
-    and reading the rows' contexts for its links costs ~25 us a row for nothing."""
+    and reading the rows' contexts for its links costs ~25 us a row for nothing (the
+    relay does not even list the rows' headers then)."""
     return _trace is not None and not isinstance(_trace.get_tracer_provider(),
                                                  _trace.ProxyTracerProvider)
 
