@@ -53,17 +53,26 @@ LEGS = ("commit->enqueued", "enqueued->picked", "picked->claimed", "claimed->hal
 
 
 class LegRecorder:
-    """Appends ``[kind, monotonic time, thread name, ids]`` lines to a file (thread-safe)."""
+    """Appends ``[kind, monotonic time, thread name, ids]`` lines to a file (thread-safe).
+
+    The file stays open (line-buffered, one per process): opening and closing
+    it for every line cost about 13 µs a line here (1 µs open), three lines a pass.
+    """
 
     def __init__(self, path: str) -> None:
         self._path = path
         self._lock = threading.Lock()
+        self._out: Any = None
+        self._pid = 0
 
     def record(self, kind: str, ids: Iterable[str], at: float | None = None) -> None:
-        line = json.dumps([kind, time.monotonic() if at is None else at,
-                           threading.current_thread().name, list(ids)])
-        with self._lock, open(self._path, "a", encoding="utf-8") as out:
-            out.write(line + "\n")
+        at = time.monotonic() if at is None else at
+        line = json.dumps([kind, at, threading.current_thread().name, list(ids)])
+        with self._lock:
+            if self._out is None or self._pid != os.getpid():  # a forked child opens its own
+                self._out = open(self._path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+                self._pid = os.getpid()
+            self._out.write(line + "\n")
 
 
 def recorder() -> LegRecorder | None:
