@@ -42,7 +42,6 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql.elements import BindParameter, ColumnElement
 
 from outbox.config import Outbox
@@ -231,9 +230,8 @@ def _claim_pipelined(engine: Engine, sql: str, params: dict[str, Any]) -> list[C
     """
     import psycopg
 
-    fairy = engine.raw_connection()
-    try:
-        pg = cast("psycopg.Connection[Any]", fairy.driver_connection)  # the engine is psycopg
+    with engine.connect() as conn:  # a failed connect is SQLAlchemy's error, as elsewhere
+        pg = cast("psycopg.Connection[Any]", conn.connection.driver_connection)  # psycopg
         try:
             pg.autocommit = True
             cursor = pg.cursor()
@@ -249,16 +247,13 @@ def _claim_pipelined(engine: Engine, sql: str, params: dict[str, Any]) -> list[C
             pg.autocommit = False
             return rows
         except psycopg.Error as exc:
-            invalidated = _give_back(fairy, pg, exc)
+            invalidated = _give_back(conn, pg, exc)
             raise DBAPIError.instance(sql, params, exc, psycopg.Error,
                                       connection_invalidated=invalidated,
                                       dialect=engine.dialect) from exc
-    finally:
-        fairy.close()
 
 
-def _give_back(fairy: PoolProxiedConnection, pg: psycopg.Connection[Any],
-               error: psycopg.Error) -> bool:
+def _give_back(conn: Connection, pg: psycopg.Connection[Any], error: psycopg.Error) -> bool:
     """After a failed pipeline: roll back and leave autocommit, or, for a lost (or
     unusable) connection, invalidate it; True when it was invalidated."""
     import psycopg
@@ -272,7 +267,7 @@ def _give_back(fairy: PoolProxiedConnection, pg: psycopg.Connection[Any],
             return False
         except psycopg.Error:
             pass
-    fairy.invalidate(error)
+    conn.invalidate(error)
     return True
 
 
