@@ -7,18 +7,29 @@ any network I/O, so no lock is held while the broker is called. Rows are
 picked oldest ``next_attempt_at`` first, walking the pending index, and
 returned in ``seq`` order. Per message group, a grouped row is claimed only
 together with every unrelayed row of its group before it.
+
+On PostgreSQL through psycopg 3 the claim's transaction (``BEGIN``, ``SET
+LOCAL enable_sort = off``, the claiming ``UPDATE``, ``COMMIT``) goes to the
+server in one pipeline: one round trip instead of four. Under a steady load a
+pass claims a few rows and those round trips were most of the time from a
+commit to its claim (docs/outbox.md). When the claimed rows hold a message
+group, the group check (:func:`_group_runs`) follows in a second
+transaction; until then the rows are this claim's, under its lease.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 from sqlalchemy import (
     Connection,
+    Dialect,
+    Engine,
     Integer,
     and_,
     any_,
@@ -30,11 +41,15 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import BindParameter, ColumnElement
 
 from outbox.config import Outbox
 from outbox.models import aware
 from outbox.models import transaction_table as t
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = ["ROW_COLUMNS", "ClaimedRow", "claim"]
 
@@ -159,6 +174,13 @@ def claim(outbox: Outbox, name: str, limit: int | None = None, *, only: Sequence
     if only:
         params["c_only"] = list(only)
     shape = (bool(only), older_than is not None)
+    sql = None if only else _pipelined_sql(outbox.engine.dialect, older_than is not None)
+    if sql is not None:
+        rows = _claim_pipelined(outbox.engine, sql, params)
+        if any(row.message_group is not None for row in rows):
+            rows = _group_runs_after(outbox.engine, name, rows, limit, now, params,
+                                     heads=_due(*shape))
+        return sorted(rows, key=_seq)
     with outbox.engine.begin() as conn:
         if conn.dialect.name == "sqlite":
             # Take SQLite's write lock before reading: two claims that both read
@@ -176,6 +198,93 @@ def claim(outbox: Outbox, name: str, limit: int | None = None, *, only: Sequence
             rows = _group_runs(conn, name, rows, limit, now, params,
                                heads=None if only else _due(*shape))
     return sorted(rows, key=_seq)
+
+
+@functools.cache
+def _pipelined_sql(dialect: Dialect, older: bool) -> str | None:
+    """The claim's SQL for :func:`_claim_pipelined`, or None where it cannot run (not
+    PostgreSQL through psycopg 3, or a libpq without pipeline mode)."""
+    if dialect.name != "postgresql" or dialect.driver != "psycopg":
+        return None
+    import psycopg
+
+    if not psycopg.Pipeline.is_supported():
+        return None
+    return str(_pg_claim(False, older).compile(dialect=dialect))
+
+
+#: the pipeline's statements around the claim (the claim's own transaction, sorts off)
+_PIPELINE_BEGIN = "BEGIN"
+_PIPELINE_SORT_OFF = "SET LOCAL enable_sort = off"
+_PIPELINE_COMMIT = "COMMIT"
+
+
+def _claim_pipelined(engine: Engine, sql: str, params: dict[str, Any]) -> list[ClaimedRow]:
+    """Run the claim's transaction in one psycopg pipeline on a pooled connection.
+
+    psycopg would sync after a ``BEGIN`` of its own, so the connection is put
+    in autocommit for the pipeline and the pipeline sends ``BEGIN`` and
+    ``COMMIT`` itself; it is back out of autocommit before it returns to the
+    pool. A driver error comes out as SQLAlchemy's (``OperationalError`` for
+    a lost connection, which is invalidated), as from any other statement.
+    """
+    import psycopg
+
+    with engine.connect() as conn:  # a failed connect is SQLAlchemy's error, as elsewhere
+        pg = cast("psycopg.Connection[Any]", conn.connection.driver_connection)  # psycopg
+        try:
+            pg.autocommit = True
+            cursor = pg.cursor()
+            try:
+                with pg.pipeline():
+                    pg.execute(_PIPELINE_BEGIN)
+                    pg.execute(_PIPELINE_SORT_OFF)
+                    cursor.execute(sql, params)
+                    pg.execute(_PIPELINE_COMMIT)
+                rows = [ClaimedRow(*row) for row in cursor.fetchall()]
+            finally:
+                cursor.close()
+            pg.autocommit = False
+            return rows
+        except psycopg.Error as exc:
+            invalidated = _give_back(conn, pg, exc)
+            raise DBAPIError.instance(sql, params, exc, psycopg.Error,
+                                      connection_invalidated=invalidated,
+                                      dialect=engine.dialect) from exc
+
+
+def _give_back(conn: Connection, pg: psycopg.Connection[Any], error: psycopg.Error) -> bool:
+    """After a failed pipeline: roll back and leave autocommit, or, for a lost (or
+    unusable) connection, invalidate it; True when it was invalidated."""
+    import psycopg
+    from psycopg.pq import TransactionStatus
+
+    if not (pg.closed or pg.broken):  # what SQLAlchemy's psycopg dialect calls a disconnect
+        try:
+            if pg.info.transaction_status != TransactionStatus.IDLE:
+                pg.rollback()
+            pg.autocommit = False
+            return False
+        except psycopg.Error:
+            pass
+    conn.invalidate(error)
+    return True
+
+
+def _group_runs_after(engine: Engine, name: str, rows: list[ClaimedRow], limit: int,
+                      now: datetime, params: dict[str, Any], *, heads: ColumnElement[bool]
+                      ) -> list[ClaimedRow]:
+    """:func:`_group_runs` in a transaction of its own, after a pipelined claim. If it
+    fails, the claimed rows are given back (best effort: else their lease runs out)."""
+    try:
+        with engine.begin() as conn:
+            return _group_runs(conn, name, rows, limit, now, params, heads=heads)
+    except BaseException:
+        with contextlib.suppress(Exception), engine.begin() as conn:
+            conn.execute(update(t).where(t.c.tx_id.in_([r.tx_id for r in rows]),
+                                         t.c.claimed_by == name)
+                         .values(claimed_by=None, claimed_until=None))
+        raise
 
 
 def _take(conn: Connection, where: ColumnElement[bool], params: dict[str, Any], *,

@@ -20,7 +20,12 @@ threads. A wake-up goes to an idle lane, which relays every due row right
 away (passes until a claim comes back short), so a row committed while
 another lane's pass is in flight does not wait for that pass to end. With
 every lane busy, the wake-ups that arrive are taken together by the next
-pass: the batch grows with the load instead of waiting for a window.
+pass: the batch grows with the load instead of waiting for a window. With
+one lane (the default) the listening thread is the lane: it relays on the
+thread that read the notification, with no hand-off to another thread (a
+thread woken through a condition also waits for the GIL); the
+notifications that arrive during a pass are read after it, all at once, and
+taken by one more pass.
 
 This changes no guarantee. The status table stays the truth: the listener
 is one more relay racing the tasks and the sweeper, kept apart by the same
@@ -86,9 +91,10 @@ def _conninfo(engine: Engine) -> str:
 class Listener:
     """Relays due rows whenever the channel is notified (see the module doc).
 
-    One thread holds the ``LISTEN`` ing connection; ``lanes`` threads relay.
-    A wake-up goes to an idle lane at once, so rows committed while a pass is
-    in flight start their own pass instead of waiting for it to end (the
+    One thread holds the ``LISTEN`` ing connection; ``lanes`` threads relay
+    (one lane: the listening thread itself, no hand-off). A wake-up goes to
+    an idle lane at once, so rows committed while a pass is in flight start
+    their own pass instead of waiting for it to end (the
     lanes race as every relay does, kept apart by the claims). With every
     lane busy the wake-up is remembered, and the first lane to finish makes
     one more pass over whatever is due then: under load the passes grow,
@@ -117,9 +123,10 @@ class Listener:
         self._stop.clear()
         self._threads = [threading.Thread(target=self._run, name="rocketbox-listener",
                                           daemon=True)]
-        self._threads += [threading.Thread(target=self._lane, args=(n,), daemon=True,
-                                           name=f"rocketbox-listener-{n}")
-                          for n in range(1, self._lanes + 1)]
+        if self._lanes > 1:  # else the listening thread relays itself (_listen)
+            self._threads += [threading.Thread(target=self._lane, args=(n,), daemon=True,
+                                               name=f"rocketbox-listener-{n}")
+                              for n in range(1, self._lanes + 1)]
         for thread in self._threads:
             thread.start()
 
@@ -189,9 +196,31 @@ class Listener:
             conn.execute(f"LISTEN {CHANNEL}")
             self.listening.set()
             self.wake()  # rows committed while nobody listened: relay them now
+            if self._lanes == 1:
+                self._listen_and_relay(conn)
+                return
             while not self._stop.is_set():
                 for _ in conn.notifies(timeout=self._wait):  # each one as it arrives
                     self.wake()
+
+    def _listen_and_relay(self, conn: Any) -> None:
+        """One lane: relay on this thread whenever woken (notified, or :meth:`wake`)."""
+        while not self._stop.is_set():
+            with self._due:
+                woken, self._woken = self._woken, False
+            if not woken:
+                # the first notification ends the wait; those read with it (all that
+                # came during the last pass) are taken by the same pass
+                for _ in conn.notifies(timeout=self._wait, stop_after=1):
+                    woken = True
+            if woken and not self._stop.is_set():
+                self._relay_here()
+
+    def _relay_here(self) -> None:
+        try:
+            self.relay_due()
+        except TRANSIENT_ERRORS as exc:  # the broker or the database is away: swept later
+            log.warning("relay after a wake-up failed: %s", exc)
 
 
 class ListenStep(bootsteps.StartStopStep):  # type: ignore[misc]

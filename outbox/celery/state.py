@@ -68,7 +68,8 @@ class CelerySettings:
     #: False: the on_commit hook enqueues coalesced ``rocketbox.relay`` tasks
     listen: bool = True
     #: with ``listen``: the relay threads a wake-up goes to; a wake-up during a pass
-    #: starts another pass on an idle lane instead of waiting for it to end
+    #: starts another pass on an idle lane instead of waiting for it to end (1: the
+    #: listening thread relays itself, with no hand-off; wake-ups wait for its pass)
     listen_lanes: int = 1
 
     def __post_init__(self) -> None:

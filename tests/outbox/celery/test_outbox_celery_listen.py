@@ -280,6 +280,58 @@ def test_a_wake_up_during_a_pass_is_relayed_by_an_idle_lane_at_once(
     assert commit_counts(broker_records(broker.data_dir)) == {tx: 1 for tx in [*first, *second]}
 
 
+class ThreadsSeen(HeldFirstPass):
+    """:class:`HeldFirstPass` that also keeps the name of each calling thread."""
+
+    def __init__(self, inner: Publisher) -> None:
+        super().__init__(inner)
+        self.threads: set[str] = set()
+
+    def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfOutcome]:
+        self.threads.add(threading.current_thread().name)
+        return super().send_halves(messages)
+
+
+@pytest.mark.timeout(120)
+def test_one_lane_relays_on_the_listening_thread_and_takes_the_wake_ups_of_a_pass_after_it(
+        stack: CeleryStack, broker: BrokerLiteServer) -> None:
+    engine = stack.engine
+    dead_redis = f"redis://127.0.0.1:{free_port()}/0"
+    outbox = Outbox(engine=engine, broker=broker.native, relay=RelaySettings(broker_timeout=2.0))
+    publishers: list[ThreadsSeen] = []
+
+    def seen(o: Outbox) -> Publisher:
+        publishers.append(ThreadsSeen(BrokerLitePublisher(o)))
+        return publishers[-1]
+
+    assert WAKE.listen_lanes == 1  # the default
+    state = rocketbox_state(make_celery(outbox, broker_url=dead_redis, settings=WAKE,
+                                        publisher_factory=seen))
+    fatal: list[str] = []
+    listener = Listener(state, on_fatal=fatal.append, wait_seconds=0.1)
+    waking = dataclasses.replace(outbox, on_commit=celery_on_commit(
+        make_celery(outbox, broker_url=dead_redis, settings=WAKE)))
+    listener.start()
+    try:
+        wait_until(lambda: listening_backends(stack), timeout=20)
+        first = commit(engine, waking, 1, "OneLane")
+        wait_until(lambda: publishers and publishers[0].holding.is_set(), timeout=20)
+        # committed while the only lane's pass is held: their wake-ups wait for it
+        second = commit(engine, waking, 2, "OneLane")
+        publishers[0].release.set()
+        wait_until(lambda: relayed_ids(engine) == {*first, *second}, timeout=20,
+                   message=lambda: f"relayed {relayed_ids(engine)}")
+    finally:
+        for publisher in publishers:
+            publisher.release.set()
+        listener.stop()
+        state.close()
+    assert fatal == []
+    # no hand-off: the thread that read the notifications relayed the rows
+    assert [p.threads for p in publishers] == [{"rocketbox-listener"}]
+    assert commit_counts(broker_records(broker.data_dir)) == {tx: 1 for tx in [*first, *second]}
+
+
 def test_listen_lanes_below_one_are_refused_naming_the_setting() -> None:
     with pytest.raises(ConfigurationError, match="listen_lanes must be >= 1, got 0") as caught:
         CelerySettings(listen_lanes=0)
