@@ -188,6 +188,7 @@ async def latency_once(env: Env, side: str, rate: float, seconds: float, peer_cf
     total = warm + count
     legs_file = env.work / "legs.jsonl"  # the leg records of ours (bench/_relay_legs.py)
     legs_file.unlink(missing_ok=True)
+    legs_file.touch()  # our processes record legs only while it exists (not in throughput runs)
     settle()
     async with contextlib.AsyncExitStack() as stack:
         seen = await stack.enter_async_context(consumer(env, side, name))
@@ -206,6 +207,7 @@ async def latency_once(env: Env, side: str, rate: float, seconds: float, peer_cf
     if side != "peer":
         legs = leg_summary([(s[2], s[1], seen.times[s[0]]) for s in stamps
                             if s[0] in seen.times and s[0] >= warm], read_records(legs_file))
+    legs_file.unlink(missing_ok=True)
     lat_ms = [x * 1000 for x in lat]
     achieved = total / produced["seconds"]
     tail = lat_ms[-max(1, len(lat_ms) // 10):]
