@@ -42,6 +42,7 @@ __all__ = [
     "ours_relay_main",
     "start_ours_worker",
     "stop_ours_worker",
+    "use_ours_worker",
 ]
 
 
@@ -203,8 +204,32 @@ def start_ours_worker(env: Env, concurrency: int, batch_size: int, drain_lanes: 
     asyncio.run(wait_ready(ready, proc))
 
 
-def stop_ours_worker(env: Env) -> None:
-    for proc in (env.ours_worker, env.rocketmq_worker, env.nats_worker):
+def stop_ours_worker(env: Env, side: str | None = None) -> None:
+    """Stop our relay worker of ``side`` (None: of every side)."""
+    for name in WORKER_SIDES if side is None else (side,):
+        attr = f"{name}_worker"
+        proc = getattr(env, attr)
         if proc is not None:
             proc.stop(timeout=20)
-    env.ours_worker = env.rocketmq_worker = env.nats_worker = None
+        setattr(env, attr, None)
+
+
+#: the sides that run one of our relay workers
+WORKER_SIDES = ("ours", "rocketmq", "nats")
+
+
+def use_ours_worker(env: Env, side: str, concurrency: int, batch_size: int,
+                    drain_lanes: int) -> None:
+    """Before a run of ``side``: only its worker runs (none for the peer's runs is needed).
+
+    Every worker of ours listens to the one table's wake-ups (``pg_notify`` in the
+    row's INSERT) and claims any due row, whatever its topic: two of them alive at
+    once would relay each other's rows to the wrong broker.
+    """
+    if side not in WORKER_SIDES:
+        return
+    for other in WORKER_SIDES:
+        if other != side:
+            stop_ours_worker(env, other)
+    if getattr(env, f"{side}_worker") is None:
+        start_ours_worker(env, concurrency, batch_size, drain_lanes, side)

@@ -69,8 +69,8 @@ from _relay_ours import (
     ours_celery_app,
     ours_listen,
     ours_relay_main,
-    start_ours_worker,
     stop_ours_worker,
+    use_ours_worker,
 )
 from _relay_peer import PEER_PACKAGES, PeerConfig, peer_relay_main, require_peer
 from _relay_raw import raw_best
@@ -136,10 +136,6 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 best, trials = configs[0], []
             say(f"peer setting used: {best.label} (max_workers/fetch_batch_size/"
                 f"terminal_flush_batch_size)")
-            for side in ("ours", "rocketmq", "nats"):
-                if side in args.sides:
-                    start_ours_worker(env, args.concurrency, args.batch_size,
-                                      args.drain_lanes, side)
             try:
                 tp, lat, raw, bound = run_sides(args, env, best, say)
             finally:
@@ -253,6 +249,7 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
         profiler = Profiler(env.work / "profiles", pids)
     for rep in range(args.repeat if "throughput" in args.cases else 0):
         for side in order_for(rep, args.sides):
+            use_ours_worker(env, side, args.concurrency, args.batch_size, args.drain_lanes)
             around = profiler.around if profiler is not None and side == "ours" else \
                 contextlib.nullcontext
             r = asyncio.run(throughput_once(env, side, args.rows, best, args.timeout,
@@ -312,6 +309,7 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
             + f" (median {median(ratios):.2f}x)")
     for rep in range(args.lat_repeat if "latency" in args.cases else 0):
         for side in order_for(rep, args.sides):
+            use_ours_worker(env, side, args.concurrency, args.batch_size, args.drain_lanes)
             r = asyncio.run(latency_once(env, side, args.rate, args.seconds, best))
             lat[side].append(r)
             say(f"  latency rep {rep + 1} {side:8}: p50 {r['p50_ms']:6.1f} ms, "
