@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -44,6 +45,7 @@ __all__ = [
     "benchmark_main",
     "code_state",
     "describe_machine",
+    "exit_on_sigterm",
     "extract_commit",
     "filesystem_of",
     "git_state",
@@ -420,6 +422,17 @@ async def windowed(requests: int, window: int,
     await asyncio.gather(*(worker() for _ in range(min(window, requests))))
 
 
+def exit_on_sigterm() -> None:
+    """Make a SIGTERM end the run as Ctrl-C does. Every ``with`` block then unwinds,
+    so the servers and workers the run started are stopped. Without this they outlive
+    a run that was sent SIGTERM."""
+
+    def stop(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"stopped by signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def benchmark_main(script: str | Path, name: str, argv: Sequence[str],
                    parse_args: Callable[[Sequence[str]], Any],
                    measure: Callable[[Any], dict[str, Any]],
@@ -432,6 +445,7 @@ def benchmark_main(script: str | Path, name: str, argv: Sequence[str],
     and the README section.
     """
     args = parse_args(argv)
+    exit_on_sigterm()
     if args.render:
         render_saved(name, markdown_section)
         return 0

@@ -61,7 +61,15 @@ from collections.abc import Sequence
 from importlib import metadata as importlib_metadata
 from typing import Any
 
-from _common import git_state, load_average, median, render_saved, save_result, scratch_dir
+from _common import (
+    exit_on_sigterm,
+    git_state,
+    load_average,
+    median,
+    render_saved,
+    save_result,
+    scratch_dir,
+)
 from _relay_common import ENQUEUE_WINDOW_ENV, LISTEN_ENV, LISTEN_LANES_ENV, SIDES, Env
 from _relay_legs import LEGS, LEGS_ENV
 from _relay_nats import NATS_REDIS_DB, floor_line, raw_rate
@@ -467,6 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(peer_relay_main(args))
     if args.role == "producer":
         return producer_main(args)
+    exit_on_sigterm()  # the driver only: its servers and workers stop with it
     if args.render:
         render_saved("relay", markdown_section)
         return 0
