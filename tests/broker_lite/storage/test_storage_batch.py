@@ -56,15 +56,7 @@ def test_a_batch_writes_what_one_by_one_appends_write(tmp_path: Path) -> None:
         outcomes: list[PutResult | Exception] = []
         for start in range(0, len(msgs), 64):  # several batches, segments roll inside them
             outcomes += batched.put_batch_nowait(msgs[start:start + 64])
-        expected: list[PutResult | Exception] = []
-        for msg in msgs:
-            try:
-                expected.append(single.put_nowait(msg))
-            except (MessageTooLargeError, InvalidMessageError) as exc:
-                expected.append(exc)
-        assert [type(o) for o in outcomes] == [type(e) for e in expected]
-        assert [o for o in outcomes if isinstance(o, PutResult)] == [
-            e for e in expected if isinstance(e, PutResult)]
+        _assert_same_outcomes(outcomes, _one_by_one(single, msgs))
         refused = [o for o in outcomes if isinstance(o, Exception)]
         assert len(refused) == sum(1 for seq in range(300) if seq % 11 == 5 or seq % 13 == 6)
         assert all("queue_id" in str(e) or "4096" in str(e) for e in refused)
@@ -98,6 +90,24 @@ def test_a_batch_survives_a_reopen_and_refuses_nothing_it_stored(tmp_path: Path)
                 msg.body, msg.queue_id, put.queue_offset)
         with pytest.raises(StoreClosedError):
             store.put_batch_nowait(msgs[:1])
+
+
+def _one_by_one(store: MessageStore, msgs: list[MessageToStore]) -> list[PutResult | Exception]:
+    """What appending ``msgs`` one at a time gives: a result or the refusal, each."""
+    out: list[PutResult | Exception] = []
+    for msg in msgs:
+        try:
+            out.append(store.put_nowait(msg))
+        except (MessageTooLargeError, InvalidMessageError) as exc:
+            out.append(exc)
+    return out
+
+
+def _assert_same_outcomes(outcomes: list[PutResult | Exception],
+                          expected: list[PutResult | Exception]) -> None:
+    assert [type(o) for o in outcomes] == [type(e) for e in expected]
+    assert [o for o in outcomes if isinstance(o, PutResult)] == [
+        e for e in expected if isinstance(e, PutResult)]
 
 
 @pytest.fixture
@@ -146,15 +156,7 @@ def test_batches_that_fit_and_batches_that_roll_over_write_the_same_bytes(
             size = size % 9 + 1
             outcomes += batched.put_batch_nowait(msgs[start:start + size])
             start += size
-        expected: list[PutResult | Exception] = []
-        for msg in msgs:
-            try:
-                expected.append(single.put_nowait(msg))
-            except (MessageTooLargeError, InvalidMessageError) as exc:
-                expected.append(exc)
-        assert [type(o) for o in outcomes] == [type(e) for e in expected]
-        assert [o for o in outcomes if isinstance(o, PutResult)] == [
-            e for e in expected if isinstance(e, PutResult)]
+        _assert_same_outcomes(outcomes, _one_by_one(single, msgs))
         assert _log_bytes(batched) == _log_bytes(single)
         for topic in ("Orders", "Audit"):
             for queue_id in range(3):
