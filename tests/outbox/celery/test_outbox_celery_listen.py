@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pytest
@@ -241,21 +241,24 @@ class HeldFirstPass(PassThrough):
         return super().send_halves(messages)
 
 
-@pytest.mark.timeout(120)
-def test_a_wake_up_during_a_pass_is_relayed_by_an_idle_lane_at_once(
-        stack: CeleryStack, broker: BrokerLiteServer) -> None:
-    engine = stack.engine
+@contextlib.contextmanager
+def held_listener(stack: CeleryStack, broker: BrokerLiteServer, held: type[HeldFirstPass],
+                  settings: CelerySettings) -> Iterator[tuple[list[HeldFirstPass], Outbox,
+                                                                 list[str]]]:
+    """A :class:`Listener` whose passes go through ``held`` publishers (the first pass
+    waits for its ``release``): the publishers, an outbox whose commits wake it, and
+    the fatal reasons it reported. Every hold is released on the way out."""
     dead_redis = f"redis://127.0.0.1:{free_port()}/0"
-    outbox = Outbox(engine=engine, broker=broker.native, relay=RelaySettings(broker_timeout=2.0))
+    outbox = Outbox(engine=stack.engine, broker=broker.native,
+                    relay=RelaySettings(broker_timeout=2.0))
     publishers: list[HeldFirstPass] = []
 
-    def held_first(o: Outbox) -> Publisher:
-        publishers.append(HeldFirstPass(BrokerLitePublisher(o)))
+    def make(o: Outbox) -> Publisher:
+        publishers.append(held(BrokerLitePublisher(o)))
         return publishers[-1]
 
-    lanes = dataclasses.replace(WAKE, listen_lanes=2)
-    state = rocketbox_state(make_celery(outbox, broker_url=dead_redis, settings=lanes,
-                                        publisher_factory=held_first))
+    state = rocketbox_state(make_celery(outbox, broker_url=dead_redis, settings=settings,
+                                        publisher_factory=make))
     fatal: list[str] = []
     listener = Listener(state, on_fatal=fatal.append, wait_seconds=0.1)
     waking = dataclasses.replace(outbox, on_commit=celery_on_commit(
@@ -263,6 +266,20 @@ def test_a_wake_up_during_a_pass_is_relayed_by_an_idle_lane_at_once(
     listener.start()
     try:
         wait_until(lambda: listening_backends(stack), timeout=20)
+        yield publishers, waking, fatal
+    finally:
+        for publisher in publishers:
+            publisher.release.set()
+        listener.stop()
+        state.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_wake_up_during_a_pass_is_relayed_by_an_idle_lane_at_once(
+        stack: CeleryStack, broker: BrokerLiteServer) -> None:
+    engine = stack.engine
+    lanes = dataclasses.replace(WAKE, listen_lanes=2)
+    with held_listener(stack, broker, HeldFirstPass, lanes) as (publishers, waking, fatal):
         first = commit(engine, waking, 1, "Lanes")
         wait_until(lambda: publishers and publishers[0].holding.is_set(), timeout=20)
         second = commit(engine, waking, 2, "Lanes")
@@ -271,11 +288,6 @@ def test_a_wake_up_during_a_pass_is_relayed_by_an_idle_lane_at_once(
                    message=lambda: f"relayed {relayed_ids(engine)}")
         publishers[0].release.set()
         wait_until(lambda: relayed_ids(engine) == {*first, *second}, timeout=20)
-    finally:
-        for publisher in publishers:
-            publisher.release.set()
-        listener.stop()
-        state.close()
     assert fatal == []
     assert commit_counts(broker_records(broker.data_dir)) == {tx: 1 for tx in [*first, *second]}
 
@@ -296,24 +308,8 @@ class ThreadsSeen(HeldFirstPass):
 def test_one_lane_relays_on_the_listening_thread_and_takes_the_wake_ups_of_a_pass_after_it(
         stack: CeleryStack, broker: BrokerLiteServer) -> None:
     engine = stack.engine
-    dead_redis = f"redis://127.0.0.1:{free_port()}/0"
-    outbox = Outbox(engine=engine, broker=broker.native, relay=RelaySettings(broker_timeout=2.0))
-    publishers: list[ThreadsSeen] = []
-
-    def seen(o: Outbox) -> Publisher:
-        publishers.append(ThreadsSeen(BrokerLitePublisher(o)))
-        return publishers[-1]
-
     assert WAKE.listen_lanes == 1  # the default
-    state = rocketbox_state(make_celery(outbox, broker_url=dead_redis, settings=WAKE,
-                                        publisher_factory=seen))
-    fatal: list[str] = []
-    listener = Listener(state, on_fatal=fatal.append, wait_seconds=0.1)
-    waking = dataclasses.replace(outbox, on_commit=celery_on_commit(
-        make_celery(outbox, broker_url=dead_redis, settings=WAKE)))
-    listener.start()
-    try:
-        wait_until(lambda: listening_backends(stack), timeout=20)
+    with held_listener(stack, broker, ThreadsSeen, WAKE) as (publishers, waking, fatal):
         first = commit(engine, waking, 1, "OneLane")
         wait_until(lambda: publishers and publishers[0].holding.is_set(), timeout=20)
         # committed while the only lane's pass is held: their wake-ups wait for it
@@ -321,14 +317,9 @@ def test_one_lane_relays_on_the_listening_thread_and_takes_the_wake_ups_of_a_pas
         publishers[0].release.set()
         wait_until(lambda: relayed_ids(engine) == {*first, *second}, timeout=20,
                    message=lambda: f"relayed {relayed_ids(engine)}")
-    finally:
-        for publisher in publishers:
-            publisher.release.set()
-        listener.stop()
-        state.close()
     assert fatal == []
     # no hand-off: the thread that read the notifications relayed the rows
-    assert [p.threads for p in publishers] == [{"rocketbox-listener"}]
+    assert [cast(ThreadsSeen, p).threads for p in publishers] == [{"rocketbox-listener"}]
     assert commit_counts(broker_records(broker.data_dir)) == {tx: 1 for tx in [*first, *second]}
 
 
