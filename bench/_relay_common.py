@@ -48,6 +48,7 @@ __all__ = [
     "child",
     "freeze_heap",
     "paced",
+    "percentile",
     "wait_ready",
 ]
 
@@ -183,3 +184,12 @@ async def wait_ready(path: Path, proc: Process) -> None:
     """Until the child wrote ``path`` (its ready file); raises if it exits or times out."""
     await asyncio.to_thread(proc.wait_until, path.exists, READY_TIMEOUT,
                             what=f"{path.name} written", interval=0.02)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0-100) of ``values`` by nearest rank; NaN when empty."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[k]

@@ -171,7 +171,7 @@ def read_records(path: Path) -> dict[str, dict[str, tuple[float, str]]]:
 def leg_summary(rows: Sequence[tuple[str, float, float]],
                 records: dict[str, dict[str, tuple[float, str]]]) -> dict[str, Any]:
     """p50 (ms) and count of every leg over ``rows`` (``(tx_id, committed, visible)``)."""
-    from _relay_runs import percentile
+    from _relay_common import percentile
 
     legs: dict[str, list[float]] = {name: [] for name in LEGS}
     via_listener = 0

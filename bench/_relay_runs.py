@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import settle
-from _relay_common import PEER_TABLE, SIDES, Env, Seen, child, freeze_heap
+from _relay_common import PEER_TABLE, SIDES, Env, Seen, child, freeze_heap, percentile
 from _relay_floors import SERVER_PIDS, broker_floor, cpu_split, relay_floor
 from _relay_legs import leg_summary, read_records, sql_bound
 from _relay_nats import consume_nats
@@ -40,7 +40,6 @@ __all__ = [
     "harness",
     "latency_once",
     "order_for",
-    "percentile",
     "prepare_schema",
     "producer_main",
     "reset_tables",
@@ -166,14 +165,6 @@ async def throughput_once(env: Env, side: str, rows: int, peer_cfg: PeerConfig,
             "complete": complete, "missing": missing, "duplicates": seen.duplicates,
             "unrelayed_rows_after": count_unrelayed(env)[1 if side == "peer" else 0],
             "cpu_s": cpu}
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    k = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-    return ordered[k]
 
 
 async def latency_once(env: Env, side: str, rate: float, seconds: float, peer_cfg: PeerConfig
