@@ -30,7 +30,8 @@ arrived (:class:`_relay_common.Seen`).
   receipt minus the producer's commit (``time.monotonic()``, one clock for
   every process on Linux), the first second left out.
 
-Children run this file: ``python bench/_relay_rabbitmq.py ROLE ...``.
+The children (the relay, the client alone, the target alone, the producer)
+are :mod:`_relay_rabbitmq_children`: ``python bench/_relay_rabbitmq_children.py ROLE ...``.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from _common import REPO_ROOT, add_repository_paths, median, settle
-from _relay_common import PRODUCER_GROUP, Seen, body, paced
+from _relay_common import Seen, body
+from _relay_rabbitmq_children import GO_TIMEOUT, QUEUE, outbox_of
 
 add_repository_paths()
 
@@ -55,151 +57,22 @@ from procgroup import Process  # noqa: E402
 
 __all__ = ["QUEUE", "rabbitmq_side"]
 
-QUEUE = "BenchOrders"
 #: windows (messages in flight) the client baseline tries, each way; the best counts
 WINDOWS = (200, 1000)
 #: the client's two ways of publishing: aio-pika's Exchange.publish, and the target's way
 WAYS = ("exchange", "nowait")
-GO_TIMEOUT = 120.0
+#: the file the children run (``python bench/_relay_rabbitmq_children.py ROLE ...``)
+CHILDREN = Path(__file__).resolve().with_name("_relay_rabbitmq_children.py")
 
 
 def _script(role: str, *args: str, log: Path) -> Process:
-    argv = [sys.executable, str(Path(__file__).resolve()), role, *args]
+    argv = [sys.executable, str(CHILDREN), role, *args]
     return Process(argv, log=log, name=f"rabbitmq-{role}",
                    env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}).start()
 
 
 def _wait_file(path: Path, proc: Process, timeout: float = GO_TIMEOUT) -> None:
     proc.wait_until(path.exists, timeout, what=f"{path.name} written", interval=0.005)
-
-
-def _await_go(go: Path) -> None:
-    pause = threading.Event()
-    deadline = time.monotonic() + GO_TIMEOUT
-    while not go.exists():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"{go} never appeared")
-        pause.wait(0.001)
-
-
-# -- children --------------------------------------------------------------------------------
-
-
-def _outbox(db: str, broker: str) -> Any:
-    from sqlalchemy import create_engine
-
-    from outbox import Outbox
-
-    return Outbox(engine=create_engine(db, pool_size=8), broker=broker,
-                  producer_group=PRODUCER_GROUP)
-
-
-def relay_main(db: str, broker: str, ready: str, go: str, mode: str) -> int:
-    """``drain``: relay every due row once told to go, then exit; ``loop``: until SIGTERM."""
-    from outbox import Relay
-    from outbox.targets.choose import publisher_for
-    from outbox.targets.runner import TargetPublisher
-
-    outbox = _outbox(db, broker)
-    publisher = publisher_for(outbox)
-    assert isinstance(publisher, TargetPublisher)
-    publisher._call(publisher.target.start())  # connected before the clock starts
-    Path(ready).touch()
-    _await_go(Path(go))
-    if mode == "drain":
-        Relay(outbox, publisher).drain()
-    else:
-        idle = threading.Event()
-        relay = Relay(outbox, publisher)
-        while True:
-            if not relay.run_once().claimed:
-                idle.wait(0.001)
-    publisher.close()
-    return 0
-
-
-def raw_main(broker: str, count: int, window: int, way: str, ready: str, go: str) -> int:
-    """Publish ``count`` messages with aio-pika alone, ``window`` in flight, confirmed;
-    ``way``: ``exchange`` (``Exchange.publish``) or ``nowait`` (the target's way)."""
-    import aio_pika
-
-    from outbox.targets.base import OutgoingMessage
-    from outbox.targets.rabbitmq import amqp_message, amqp_properties
-
-    async def run() -> None:
-        connection = await aio_pika.connect(broker, timeout=10)
-        async with connection:
-            channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
-            exchange = channel.default_exchange
-            underlay = await channel.get_underlay_channel()
-            messages = [OutgoingMessage(f"raw-{i}", QUEUE, json.dumps(body(i)).encode(),
-                                        None, (), None, {}) for i in range(count)]
-            Path(ready).touch()
-            await asyncio.to_thread(_await_go, Path(go))
-            for start in range(0, count, window):
-                chunk = messages[start:start + window]
-                if way == "exchange":
-                    await asyncio.gather(*(
-                        exchange.publish(amqp_message(m, app_id=PRODUCER_GROUP),
-                                         routing_key=QUEUE, mandatory=True, timeout=30)
-                        for m in chunk))
-                else:
-                    await asyncio.gather(*(
-                        underlay.basic_publish(  # type: ignore[call-arg]
-                            m.body, routing_key=QUEUE, mandatory=True, wait=False,
-                            properties=amqp_properties(m, app_id=PRODUCER_GROUP))
-                        for m in chunk))
-
-    asyncio.run(run())
-    return 0
-
-
-def alone_main(broker: str, count: int, batch: int, lanes: int, out: str) -> int:
-    """The target alone: ``send_halves`` of ``batch`` rows at a time through its sync
-    publisher, ``lanes`` callers at once (as the relay's lanes call it), no database;
-    writes rows/s to ``out``."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from sqlalchemy import create_engine
-
-    from outbox import Outbox
-    from outbox.targets.base import HalfStored, OutgoingMessage
-    from outbox.targets.choose import publisher_for
-
-    messages = [OutgoingMessage(f"alone-{i}", QUEUE, json.dumps(body(i)).encode(), None, (),
-                                None, {}) for i in range(count)]
-    publisher = publisher_for(Outbox(engine=create_engine("sqlite://"), broker=broker,
-                                     producer_group=PRODUCER_GROUP))
-    publisher.send_halves(messages[:1])  # connected: not timed
-    batches = [messages[s:s + batch] for s in range(1, count, batch)]
-
-    def send(chunk: list[OutgoingMessage]) -> int:
-        return sum(isinstance(o, HalfStored) for o in publisher.send_halves(chunk))
-
-    t0 = time.monotonic()
-    with ThreadPoolExecutor(lanes) as pool:
-        stored = sum(pool.map(send, batches))
-    seconds = time.monotonic() - t0
-    publisher.close()
-    Path(out).write_text(json.dumps({"per_s": stored / seconds, "stored": stored,
-                                     "sent": count - 1}))
-    return 0
-
-
-def producer_main(db: str, broker: str, rate: float, seconds: float, out: str) -> int:
-    """Commit ``rate`` rows a second for ``seconds``; write each commit's monotonic time."""
-    from sqlalchemy.orm import Session
-
-    from outbox import publish
-
-    outbox = _outbox(db, broker)
-    committed: dict[int, float] = {}
-    for i in paced(int(rate * seconds), rate):
-        with Session(outbox.engine) as session, session.begin():
-            publish(session, QUEUE, body(i), outbox=outbox)
-        committed[i] = time.monotonic()
-    Path(out).write_text(json.dumps(committed))
-    return 0
 
 
 # -- the harness -----------------------------------------------------------------------------
@@ -275,7 +148,7 @@ def _commit_backlog(db: str, broker: str, rows: int) -> None:
 
     from outbox import publish
 
-    outbox = _outbox(db, broker)
+    outbox = outbox_of(db, broker)
     for start in range(0, rows, 500):
         with Session(outbox.engine) as session, session.begin():
             for i in range(start, min(rows, start + 500)):
@@ -463,23 +336,3 @@ def rabbitmq_side(work: Path, rows: int, repeat: int, rate: float, seconds: floa
         say(f"  rabbitmq commit-to-visible at {rate:.0f} tx/s: p50 {summary['p50_ms']:.1f} ms, "
             f"p99 {summary['p99_ms']:.1f} ms (medians)")
     return summary
-
-
-def main(argv: list[str]) -> int:
-    role, *rest = argv
-    if role == "relay":
-        return relay_main(*rest)
-    if role == "raw":
-        broker, count, window, way, ready, go = rest
-        return raw_main(broker, int(count), int(window), way, ready, go)
-    if role == "alone":
-        broker, count, batch, lanes, out = rest
-        return alone_main(broker, int(count), int(batch), int(lanes), out)
-    if role == "producer":
-        db, broker, rate, seconds, out = rest
-        return producer_main(db, broker, float(rate), float(seconds), out)
-    raise SystemExit(f"unknown role {role!r}")
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

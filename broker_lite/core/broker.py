@@ -9,14 +9,15 @@ the servers call its methods, schedule its periodic work
 
 Every method is thread-safe and returns quickly: none waits for an fsync.
 Requests and answers are the core's own values (:mod:`broker_lite.core.model`);
-each door translates its wire format to them at its edge.
+each door translates its wire format to them at its edge. The send path
+(routing a message to a queue, making it a record, storing it) is
+:class:`~broker_lite.core.sending.Sender`.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -24,7 +25,6 @@ from broker_lite.core.acl import group_of_system_topic
 from broker_lite.core.clients import Channel, ClientRegistry, allocate_averagely
 from broker_lite.core.config import BrokerConfig
 from broker_lite.core.filtering import parse_tag_expr
-from broker_lite.core.ids import new_msg_id
 from broker_lite.core.log_safe import printable
 from broker_lite.core.model import (
     FOUND,
@@ -45,12 +45,12 @@ from broker_lite.core.model import (
     PullQuery,
     PullResult,
     SendBack,
-    SendResult,
     Sent,
     TopicInfo,
 )
 from broker_lite.core.offsets import OffsetManager
 from broker_lite.core.schedule import DelayService
+from broker_lite.core.sending import Sender
 from broker_lite.core.topics import (
     DLQ_PREFIX,
     RETRY_PREFIX,
@@ -62,7 +62,6 @@ from broker_lite.core.topics import (
 from broker_lite.core.transactions import TransactionService, delivered_view
 from broker_lite.errors import (
     BrokerError,
-    InvalidMessageError,
     MessageNotFoundError,
     NoPermissionError,
     RequestError,
@@ -70,22 +69,14 @@ from broker_lite.errors import (
 )
 from broker_lite.storage import MessageStore, MessageToStore, StoredRecord
 from broker_lite.storage.properties import (
-    KEYS,
     ORIGIN_MESSAGE_ID,
     RETRY_TOPIC,
-    SHARDING_KEY,
-    TAGS,
     UNIQ_KEY,
 )
-from broker_lite.storage.record import pack_host
 
 __all__ = ["Broker"]
 
 log = logging.getLogger("broker_lite.core")
-
-_NO_HOST = b"\x00" * 8
-#: distinct born hosts kept packed; the cache starts over past this many
-_BORN_HOST_CACHE = 4096
 
 
 #: builds the broker's transaction service: :class:`TransactionService` itself, or a
@@ -102,8 +93,6 @@ class Broker:
         self.store = MessageStore(config.store)
         self._listeners: list[Callable[[str, int], None]] = []
         self._listeners_lock = threading.Lock()
-        #: born hosts ("ip:port" of a connection) already packed for records
-        self._born_hosts: dict[str, bytes] = {}
         self.topics = TopicManager(root / "topics.json", auto_create=config.auto_create_topics,
                                    default_queues=config.default_queues)
         for name, queues in SYSTEM_TOPIC_QUEUES.items():
@@ -115,6 +104,9 @@ class Broker:
         self.delays = DelayService(self.store, root / "delay_offsets.json",
                                    time_scale=config.delay_time_scale, notify=self._arrived)
         self.transactions = transactions(self.store, config, self.clients, self._arrived)
+        self._sender = Sender(store=self.store, topics=self.topics,
+                              transactions=self.transactions, delays=self.delays,
+                              notify=self._arrived)
         log.info("broker %s open on %s: log %d..%d, %d pending transactions",
                  config.broker_name, root, self.store.min_offset, self.store.max_offset,
                  self.transactions.pending_count)
@@ -149,144 +141,17 @@ class Broker:
 
     # -- producing ---------------------------------------------------------------
 
-    def _store_message(self, msg: Message, topic: str, queue_id: int, msg_id: str,
-                       born_host: str) -> MessageToStore:
-        props = dict(msg.properties)
-        if msg.tags:
-            props[TAGS] = msg.tags
-        if msg.keys:
-            for key in msg.keys:
-                if not key or " " in key:
-                    raise InvalidMessageError(f"key {key!r} is empty or has a space", field="keys")
-            props[KEYS] = " ".join(msg.keys)
-        if msg.sharding_key:
-            props[SHARDING_KEY] = msg.sharding_key
-        props[UNIQ_KEY] = msg_id
-        return MessageToStore(
-            topic=topic, queue_id=queue_id, body=msg.body, flag=msg.flag, properties=props,
-            born_timestamp=msg.born_timestamp, born_host=self._packed_host(born_host))
-
-    def _packed_host(self, born_host: str) -> bytes:
-        """``"ip:port"`` as a record stores it; cached, since one connection sends many."""
-        packed = self._born_hosts.get(born_host)
-        if packed is None:
-            host, _, port = born_host.rpartition(":")
-            packed = pack_host(host, int(port)) if port.isdigit() else _NO_HOST
-            if len(self._born_hosts) >= _BORN_HOST_CACHE:
-                self._born_hosts.clear()
-            self._born_hosts[born_host] = packed
-        return packed
-
     def send(self, producer_group: str, message: Message, *, born_host: str = "",
              dedupe: bool = True) -> Sent:
-        """Store a message (a half when ``message.transactional``).
-
-        A half whose message id is already stored as a half returns the first
-        one's result; ``dedupe=False`` stores it again, as RocketMQ does.
-        """
-        sent, visible = self._send(producer_group, message, born_host, dedupe=dedupe)
-        if visible:
-            self._arrived(message.topic, sent.result.queue_id)
-        return sent
-
-    def _route(self, message: Message, born_host: str) -> tuple[MessageToStore, str, int]:
-        """The record a message becomes on its topic and queue, its id and queue id."""
-        topic = message.topic
-        if topic in SYSTEM_TOPICS:
-            raise NoPermissionError(f"topic {topic!r} is reserved for the broker")
-        topics = self.topics
-        config = topics.ensure(topic, for_write=True)
-        queue_id = topics.select_queue(config, message.queue_id, message.sharding_key)
-        msg_id = message.msg_id or new_msg_id()
-        return self._store_message(message, topic, queue_id, msg_id, born_host), msg_id, queue_id
-
-    def _send(self, producer_group: str, message: Message,
-              born_host: str, *, dedupe: bool = True) -> tuple[Sent, bool]:
-        """Store one message; also says whether it is visible in its queue now (not a
-        half, not delayed), for the caller to notify arrival listeners."""
-        store_msg, msg_id, queue_id = self._route(message, born_host)
-        topic = message.topic
-        if message.transactional:
-            # RocketMQ strips any delay from a transactional message.
-            result, end = self.transactions.prepare(producer_group, store_msg, msg_id, topic,
-                                                    queue_id, dedupe=dedupe)
-            return Sent(result, end), False
-        deliver_at_ms = message.deliver_at_ms
-        if message.delay_level or (deliver_at_ms and deliver_at_ms > int(time.time() * 1000)):
-            queue_offset, end = self.delays.schedule(
-                store_msg, level=message.delay_level,
-                deliver_at_ms=deliver_at_ms if not message.delay_level else 0)
-            return Sent(SendResult(msg_id=msg_id, topic=topic, queue_id=queue_id,
-                                     queue_offset=queue_offset, commit_log_offset=-1),
-                        end), False
-        put = self.store.put_nowait(store_msg)
-        return Sent(SendResult(msg_id=msg_id, topic=topic, queue_id=queue_id,
-                                 queue_offset=put.queue_offset,
-                                 commit_log_offset=put.physical_offset), put.end_offset), True
+        """Store a message (a half when ``message.transactional``); see
+        :meth:`~broker_lite.core.sending.Sender.send`."""
+        return self._sender.send(producer_group, message, born_host=born_host, dedupe=dedupe)
 
     def send_batch(self, producer_group: str, messages: list[Message], *,
                    born_host: str = "") -> list[Sent | BrokerError]:
-        """Store each message on its own (a refusal does not stop the others), in order.
-
-        Runs of plain messages, and runs of halves, go to the store in one
-        append each (:meth:`MessageStore.put_batch_nowait`: one lock, one
-        clock read); a delayed message is stored on its own. Arrival listeners
-        hear once per queue that got messages, after the batch.
-        """
-        results: list[Sent | BrokerError] = []
-        arrived: dict[tuple[str, int], None] = {}
-        run: list[tuple[MessageToStore, str, int]] = []
-        run_halves = False
-        try:
-            for message in messages:
-                half = message.transactional
-                if not half and (message.delay_level or message.deliver_at_ms):
-                    self._store_run(producer_group, run, run_halves, results, arrived)
-                    try:
-                        sent, visible = self._send(producer_group, message, born_host)
-                    except BrokerError as exc:
-                        results.append(exc)
-                        continue
-                    results.append(sent)
-                    if visible:
-                        arrived[(message.topic, sent.result.queue_id)] = None
-                    continue
-                if half != run_halves:
-                    self._store_run(producer_group, run, run_halves, results, arrived)
-                    run_halves = half
-                try:
-                    run.append(self._route(message, born_host))
-                except BrokerError as exc:  # refused before the store: answered in order
-                    self._store_run(producer_group, run, run_halves, results, arrived)
-                    results.append(exc)
-            self._store_run(producer_group, run, run_halves, results, arrived)
-        finally:
-            for topic, queue_id in arrived:
-                self._arrived(topic, queue_id)
-        return results
-
-    def _store_run(self, producer_group: str, run: list[tuple[MessageToStore, str, int]],
-                   halves: bool, results: list[Sent | BrokerError],
-                   arrived: dict[tuple[str, int], None]) -> None:
-        """Store a run of routed plain messages (or halves) in one append; empty ``run``."""
-        if not run:
-            return
-        if halves:
-            for outcome in self.transactions.prepare_batch(
-                    producer_group, [(msg, msg_id, msg.topic, queue_id)
-                                     for msg, msg_id, queue_id in run]):
-                results.append(outcome if isinstance(outcome, BrokerError)
-                               else Sent(outcome[0], outcome[1]))
-        else:
-            puts = self.store.put_batch_nowait([msg for msg, _id, _queue in run])
-            for (msg, msg_id, queue_id), put in zip(run, puts, strict=True):
-                if isinstance(put, BrokerError):
-                    results.append(put)
-                    continue
-                results.append(Sent(SendResult(msg_id, msg.topic, queue_id, put.queue_offset,
-                                               put.physical_offset), put.end_offset))
-                arrived[(msg.topic, queue_id)] = None
-        run.clear()
+        """Store each message on its own, in order; see
+        :meth:`~broker_lite.core.sending.Sender.send_batch`."""
+        return self._sender.send_batch(producer_group, messages, born_host=born_host)
 
     def transaction_topic(self, transaction_id: str, commit_log_offset: int = -1) -> str | None:
         """The real topic of the half an end names; ``None`` when there is no such half."""

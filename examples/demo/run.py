@@ -1,12 +1,15 @@
-"""The demo's run: the orders it sends, the parts it starts, and its command line."""
+"""The demo's run: the parts it starts, the orders it sends, its summary, its command line.
+
+The orders are :mod:`examples.demo.orders`; the targets :mod:`examples.demo.targets`
+(and :mod:`examples.demo.nats_part`); the ACL's accounts :mod:`examples.demo.accounts`;
+the Spark audit :mod:`examples.demo.spark_part`.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import collections
 import contextlib
-import http.client
 import json
 import os
 import re
@@ -17,7 +20,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,6 +29,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from examples.demo.accounts import demo_acl, keys_of, signed_as
 from examples.demo.audit import (
     BASE_SLO,
     Outcome,
@@ -38,7 +41,16 @@ from examples.demo.audit import (
     spark_available,
 )
 from examples.demo.nats_part import EXPORT, export_records, start_nats_part
+from examples.demo.orders import plan, post
 from examples.demo.parts import REPO, DemoError, RelaySupervisor, poll
+from examples.demo.spark_part import audit_command, spark_audit
+from examples.demo.targets import (
+    BROKER_FLAGS,
+    TARGETS,
+    broker_address,
+    rabbitmq_export,
+    rabbitmq_node,
+)
 from outbox.targets.address import redacted_address
 from procgroup import Process, ProcessError
 
@@ -46,97 +58,6 @@ __all__ = ["DemoError", "build_parser", "main"]
 
 SHOP = "examples.flask_shop.run"
 _READY = re.compile(r"broker_lite ready native=(\S+) grpc=(\S+)")
-
-
-# -- orders ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Order:
-    ref: str
-    item: str
-    qty: int
-    kind: str  # "ok", "crash" (the relay dies between half and commit), "unknown", "too_many"
-
-
-def plan(count: int) -> list[Order]:
-    """A fixed mix: about 80 % plain, 4 % relay crashes, the rest rolled back."""
-    orders = []
-    items = ("tea", "coffee", "cake", "scone")
-    for i in range(count):
-        if i % 25 == 7:
-            kind, item, qty = "crash", items[i % 4], 1 + i % 5
-        elif i % 13 == 5:
-            kind, item, qty = "unknown", "unicorn", 1
-        elif i % 11 == 3:
-            kind, item, qty = "too_many", items[i % 4], 99
-        else:
-            kind, item, qty = "ok", items[i % 4], 1 + i % 5
-        prefix = "crash-" if kind == "crash" else "order-"
-        orders.append(Order(f"{prefix}{uuid.uuid4().hex[:12]}", item, qty, kind))
-    return orders
-
-
-def post(address: str, order: Order) -> tuple[int, dict[str, Any]]:
-    host, port = address.rsplit(":", 1)
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        body = json.dumps({"ref": order.ref, "item": order.item, "qty": order.qty})
-        conn.request("POST", "/orders", body=body, headers={"Content-Type": "application/json"})
-        response = conn.getresponse()
-        raw = response.read()
-        try:
-            data = json.loads(raw or b"{}")
-        except ValueError:
-            data = {"raw": raw.decode("utf-8", "replace")}
-        return response.status, data
-    finally:
-        conn.close()
-
-
-def audit_command(work: Path, slo: float, as_of: str, *, export: Path | None = None
-                  ) -> list[str]:
-    """The Spark audit the demo runs, as ``rocketbox audit`` arguments.
-
-    ``--grace 0``: the demo waited until every committed order was consumed,
-    so nothing is in flight any more and every row is judged, none left
-    ``pending``. ``--as-of`` fixes the audit's clock, and ``--slo`` is the
-    demo's (see :data:`audit.BASE_SLO`): the same command run again later
-    says the same.
-    """
-    broker = ["--commitlog", str(work / "broker")] if export is None else \
-        ["--broker-export", str(export)]
-    return ["--jdbc-url", f"jdbc:sqlite:{work / 'shop.sqlite'}", *broker,
-            "--grace", "0", "--slo", f"{slo:.1f}", "--as-of", as_of]
-
-
-def spark_audit(demo: Demo, env: dict[str, str], timeout: float, args: list[str]
-                ) -> tuple[str, dict[str, int]]:
-    """Run ``spark.audit_job args`` over the demo's files: what it said, and divergent counts.
-
-    The counts are the audit's divergent transactions per category (from its
-    ``--json`` summary); empty when it found none or could not run.
-    """
-    work = demo.work
-    part = demo.part("spark-audit", [sys.executable, "-m", "spark.audit_job", *args,
-                                     "--json", str(work / "audit.json"),
-                                     "--html", str(work / "audit.html"), "--quiet"], env)
-    try:
-        code = part.wait(timeout)
-    except subprocess.TimeoutExpired:
-        part.stop()
-        return f"timed out after {timeout:.0f}s (skipped)", {}
-    if code == 0:
-        return f"clean (report: {work / 'audit.html'})", {}
-    if code == 1:
-        summary = json.loads((work / "audit.json").read_text(encoding="utf-8"))
-        counts = {str(c): int(n) for c, n in summary["counts"].items()
-                  if c not in ("ok", "pending") and n}
-        if not counts:  # categories the demo does not know: the total still counts
-            counts = {"divergent": int(summary.get("divergent") or 1)}
-        return f"divergences (see {work / 'audit.json'})", counts
-    tail = part.output().strip().splitlines()[-1:] or ["no output"]
-    return f"could not run, skipped: {tail[0]} (log: {part.log_path})", {}
 
 
 # -- running it ----------------------------------------------------------------------------
@@ -191,121 +112,6 @@ def _terminating(demo: Demo) -> Iterator[None]:
             signal.signal(signal.SIGTERM, previous)
 
 
-#: ``--target``: broker_lite's native door, its gRPC door as RocketMQ 5's proxy behaves,
-#: a private nats-server with JetStream (examples/demo/nats_part.py), or a RabbitMQ node
-#: (started as the tests start one; the shop's Orders is a stream)
-TARGETS = ("broker-lite", "rocketmq-proxy", "nats", "rabbitmq")
-#: broker_lite's flags per target (check-backs a second after a half is left open)
-_BROKER_FLAGS = {
-    "broker-lite": ("--tx-timeout", "1", "--tx-check-interval", "0.5", "--auto-create-topics"),
-    # strict proxy mode: topics must be typed TRANSACTION (created below, as mqadmin would)
-    "rocketmq-proxy": ("--grpc-proxy-semantics", "--tx-timeout", "1",
-                       "--tx-check-interval", "0.5"),
-}
-
-
-def demo_acl() -> dict[str, Any]:
-    """``--acl``: one account per part, each with only what it needs (docs/acl.md)."""
-
-    def allow(resource: str, *actions: str) -> dict[str, Any]:
-        return {"resource": resource, "actions": list(actions)}
-
-    def account(name: str, *policies: dict[str, Any], admin: bool = False) -> dict[str, Any]:
-        return {"access_key": name, "secret_key": f"{name}-{uuid.uuid4().hex}",
-                "admin": admin, "policies": list(policies)}
-
-    # the relay sends halves (producer group "shop") and ends them, connected as group
-    # "shop-relay" so that check-backs go to the checker, which answers them (Pub on the
-    # producer group and on the halves' topic, Orders); the inventory consumes Orders
-    # (to a RocketMQ proxy the start-up probe asks the route of "rocketbox-probe": Get)
-    probe = allow("Topic:rocketbox-probe", "Get")
-    return {"version": 2, "accounts": [
-        account("admin", admin=True),
-        account("relay", allow("Topic:Orders", "Pub"), allow("Group:shop", "Pub"),
-                allow("Group:shop-relay", "Pub"), probe),
-        account("checker", allow("Topic:Orders", "Pub"), allow("Group:shop", "Pub"),
-                allow("Group:shop-relay", "Pub"), probe),  # its start-up probe: shop-relay
-        account("inventory", allow("Topic:Orders", "Sub"), allow("Group:inventory", "Sub"),
-                probe),
-    ]}
-
-
-def _keys(acl: dict[str, Any] | None, name: str) -> tuple[str, str] | None:
-    if acl is None:
-        return None
-    found = next(a for a in acl["accounts"] if a["access_key"] == name)
-    return found["access_key"], found["secret_key"]
-
-
-def _as(env: dict[str, str], keys: tuple[str, str] | None, *,
-        prefix: str = "SHOP_") -> dict[str, str]:
-    """``env`` signed as an account (``SHOP_ACCESS_KEY``...), or as it is without an ACL."""
-    if keys is None:
-        return env
-    return {**env, f"{prefix}ACCESS_KEY": keys[0], f"{prefix}SECRET_KEY": keys[1]}
-
-
-def _broker_address(target: str, native: str, grpc: str,
-                    admin: tuple[str, str] | None = None) -> str:
-    """What the shop's parts are given: broker_lite's native door, or a RocketMQ proxy."""
-    if target == "broker-lite" and admin is None:
-        return native
-    from broker_lite.client import Admin
-    from examples.flask_shop.inventory import TOPIC
-
-    access_key, secret_key = admin if admin is not None else (None, None)
-    with Admin(native, access_key=access_key, secret_key=secret_key) as admin_client:
-        if target == "broker-lite":
-            if admin is not None:  # under an ACL topics are made by an admin, not on first use
-                admin_client.create_topic(TOPIC)
-            return native
-        admin_client.create_topic(TOPIC, attributes={"message.type": "TRANSACTION"})
-    return f"rocketmq://{grpc}"
-
-
-def _rabbitmq(stack: contextlib.ExitStack) -> str:
-    """A RabbitMQ node started as ``make test`` starts one (a plain process on private
-    loopback ports, tests/support/rabbitmq_server.py), and the shop's topic as a stream
-    (the export re-reads it for the audit): the node's URL."""
-    import aio_pika
-
-    from examples.flask_shop.inventory import TOPIC
-    from tests.support.rabbitmq_server import start_rabbitmq
-    from tests.support.servers import ServerUnavailable
-
-    try:
-        node = stack.enter_context(start_rabbitmq())
-    except ServerUnavailable as exc:
-        raise DemoError(f"--target rabbitmq: {exc}") from None
-
-    async def declare() -> None:
-        connection = await aio_pika.connect(node.url, timeout=30)
-        async with connection:
-            channel = await connection.channel()
-            await channel.declare_queue(TOPIC, durable=True,
-                                        arguments={"x-queue-type": "stream"})
-
-    asyncio.run(declare())
-    return node.url
-
-
-def _rabbitmq_export(work: Path, url: str) -> Path:
-    """What the node's stream holds, as a broker export (``rocketbox broker-export``)."""
-    from sqlalchemy import create_engine
-
-    from examples.flask_shop.inventory import TOPIC
-    from outbox import Outbox
-    from outbox.targets.choose import export_messages
-
-    out = work / "export.jsonl"
-    engine = create_engine("sqlite://")
-    try:
-        export_messages(Outbox(engine=engine, broker=url), out, source=TOPIC)
-    finally:
-        engine.dispose()
-    return out
-
-
 def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str,
         spark_timeout: float = 600.0, target: str = "broker-lite", acl: bool = False) -> int:
     started = time.monotonic()
@@ -332,28 +138,29 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
             broker, address = start_nats_part(demo, work)
             env = _env(work, address)
         elif rabbitmq:
-            env = _env(work, _rabbitmq(servers))
+            env = _env(work, rabbitmq_node(servers))
         else:
             broker = demo.part("broker", [python, "-m", "broker_lite", "serve", "--data-dir",
                                           str(work / "broker"), "--port", "0", "--grpc-port",
-                                          "0", *_BROKER_FLAGS[target], *acl_flags],
+                                          "0", *BROKER_FLAGS[target], *acl_flags],
                                dict(os.environ, PYTHONUNBUFFERED="1"))
             ready = broker.wait_for(_READY, 60)
-            env = _env(work, _broker_address(target, ready.group(1), ready.group(2),
-                                             _keys(accounts, "admin")))
+            env = _env(work, broker_address(target, ready.group(1), ready.group(2),
+                                             keys_of(accounts, "admin")))
         migrated = subprocess.run([python, "-m", SHOP, "migrate"], env=env, cwd=REPO,
                                   capture_output=True, text=True, timeout=120)
         if migrated.returncode != 0:
             raise DemoError(f"migrate failed:\n{migrated.stdout}{migrated.stderr}")
         checker = demo.part("checker", [python, "-m", SHOP, "checker"],
-                            _as(env, _keys(accounts, "checker")))
+                            signed_as(env, keys_of(accounts, "checker")))
         inventory = demo.part("inventory", [python, "-m", SHOP, "inventory"],
-                              _as(env, _keys(accounts, "inventory"), prefix="SHOP_INVENTORY_"))
+                              signed_as(env, keys_of(accounts, "inventory"),
+                                        prefix="SHOP_INVENTORY_"))
         # no relay kills on RabbitMQ: a kill between the confirm and the mark sends the row
         # again, a second message the audits count (tests/targets/rabbitmq kills it there)
         crash = [] if rabbitmq else ["--demo-crash-dir", str(work / "crashed")]
         relay = demo.part("relay", [python, "-m", SHOP, "relay", *crash],
-                          _as(env, _keys(accounts, "relay")))
+                          signed_as(env, keys_of(accounts, "relay")))
         web = demo.part("web", [python, "-m", SHOP, "web", "--port", "0"], env)
         checker.wait_for("checker ready", 90)
         inventory.wait_for("inventory ready", 90)
@@ -414,7 +221,7 @@ def run(orders: int, work: Path, console: Console, *, timeout: float, spark: str
         if target == "nats":
             records, export = export_records(env["SHOP_BROKER"], work), work / EXPORT
         elif rabbitmq:
-            export = _rabbitmq_export(work, env["SHOP_BROKER"])
+            export = rabbitmq_export(work, env["SHOP_BROKER"])
             records = exported_records(export)
         result = audit(work, ok_refs, failed_refs, records=records)
         timings["audit"] = time.monotonic() - auditing

@@ -36,7 +36,7 @@ from aio_pika.abc import AbstractIncomingMessage
 from outbox.broker_export import ExportedMessage, body_sha256, write_export
 from outbox.config import Outbox
 from outbox.errors import ConfigurationError
-from outbox.targets.rabbitmq import PUBLISHED_MS_HEADER, AmqpSettings, connect
+from outbox.targets.rabbitmq_amqp import PUBLISHED_MS_HEADER, AmqpSettings, connect
 
 __all__ = ["IDLE_END", "export_messages", "exported", "read_stream"]
 
