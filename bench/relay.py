@@ -72,7 +72,14 @@ from _common import (
 )
 from _relay_common import ENQUEUE_WINDOW_ENV, LISTEN_ENV, LISTEN_LANES_ENV, SIDES, Env
 from _relay_legs import LEGS, LEGS_ENV
-from _relay_nats import NATS_REDIS_DB, floor_line, raw_rate
+from _relay_nats import (
+    NATS_REDIS_DB,
+    ceiling,
+    ceiling_line,
+    floor_line,
+    raw_rate,
+    sql_bound_cpu,
+)
 from _relay_ours import (
     ours_celery_app,
     ours_listen,
@@ -133,7 +140,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             if "nats" in args.sides:
                 from tests.support.nats_server import start_nats
 
-                env.nats_url = stack.enter_context(start_nats()).url
+                nats_server = stack.enter_context(start_nats())
+                env.nats_url = nats_server.url
+                if nats_server.process is not None:  # its CPU goes into the ceiling
+                    from _relay_floors import SERVER_PIDS
+
+                    SERVER_PIDS["nats"] = nats_server.process.pid
                 env.nats_redis = other_redis_db(env.redis, NATS_REDIS_DB)
                 env.nats_app = ours_celery_app(env, "nats")
             configs = [PeerConfig.parse(c) for c in args.peer_configs.split(",")]
@@ -283,13 +295,16 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
                 bound.append(b)
             if side == "nats":
                 base = raw_rate(env.nats_url, args.raw_rows, args.batch_size, args.drain_lanes)
-                base["sql_bound"] = asyncio.run(bound_once(env, args.rows, args.batch_size))
+                base["sql_bound"] = asyncio.run(sql_bound_cpu(env, args.rows, args.batch_size))
+                base["ceiling"] = ceiling(base, base["sql_bound"], len(os.sched_getaffinity(0)))
+                base["relay_per_s"] = r["per_s"]
                 env.nats_raw.append(base)
                 say(f"  throughput rep {rep + 1} client  : {base['per_s']:8,.0f} msg/s "
                     "(nats-py alone, confirmed publishes, best of windows "
                     + ", ".join(f"{t['window']}: {t['per_s']:,.0f}" for t in base["trials"])
                     + f"); nats/client {r['per_s'] / base['per_s']:.2f}x")
                 say(floor_line(rep + 1, r["per_s"], base, base["sql_bound"]))
+                say(ceiling_line(rep + 1, base["ceiling"]))
             if side == "rocketmq":
                 base = raw_best(env, args.raw_rows, args.timeout)
                 raw.append(base)

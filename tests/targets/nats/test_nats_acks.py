@@ -43,7 +43,7 @@ def engine(postgres_server: PostgresServer) -> Iterator[Engine]:
 
 def _positions(engine: Engine) -> dict[str, str | None]:
     with engine.connect() as conn:
-        return dict(conn.execute(select(t.c.tx_id, t.c.broker_position)).all())  # type: ignore[arg-type]
+        return dict(conn.execute(select(t.c.tx_id, t.c.broker_position)).all())
 
 
 @pytest.mark.timeout(120)
