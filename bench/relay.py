@@ -62,6 +62,7 @@ from importlib import metadata as importlib_metadata
 from typing import Any
 
 from _common import (
+    RESULTS_DIR,
     exit_on_sigterm,
     git_state,
     load_average,
@@ -69,6 +70,7 @@ from _common import (
     render_saved,
     save_result,
     scratch_dir,
+    write_json,
 )
 from _relay_common import ENQUEUE_WINDOW_ENV, LISTEN_ENV, LISTEN_LANES_ENV, SIDES, Env
 from _relay_legs import LEGS, LEGS_ENV
@@ -77,6 +79,7 @@ from _relay_nats import (
     ceiling,
     ceiling_line,
     floor_line,
+    nats_summary,
     raw_rate,
     sql_bound_cpu,
 )
@@ -161,6 +164,13 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             finally:
                 stop_ours_worker(env)
             bl_version = "broker_lite (this repository)"
+            nats_runs = list(env.nats_raw)
+    if nats_runs and not args.quick:  # the nats side's floors and ceiling, saved on their own
+        head = result_head("relay-nats", {"source": "working tree", **git}, machine,
+                           load_before)
+        path = RESULTS_DIR / "relay-nats.json"
+        write_json(path, {**head, "nats": nats_summary(nats_runs)})
+        say(f"wrote {path} (the nats side's floors and ceiling)")
     if args.restricted:
         return {}
     result = summarise(args, tp, lat, best, trials)
@@ -170,6 +180,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         result["sql_bound"] = bound_summary(tp["ours"], bound)
     if raw:
         result["rocketmq_client"] = client_summary(tp["rocketmq"], raw, args.raw_rows)
+    if nats_runs:
+        result["nats"] = nats_summary(nats_runs)
     result.update({
         **result_head("relay", {"source": "working tree", **git}, machine, load_before),
         "versions": versions(), "broker": bl_version,
