@@ -222,7 +222,9 @@ def ceiling_line(rep: int, top: dict[str, Any]) -> str:
             f"exceed {top['per_s']:,.0f} rows/s = {top['of_raw']:.2f}x raw "
             f"({top['with_target_of_raw']:.2f}x with our target's publish; "
             f"{top['of_raw_cpu_bound']:.2f}x of raw's own CPU bound "
-            f"{top['raw_cpu_bound_per_s']:,.0f} msg/s)")
+            f"{top['raw_cpu_bound_per_s']:,.0f} msg/s)"
+            + (f"; the relay worker's own Python {top['relay_worker_cpu_us_per_row']:.1f} us "
+               f"a row" if "relay_worker_cpu_us_per_row" in top else ""))
 
 
 def floor_line(rep: int, relay_per_s: float, base: dict[str, Any],

@@ -310,6 +310,10 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
                 base["sql_bound"] = asyncio.run(sql_bound_cpu(env, args.rows, args.batch_size))
                 base["ceiling"] = ceiling(base, base["sql_bound"], len(os.sched_getaffinity(0)))
                 base["relay_per_s"] = r["per_s"]
+                worker_cpu = (r.get("cpu_s") or {}).get("worker")
+                if worker_cpu is not None:  # the relay worker's own Python, per row
+                    base["ceiling"]["relay_worker_cpu_us_per_row"] = \
+                        worker_cpu / args.rows * 1e6
                 env.nats_raw.append(base)
                 say(f"  throughput rep {rep + 1} client  : {base['per_s']:8,.0f} msg/s "
                     "(nats-py alone, confirmed publishes, best of windows "
