@@ -30,8 +30,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SERVER_PIDS", "InProcessTarget", "broker_floor", "cpu_of", "cpu_split",
-           "relay_floor"]
+__all__ = ["SERVER_PIDS", "InProcessTarget", "broker_floor", "cpu_by_process", "cpu_of",
+           "cpu_split", "relay_floor"]
 
 #: the harness's servers, by name (``postgres``, ``broker``): filled by ``harness()``
 SERVER_PIDS: dict[str, int] = {}
@@ -44,6 +44,12 @@ def cpu_of(root: int) -> float:
     A descendant that exited is not counted (a PostgreSQL backend that closed
     during a run); the runs keep their connections open.
     """
+    return sum(cpu_by_process(root).values())
+
+
+def cpu_by_process(root: int) -> dict[str, float]:
+    """CPU seconds used so far by ``root`` and each live descendant, by ``PID NAME`` (its
+    ``/proc`` command line, cut short)."""
     parent: dict[int, int] = {}
     spent: dict[int, float] = {}
     for entry in os.scandir("/proc"):
@@ -57,15 +63,21 @@ def cpu_of(root: int) -> float:
         pid = int(entry.name)
         parent[pid] = int(fields[1])
         spent[pid] = (int(fields[11]) + int(fields[12])) / _TICK
-    total, todo = 0.0, [root]
+    out: dict[str, float] = {}
+    todo = [root]
     children: dict[int, list[int]] = {}
     for pid, ppid in parent.items():
         children.setdefault(ppid, []).append(pid)
     while todo:
         pid = todo.pop()
-        total += spent.get(pid, 0.0)
+        if pid in spent:
+            try:
+                name = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                name = b"?"
+            out[f"{pid} {name.decode(errors='replace').strip()[:60]}"] = spent[pid]
         todo.extend(children.get(pid, ()))
-    return total
+    return out
 
 
 def cpu_split(pids: dict[str, int]) -> Callable[[], dict[str, float]]:

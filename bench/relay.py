@@ -62,6 +62,7 @@ from importlib import metadata as importlib_metadata
 from typing import Any
 
 from _common import (
+    RESULTS_DIR,
     exit_on_sigterm,
     git_state,
     load_average,
@@ -69,10 +70,19 @@ from _common import (
     render_saved,
     save_result,
     scratch_dir,
+    write_json,
 )
 from _relay_common import ENQUEUE_WINDOW_ENV, LISTEN_ENV, LISTEN_LANES_ENV, SIDES, Env
 from _relay_legs import LEGS, LEGS_ENV
-from _relay_nats import NATS_REDIS_DB, floor_line, raw_rate
+from _relay_nats import (
+    NATS_REDIS_DB,
+    ceiling,
+    ceiling_line,
+    floor_line,
+    nats_summary,
+    raw_rate,
+    sql_bound_cpu,
+)
 from _relay_ours import (
     ours_celery_app,
     ours_listen,
@@ -133,7 +143,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             if "nats" in args.sides:
                 from tests.support.nats_server import start_nats
 
-                env.nats_url = stack.enter_context(start_nats()).url
+                nats_server = stack.enter_context(start_nats())
+                env.nats_url = nats_server.url
+                if nats_server.process is not None:  # its CPU goes into the ceiling
+                    from _relay_floors import SERVER_PIDS
+
+                    SERVER_PIDS["nats"] = nats_server.process.pid
                 env.nats_redis = other_redis_db(env.redis, NATS_REDIS_DB)
                 env.nats_app = ours_celery_app(env, "nats")
             configs = [PeerConfig.parse(c) for c in args.peer_configs.split(",")]
@@ -149,6 +164,13 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             finally:
                 stop_ours_worker(env)
             bl_version = "broker_lite (this repository)"
+            nats_runs = list(env.nats_raw)
+    if nats_runs and not args.quick:  # the nats side's floors and ceiling, saved on their own
+        head = result_head("relay-nats", {"source": "working tree", **git}, machine,
+                           load_before)
+        path = RESULTS_DIR / "relay-nats.json"
+        write_json(path, {**head, "nats": nats_summary(nats_runs)})
+        say(f"wrote {path} (the nats side's floors and ceiling)")
     if args.restricted:
         return {}
     result = summarise(args, tp, lat, best, trials)
@@ -158,6 +180,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         result["sql_bound"] = bound_summary(tp["ours"], bound)
     if raw:
         result["rocketmq_client"] = client_summary(tp["rocketmq"], raw, args.raw_rows)
+    if nats_runs:
+        result["nats"] = nats_summary(nats_runs)
     result.update({
         **result_head("relay", {"source": "working tree", **git}, machine, load_before),
         "versions": versions(), "broker": bl_version,
@@ -283,13 +307,20 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
                 bound.append(b)
             if side == "nats":
                 base = raw_rate(env.nats_url, args.raw_rows, args.batch_size, args.drain_lanes)
-                base["sql_bound"] = asyncio.run(bound_once(env, args.rows, args.batch_size))
+                base["sql_bound"] = asyncio.run(sql_bound_cpu(env, args.rows, args.batch_size))
+                base["ceiling"] = ceiling(base, base["sql_bound"], len(os.sched_getaffinity(0)))
+                base["relay_per_s"] = r["per_s"]
+                worker_cpu = (r.get("cpu_s") or {}).get("worker")
+                if worker_cpu is not None:  # the relay worker's own Python, per row
+                    base["ceiling"]["relay_worker_cpu_us_per_row"] = \
+                        worker_cpu / args.rows * 1e6
                 env.nats_raw.append(base)
                 say(f"  throughput rep {rep + 1} client  : {base['per_s']:8,.0f} msg/s "
                     "(nats-py alone, confirmed publishes, best of windows "
                     + ", ".join(f"{t['window']}: {t['per_s']:,.0f}" for t in base["trials"])
                     + f"); nats/client {r['per_s'] / base['per_s']:.2f}x")
                 say(floor_line(rep + 1, r["per_s"], base, base["sql_bound"]))
+                say(ceiling_line(rep + 1, base["ceiling"]))
             if side == "rocketmq":
                 base = raw_best(env, args.raw_rows, args.timeout)
                 raw.append(base)

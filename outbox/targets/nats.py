@@ -44,15 +44,16 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from nats.js.api import PubAck
 
 from outbox.config import Outbox
 from outbox.errors import BrokerUnreachableError, ConfigurationError, RowFault, RowRefusedError
 from outbox.targets.base import EndOutcome, HalfOutcome, HalfStored, OutgoingMessage, TxEnd, TxEnded
+from outbox.targets.nats_acks import Acked, AckInbox
 from outbox.targets.nats_stream import StreamFacts, stream_problem, subject_for
 
-__all__ = ["GROUP_HEADER", "KEYS_HEADER", "MSG_ID_HEADER", "RECONNECT_WAIT", "TAG_HEADER",
-           "NatsTarget", "connect", "headers_for", "position_of", "server_urls"]
+__all__ = ["EXPECTED_STREAM_HEADER", "GROUP_HEADER", "KEYS_HEADER", "MSG_ID_HEADER",
+           "RECONNECT_WAIT", "TAG_HEADER", "NatsTarget", "connect", "headers_for", "position_of",
+           "server_urls"]
 
 log = logging.getLogger("rocketbox.relay")
 
@@ -62,6 +63,8 @@ MSG_ID_HEADER = "Nats-Msg-Id"
 TAG_HEADER = "Rocketbox-Tag"
 KEYS_HEADER = "Rocketbox-Keys"
 GROUP_HEADER = "Rocketbox-Message-Group"
+#: the stream checked for the row's topic: JetStream refuses the row if another takes it
+EXPECTED_STREAM_HEADER = "Nats-Expected-Stream"
 #: the client retries a lost connection this often (seconds)
 RECONNECT_WAIT = 0.5
 #: errors that say the request did not get through (no row is at fault)
@@ -186,6 +189,7 @@ class NatsTarget:
         self._streams: dict[str, str] = {}
         self._warned: set[str] = set()
         self._starting = asyncio.Lock()
+        self._acks = AckInbox()
 
     def on_reconnect(self, callback: Callable[[], None]) -> None:
         self._callbacks.append(callback)
@@ -202,6 +206,8 @@ class NatsTarget:
                     self._outbox, name=f"{self._outbox.producer_group}-relay",
                     reconnected=self._reconnected)
                 self._js = self._client.jetstream(timeout=self._timeout)
+                self._acks = AckInbox()
+                await self._acks.start(self._client)
 
     async def close(self) -> None:
         client, self._client, self._js = self._client, None, None
@@ -228,9 +234,11 @@ class NatsTarget:
                 continue
             chains.setdefault(msg.message_group or f"\0{msg.tx_id}", []).append(msg)
         unreachable: list[BaseException] = []
+        client = self._client
+        assert client is not None
         loose = [chain[0] for chain in chains.values() if chain[0].message_group is None]
-        await asyncio.gather(self._publish_loose(js, loose, outcomes, unreachable),
-                             *(self._publish_chain(js, chain, outcomes, unreachable)
+        await asyncio.gather(self._publish_batch(client, loose, outcomes, unreachable),
+                             *(self._publish_chain(client, chain, outcomes, unreachable)
                                for chain in chains.values() if chain[0].message_group))
         if unreachable and len(unreachable) == len(chains) == len(outcomes) - _held(outcomes):
             # every publish went unanswered, and nothing else happened: no row is at fault
@@ -238,62 +246,58 @@ class NatsTarget:
                                          f"{_text(unreachable[0])}") from unreachable[0]
         return [outcomes[msg.tx_id] for msg in messages]
 
-    async def _publish_chain(self, js: JetStreamContext, chain: list[OutgoingMessage],
+    async def _publish_chain(self, client: Client, chain: list[OutgoingMessage],
                              outcomes: dict[str, HalfOutcome],
                              unreachable: list[BaseException]) -> None:
-        """Publish ``chain`` (one message group, or one ungrouped row) in order; after a
-        failure the rest is not published (held back by the relay behind it)."""
+        """Publish ``chain`` (one message group) in order, each row after the previous
+        one's ack; after a failure the rest is not published (held back by the relay
+        behind it)."""
         for index, msg in enumerate(chain):
-            outcome = await self._publish(js, msg, unreachable)
-            outcomes[msg.tx_id] = outcome
-            if isinstance(outcome, RowRefusedError):
+            await self._publish_batch(client, [msg], outcomes, unreachable)
+            if isinstance(outcomes[msg.tx_id], RowRefusedError):
                 for rest in chain[index + 1:]:
                     outcomes[rest.tx_id] = HalfStored(rest.tx_id, rest.topic)
                 return
 
-    async def _publish_loose(self, js: JetStreamContext, loose: list[OutgoingMessage],
+    async def _publish_batch(self, client: Client, batch: list[OutgoingMessage],
                              outcomes: dict[str, HalfOutcome],
                              unreachable: list[BaseException]) -> None:
-        """Publish rows without a group all at once (``publish_async``), then wait for
-        their acks with one deadline (``broker_timeout``)."""
-        sent: list[tuple[OutgoingMessage, asyncio.Future[PubAck]]] = []
-        for msg in loose:
-            headers = headers_for(msg, self.description)
-            if isinstance(headers, RowRefusedError):
-                outcomes[msg.tx_id] = headers
-                continue
-            try:
-                sent.append((msg, await js.publish_async(
-                    msg.topic, msg.body, stream=self._streams.get(msg.topic),
-                    headers=headers)))
-            except Exception as exc:
-                outcomes[msg.tx_id] = self._failed(msg, exc, unreachable)
-        if not sent:
-            return
-        await asyncio.wait([future for _msg, future in sent], timeout=self._timeout)
-        for msg, future in sent:
-            if not future.done():
-                future.cancel()
-                outcomes[msg.tx_id] = self._failed(msg, nats.errors.TimeoutError(), unreachable)
-            elif future.exception() is not None:
-                outcomes[msg.tx_id] = self._failed(msg, future.exception(), unreachable)
-            else:
-                outcomes[msg.tx_id] = self._stored(msg, future.result())
-
-    async def _publish(self, js: JetStreamContext, msg: OutgoingMessage,
-                       unreachable: list[BaseException]) -> HalfOutcome:
-        headers = headers_for(msg, self.description)
-        if isinstance(headers, RowRefusedError):
-            return headers
-        stream = self._streams.get(msg.topic)
+        """Publish ``batch`` all at once, each row with its own reply subject, then wait
+        for their acks with one deadline (``broker_timeout``): each row's outcome is the
+        answer to its own publish (:mod:`outbox.targets.nats_acks`)."""
+        acks, streams = self._acks, self._streams
+        number, reply_to, slots = acks.open(len(batch))
         try:
-            ack = await js.publish(subject_for(msg.topic, msg.message_group), msg.body,
-                                   timeout=self._timeout, stream=stream, headers=headers)
-        except Exception as exc:
-            return self._failed(msg, exc, unreachable)
-        return self._stored(msg, ack)
+            for index, msg in enumerate(batch):
+                headers = headers_for(msg, self.description)
+                if isinstance(headers, RowRefusedError):
+                    outcomes[msg.tx_id] = headers
+                    slots.fill(index, None)
+                    continue
+                stream = streams.get(msg.topic)
+                if stream is not None:  # JetStream refuses it if another stream takes it
+                    headers[EXPECTED_STREAM_HEADER] = stream
+                try:
+                    await client.publish(subject_for(msg.topic, msg.message_group), msg.body,
+                                         reply=f"{reply_to}{index}", headers=headers)
+                except Exception as exc:
+                    outcomes[msg.tx_id] = self._failed(msg, exc, unreachable)
+                    slots.fill(index, None)
+            if slots.left:
+                await asyncio.wait([slots.done], timeout=self._timeout)
+        finally:
+            acks.close(number)
+        skipped, replies = slots.skipped, slots.slots
+        for index, msg in enumerate(batch):
+            if index in skipped:
+                continue
+            answer = AckInbox.outcome(replies[index])
+            if isinstance(answer, Acked):
+                outcomes[msg.tx_id] = self._stored(msg, answer)
+            else:
+                outcomes[msg.tx_id] = self._failed(msg, answer, unreachable)
 
-    def _stored(self, msg: OutgoingMessage, ack: PubAck) -> HalfStored:
+    def _stored(self, msg: OutgoingMessage, ack: Acked) -> HalfStored:
         if ack.duplicate:
             log.debug("%s: already in stream %s at %d (a re-send)", msg.tx_id, ack.stream,
                       ack.seq)

@@ -1,0 +1,151 @@
+"""JetStream publish acks for a batch of rows, on one reply subscription (the NATS target).
+
+A JetStream publish is a core NATS publish with a reply subject: the
+stream answers it with its ack (``{"stream": ..., "seq": ...}``, with
+``"duplicate": true`` for a re-sent ``Nats-Msg-Id``), with an error
+(``{"error": {...}}``), or the server answers "no responders" (no stream
+takes the subject). nats-py's ``publish_async`` does this with one future, a
+semaphore acquire, a random token and a parsed ``PubAck`` per message, which
+cost as much of the relay worker's loop thread as the rest of the publish
+(bench/relay.py --sides nats, py-spy). :class:`AckInbox` does the same for a
+whole batch with one subscription per connection and one future per batch:
+
+* each row's reply subject is ``<inbox>.<batch>.<index>``;
+* an arriving reply is stored in its batch's slot as it is (no parsing on
+  the read loop); the batch's future resolves when every slot is filled;
+* :meth:`AckInbox.outcomes` reads the slots once the batch is done or its
+  deadline passed: :class:`Acked` (stream, sequence, duplicate), the
+  client's own exception for an error or "no responders" (so the target
+  keeps one mapping of errors to row faults), or None (no answer in time).
+
+A row's outcome comes only from the reply to its own publish: a row is
+marked relayed only on its own ack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import nats.js.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+__all__ = ["AckInbox", "AckSlots", "Acked"]
+
+#: the status header of a "no responders" answer (no stream takes the subject)
+_STATUS_HEADER = "Status"
+_NO_RESPONDERS = "503"
+
+
+class _Reply(msgspec.Struct):
+    """What a JetStream publish reply holds (fields the target reads)."""
+
+    stream: str = ""
+    seq: int = 0
+    duplicate: bool = False
+    error: dict[str, Any] | None = None
+
+
+_decode_reply = msgspec.json.Decoder(_Reply).decode
+
+
+@dataclass(frozen=True, slots=True)
+class Acked:
+    """The stream stored the row (``duplicate``: it had it already, a re-send)."""
+
+    stream: str
+    seq: int
+    duplicate: bool
+
+
+@dataclass(slots=True)
+class AckSlots:
+    """One batch's replies, by index, and the future that resolves when all are in."""
+
+    done: asyncio.Future[None]
+    slots: list[Msg | None]
+    left: int
+    #: indexes whose publish raised before it was sent (no reply will come)
+    skipped: set[int] = field(default_factory=set)
+
+    def fill(self, index: int, reply: Msg | None) -> None:
+        if 0 <= index < len(self.slots) and self.slots[index] is None \
+                and index not in self.skipped:
+            if reply is None:
+                self.skipped.add(index)
+            else:
+                self.slots[index] = reply
+            self.left -= 1
+            if self.left == 0 and not self.done.done():
+                self.done.set_result(None)
+
+
+class AckInbox:
+    """The reply subscription of one connection and the batches waiting on it."""
+
+    def __init__(self) -> None:
+        self._prefix = ""
+        self._subscription: Subscription | None = None
+        self._batches: dict[int, AckSlots] = {}
+        self._numbers = itertools.count()
+
+    async def start(self, client: Client) -> None:
+        """Subscribe to ``<new inbox>.>`` on ``client`` (nats-py re-subscribes after a
+        reconnect)."""
+        self._prefix = client.new_inbox() + "."
+        self._subscription = await client.subscribe(self._prefix + ">", cb=self._arrived)
+
+    def open(self, size: int) -> tuple[int, str, AckSlots]:
+        """A new batch of ``size`` rows: its number, its reply-subject prefix (add the
+        row's index) and its slots. :meth:`close` it when done."""
+        number = next(self._numbers)
+        loop = asyncio.get_running_loop()
+        batch = AckSlots(loop.create_future(), [None] * size, size)
+        if size == 0:
+            batch.done.set_result(None)
+        self._batches[number] = batch
+        return number, f"{self._prefix}{number}.", batch
+
+    def close(self, number: int) -> None:
+        """Forget batch ``number``: a reply arriving later is dropped."""
+        self._batches.pop(number, None)
+
+    async def _arrived(self, msg: Msg) -> None:
+        number, _, index = msg.subject[len(self._prefix):].partition(".")
+        try:
+            batch = self._batches.get(int(number))
+            if batch is not None:
+                batch.fill(int(index), msg)
+        except ValueError:  # not a reply of ours
+            return
+
+    @staticmethod
+    def outcome(reply: Msg | None) -> Acked | BaseException | None:
+        """What one row's reply says: :class:`Acked`, the client's exception for a refusal,
+        or None (no reply)."""
+        if reply is None:
+            return None
+        headers = reply.headers
+        if headers and headers.get(_STATUS_HEADER) == _NO_RESPONDERS:
+            return nats.js.errors.NoStreamResponseError()
+        try:
+            answer = _decode_reply(reply.data)
+        except msgspec.DecodeError as exc:
+            return nats.js.errors.Error(f"unreadable publish ack {reply.data[:200]!r}: {exc}")
+        if answer.error is not None:
+            try:  # it raises the error's class (BadRequestError, ...), never returns
+                nats.js.errors.APIError.from_error(answer.error)
+            except nats.js.errors.APIError as exc:
+                return exc
+            except (KeyError, TypeError):
+                pass
+            return nats.js.errors.APIError(description=str(answer.error)[:500])
+        if not answer.stream or answer.seq <= 0:
+            return nats.js.errors.Error(f"publish ack without stream and sequence: "
+                                        f"{reply.data[:200]!r}")
+        return Acked(answer.stream, answer.seq, answer.duplicate)
