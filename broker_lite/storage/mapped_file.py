@@ -117,6 +117,32 @@ class MappedFile:
         self.wrote_position = end
         return pos
 
+    def write_at(self, data: bytes | bytearray | memoryview, pos: int) -> None:
+        """Copy ``data`` to ``pos`` with ``pwrite``, not through the mapping (which sees it:
+        both are the page cache); the write position is the caller's to move.
+
+        No page of the mapping is touched, so the copy takes no page fault: the
+        kernel copies into the page cache, with the GIL released. A refusal
+        (``ENOSPC`` converting a preallocated extent, an I/O error) is raised as
+        :class:`DiskFullError` or :class:`StorageError`; bytes it may have left
+        past the write position are not published, and recovery never counts them.
+        """
+        if self._fd < 0 or self.readonly:
+            raise StorageError(f"{self.path} is open read-only")
+        if pos + len(data) > self.file_size:
+            raise StorageError(f"{len(data)} bytes at {pos} run past the end of {self.path}")
+        view = memoryview(data)
+        try:
+            while view:
+                written = os.pwrite(self._fd, view, pos)
+                view = view[written:]
+                pos += written
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DiskFullError("no space left writing a segment",
+                                    path=str(self.path)) from exc
+            raise StorageError(f"cannot write {self.path}: {exc}") from exc
+
     def read(self, pos: int, size: int) -> bytes:
         return bytes(self.buffer[pos : pos + size])
 
