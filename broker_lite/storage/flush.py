@@ -10,7 +10,9 @@ One background thread owns every ``fdatasync`` of the log.
   that position: concurrent appenders share one fsync, and there is never an
   fsync per record.
 
-Both modes also run a checkpoint hook at most every ``checkpoint_interval``.
+Both modes also run a checkpoint hook at most every ``checkpoint_interval``,
+and an ``after_flush`` hook after every flush, once its waiters are released
+(the store makes the next commit-log segment ahead there).
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ class FlushService:
         checkpoint: Callable[[], None],
         interval: float = 0.5,
         checkpoint_interval: float = 1.0,
+        after_flush: Callable[[], object] | None = None,
     ) -> None:
         self.mode = mode
+        self._after_flush = after_flush
         self._flush = flush
         self._checkpoint = checkpoint
         self._interval = interval
@@ -167,6 +171,11 @@ class FlushService:
                     listener(flushed_now, error)
                 except Exception:
                     log.exception("flush listener failed")
+            if self._after_flush is not None and error is None and not stopping:
+                try:
+                    self._after_flush()
+                except Exception:
+                    log.exception("after-flush hook failed")
             now = time.monotonic()
             if error is None and (stopping or now - last_checkpoint >= self._checkpoint_interval):
                 last_checkpoint = now

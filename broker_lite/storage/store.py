@@ -115,6 +115,7 @@ class MessageStore:
             checkpoint=self._checkpoint,
             interval=config.flush_interval,
             checkpoint_interval=config.checkpoint_interval,
+            after_flush=self._log.prepare_next,
         )
         self._flusher.start(self._log.max_offset)
 
@@ -313,7 +314,6 @@ class MessageStore:
     def flush(self) -> int:
         """Make everything written so far durable now; return the offset."""
         return self._log.flush()
-
     def _checkpoint(self) -> None:
         """Flush queues and index, then the log, then record how far all three go.
 
