@@ -190,7 +190,7 @@ class BatchAppender:
                 stage[body_at:body_end] = body
                 stage[body_end:props_end] = tail
                 if crc_tail:
-                    crc = crc32(tail, crc32(view[q:body_end])) & _MASK31
+                    crc = crc32(view[q:props_end]) & _MASK31
                     stage[props_end:props_end + CRC_TAIL_SIZE] = b"".join(
                         (_CRC_KEY, (b"%d" % crc)[::-1].ljust(10, b"0"), b"\x02"))
                     props_end += CRC_TAIL_SIZE
