@@ -116,9 +116,13 @@ class BatchAppender:
         indexed: list[tuple[str, int, int]] = []
         outcomes: list[PutResult | BrokerError] = []
         q = self._encode(msgs, checked, now, stage, base, planned, indexed, outcomes)
+        pos = mf.wrote_position
         try:
-            mf.write_at(memoryview(stage)[:q], mf.wrote_position)
+            mf.write_at(memoryview(stage)[:q], pos)
         except BrokerError as exc:  # nothing is published: every record is refused
+            # and what a part-way write left past the write position goes, so that no
+            # refused record could be found by recovery after a crash
+            mf.zero_from(pos, pos + q)
             results.extend(o if isinstance(o, BrokerError) else exc for o in outcomes)
             return True
         self._log.advance(q)

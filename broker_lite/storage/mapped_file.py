@@ -162,14 +162,16 @@ class MappedFile:
         """``fdatasync`` unconditionally (for files written in place, not appended)."""
         os.fdatasync(self._fd)
 
-    def zero_from(self, pos: int) -> None:
-        """Wipe everything from ``pos`` to the end (recovery truncation)."""
+    def zero_from(self, pos: int, end: int | None = None) -> None:
+        """Wipe everything from ``pos`` to ``end`` (default: the end of the file; recovery
+        truncation, and a batch whose ``pwrite`` failed part way)."""
         mm = self.writable()
         chunk = 1 << 20
         zeros = bytes(chunk)
         at = pos
-        while at < self.file_size:
-            n = min(chunk, self.file_size - at)
+        stop = self.file_size if end is None else min(end, self.file_size)
+        while at < stop:
+            n = min(chunk, stop - at)
             if mm[at : at + n] != zeros[:n]:
                 mm[at : at + n] = zeros[:n]
             at += n
