@@ -158,6 +158,7 @@ class BatchAppender:
         next_offset = {key: plan[0].max_offset for key, plan in planned.items()}
         add_result = outcomes.append
         add_key = indexed.append
+        new_tuple = tuple.__new__  # PutResult(...) runs a Python-level __new__ per record
         last_topic = b""
         topic_head = b""
         q = 0
@@ -212,6 +213,6 @@ class BatchAppender:
                 add_unit[key]((offset, size, tag))
             for index_key in keys:
                 add_key((index_key, offset, stamp))
-            add_result(PutResult(offset, size, queue_offset, stamp))
+            add_result(new_tuple(PutResult, (offset, size, queue_offset, stamp)))
         view.release()
         return q
