@@ -49,7 +49,8 @@ _HEAD4 = head_struct(_IPV4, _IPV4)
 _HEAD_SIZE = _HEAD4.size
 _MASK31 = 0x7FFFFFFF
 _NOT_HOST_BITS = ~(int(SysFlag.BORNHOST_V6) | int(SysFlag.STOREHOST_V6))
-_CRC_KEY = b"__CRC32#\x01"  # MessageConst.PROPERTY_CRC32 + NAME_VALUE_SEPARATOR
+#: MessageConst.PROPERTY_CRC32, NAME_VALUE_SEPARATOR, the digits, PROPERTY_SEPARATOR
+_CRC_TAIL = b"__CRC32#\x01%s\x02"
 
 
 class BatchAppender:
@@ -196,8 +197,9 @@ class BatchAppender:
                 stage[body_end:props_end] = tail
                 if crc_tail:
                     crc = crc32(view[q:props_end]) & _MASK31
-                    stage[props_end:props_end + CRC_TAIL_SIZE] = b"".join(
-                        (_CRC_KEY, (b"%d" % crc)[::-1].ljust(10, b"0"), b"\x02"))
+                    # ten digits, least significant first, zero padded on the right
+                    stage[props_end:props_end + CRC_TAIL_SIZE] = _CRC_TAIL % (
+                        b"%010d" % crc)[::-1]
                     props_end += CRC_TAIL_SIZE
                 if props_end - q != size:
                     raise ValueError(f"the record's fields take {props_end - q} bytes, "
