@@ -1,20 +1,21 @@
-"""The one-pass batch write: a run of checked records into the current segment.
+"""The one-pass batch write: a batch of checked records into the current segment.
 
-:meth:`MessageStore.put_batch_nowait` hands a batch here first. When the
-whole batch fits in what is left of the current commit-log segment and key
-index file (the common case), :class:`BatchAppender` writes it in one pass:
-the segment and the index file are looked up once, the records are encoded one
-after another at the write position (each published before its queue unit is
-written, as a single put does), and the batch's index entries go in together
-after them. Otherwise it writes nothing and the store appends record by
-record (a roll-over inside).
+:meth:`MessageStore.put_batch_nowait` hands a batch here first. When the whole
+batch fits in what is left of the current commit-log segment, key index file
+and its queues' current files (the common case), :class:`BatchAppender`
+writes it in one pass: the records are encoded one after another into a
+staging buffer and copied into the segment with one ``pwrite`` at the write
+position (no page of the segment's mapping is touched, so no page fault);
+then the log's write position moves past them, then each queue gets its units
+in one go and the index the batch's entries. Otherwise it writes nothing and
+the store appends record by record (a roll-over inside, or a new queue).
 
 The caller holds the store's append lock for the whole call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from zlib_ng.zlib_ng import crc32
 
@@ -22,7 +23,6 @@ from broker_lite.errors import BrokerError
 from broker_lite.storage.commitlog import CommitLog
 from broker_lite.storage.consume_queue import ConsumeQueue
 from broker_lite.storage.key_index import KeyIndex
-from broker_lite.storage.mapped_file import MappedFile
 from broker_lite.storage.record import (
     CRC_TAIL_SIZE,
     MAGIC_V1,
@@ -53,71 +53,73 @@ _NOT_HOST_BITS = ~(int(SysFlag.BORNHOST_V6) | int(SysFlag.STOREHOST_V6))
 _CRC_TAIL = b"__CRC32#\x01%s\x02"
 
 
+class _Run:
+    """A queue's part of a batch: the queue, its next queue offset, its units."""
+
+    __slots__ = ("next", "queue", "units")
+
+    def __init__(self, queue: ConsumeQueue) -> None:
+        self.queue = queue
+        self.next = queue.max_offset
+        self.units: list[Unit] = []
+
+
 class BatchAppender:
     """Writes batches that fit into the store's commit log, queues and index; no lock."""
 
-    __slots__ = ("_crc_tail", "_index", "_log", "_queue", "_queues", "_stage", "_store_host")
+    __slots__ = ("_crc_tail", "_index", "_log", "_queues", "_stage", "_store_host")
 
     def __init__(self, commit_log: CommitLog, index: KeyIndex,
-                 queues: dict[tuple[str, int], ConsumeQueue],
-                 queue: Callable[[str, int], ConsumeQueue], *,
+                 queues: dict[tuple[str, int], ConsumeQueue], *,
                  store_host: HostAddress, crc_tail: bool) -> None:
         self._log = commit_log
         self._index = index
-        #: the store's own dict (shared, not copied) and its factory for a new queue
+        #: the store's own dict (shared, not copied)
         self._queues = queues
-        self._queue = queue
         self._store_host = store_host
         self._crc_tail = crc_tail
         #: where a batch is encoded before its one ``pwrite`` (grown to the largest batch)
         self._stage = bytearray()
 
     def append(self, msgs: Sequence[MessageToStore], checked: Sequence[Checked | BrokerError],
-               now: int, results: list[PutResult | BrokerError]) -> bool:
-        """Append every checked record of ``msgs``, its outcome into ``results``; ``False``,
-        with nothing written, when the batch does not fit in the current segment, key
-        index file or consume-queue files.
+               total: int, now: int, results: list[PutResult | BrokerError]) -> bool:
+        """Append every checked record of ``msgs`` (``total`` bytes), its outcome into
+        ``results``; ``False``, with nothing written, when the batch does not fit in the
+        current segment, key index file or consume-queue files, or opens a new queue.
 
         The same records, units and index entries, in the same order, as one put
         per record. The records are encoded one after another into a staging
-        buffer and copied into the segment with one ``pwrite`` (no page fault on
-        the mapping); then the log's write position moves past all of them, and
-        then each queue gets its units and the index its entries (under the same
-        lock hold: a checkpoint, which reads the dispatched offset under the lock,
+        buffer (which is not the store: a batch found not to fit leaves nothing)
+        and copied into the segment with one ``pwrite`` (no page fault on the
+        mapping); then the log's write position moves past all of them, and then
+        each queue gets its units and the index its entries (under the same lock
+        hold: a checkpoint, which reads the dispatched offset under the lock,
         never falls inside the batch, and a record is readable before its unit).
         """
-        total = keys_total = 0
-        runs: dict[tuple[str, int], int] = {}
-        for msg, item in zip(msgs, checked, strict=True):
-            if item.__class__ is tuple:
-                total += item[2]
-                keys_total += len(item[4])
-                if item[3]:
-                    key = (msg.topic, msg.queue_id)
-                    runs[key] = runs.get(key, 0) + 1
         mf = self._log.current_segment(total)
-        index_file = self._index.current_file(keys_total) if keys_total else None
-        if mf is None or (keys_total and index_file is None):
+        if mf is None:
             return False
-        queues = self._queues
-        # every queue's units go to its current file, or the batch goes record by record
-        planned: dict[tuple[str, int], tuple[ConsumeQueue, MappedFile, list[Unit]]] = {}
-        for key, count in runs.items():
-            cq = queues.get(key)
-            unit_file = cq.room_for(count) if cq is not None else None
-            if cq is None or unit_file is None:
-                return False
-            planned[key] = (cq, unit_file, [])
         stage = self._stage
         if total > _STAGE_KEPT:  # a batch of large bodies: its own buffer, dropped after
             stage = bytearray(total)
         elif len(stage) < total:
             stage.extend(bytes(total - len(stage)))
-        base = mf.start_offset + mf.wrote_position
+        pos = mf.wrote_position
         indexed: list[tuple[str, int, int]] = []
         outcomes: list[PutResult | BrokerError] = []
-        q = self._encode(msgs, checked, now, stage, base, planned, indexed, outcomes)
-        pos = mf.wrote_position
+        runs: dict[tuple[str, int], _Run] = {}
+        q = self._encode(msgs, checked, now, stage, mf.start_offset + pos, runs, indexed,
+                         outcomes)
+        if q < 0:
+            return False
+        # every queue's units go to its current file, the keys to the current index file,
+        # or the batch goes record by record
+        index_file = self._index.current_file(len(indexed)) if indexed else None
+        if indexed and index_file is None:
+            return False
+        unit_files = [run.queue.room_for(len(run.units)) for run in runs.values()]
+        if None in unit_files:
+            return False
         try:
             mf.write_at(memoryview(stage)[:q], pos)
         except BrokerError as exc:  # nothing is published: every record is refused
@@ -127,9 +129,8 @@ class BatchAppender:
             results.extend(o if isinstance(o, BrokerError) else exc for o in outcomes)
             return True
         self._log.advance(q)
-        for cq, unit_file, units in planned.values():
-            if units:
-                cq.write_units(unit_file, units)
+        for run, unit_file in zip(runs.values(), unit_files, strict=True):
+            run.queue.write_units(unit_file, run.units)  # type: ignore[arg-type]
         if index_file is not None:
             index_file.put_many(indexed)
         results.extend(outcomes)
@@ -137,11 +138,12 @@ class BatchAppender:
 
     def _encode(self, msgs: Sequence[MessageToStore],
                 checked: Sequence[Checked | BrokerError], now: int, stage: bytearray,
-                base: int, planned: dict[tuple[str, int], tuple[ConsumeQueue, MappedFile,
-                                                                list[Unit]]],
+                base: int, runs: dict[tuple[str, int], _Run],
                 indexed: list[tuple[str, int, int]],
                 outcomes: list[PutResult | BrokerError]) -> int:
-        """Encode the batch's records into ``stage`` from 0; return where they end.
+        """Encode the batch's records into ``stage`` from 0; return where they end, or
+        -1 if one goes to a queue that does not exist yet (a new queue's first unit
+        goes through :meth:`ConsumeQueue.prepare`, record by record).
 
         An IPv4 record (the common case) is encoded here, with what does not
         change from record to record looked up once; any other goes through
@@ -154,9 +156,9 @@ class BatchAppender:
         pack_head = _HEAD4.pack_into
         view = memoryview(stage)
         tail_extra = CRC_TAIL_SIZE if crc_tail else 0
-        add_unit: dict[tuple[str, int], Callable[[Unit], None]] = {
-            key: plan[2].append for key, plan in planned.items()}
-        next_offset = {key: plan[0].max_offset for key, plan in planned.items()}
+        queues = self._queues
+        run: _Run | None = None
+        last_queue: tuple[str, int] | None = None
         add_result = outcomes.append
         add_key = indexed.append
         new_tuple = tuple.__new__  # PutResult(...) runs a Python-level __new__ per record
@@ -172,8 +174,16 @@ class BatchAppender:
             queue_offset = 0
             if dispatch:
                 key = (msg.topic, queue_id)
-                queue_offset = next_offset[key]
-                next_offset[key] = queue_offset + 1
+                if key != last_queue:  # a batch is mostly one queue: one look-up for a run
+                    last_queue = key
+                    run = runs.get(key)
+                    if run is None:
+                        cq = queues.get(key)
+                        if cq is None:
+                            return -1
+                        run = runs[key] = _Run(cq)
+                queue_offset = run.next  # type: ignore[union-attr]
+                run.next = queue_offset + 1  # type: ignore[union-attr]
             offset = base + q
             stamp = msg.store_timestamp or now
             born_host = msg.born_host
@@ -212,7 +222,7 @@ class BatchAppender:
                 )
             q += size
             if dispatch:
-                add_unit[key]((offset, size, tag))
+                run.units.append((offset, size, tag))  # type: ignore[union-attr]
             for index_key in keys:
                 add_key((index_key, offset, stamp))
             add_result(new_tuple(PutResult, (offset, size, queue_offset, stamp)))

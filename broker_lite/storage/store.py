@@ -105,7 +105,7 @@ class MessageStore:
         self._index = KeyIndex(root / "index", config.index_slots, config.index_entries)
         self._abort = AbortMarker(root / "abort")
         self._checkpoints = CheckpointFile(root / "checkpoint")
-        self._batch = BatchAppender(self._log, self._index, self._queues, self._queue,
+        self._batch = BatchAppender(self._log, self._index, self._queues,
                                     store_host=self._store_host, crc_tail=self._crc_tail)
         self.recovery = self._recover()
         self._abort.create()
@@ -202,17 +202,22 @@ class MessageStore:
         the highest end offset, one wait for the batch.
         """
         checked: list[Checked | BrokerError] = []
+        total = 0  # bytes of the records checked
+        check = self._check
         for msg in msgs:
             try:
-                checked.append(self._check(msg))
+                found = check(msg)
             except BrokerError as exc:
                 checked.append(exc)
+                continue
+            checked.append(found)
+            total += found[2]
         results: list[PutResult | BrokerError] = []
         with self._lock:
             if self._closed:
                 raise StoreClosedError("the message store is closed")
             now = int(time.time() * 1000)
-            if not self._batch.append(msgs, checked, now, results):
+            if not self._batch.append(msgs, checked, total, now, results):
                 append = self._append
                 for msg, item in zip(msgs, checked, strict=True):
                     if isinstance(item, BrokerError):
