@@ -8,24 +8,35 @@ the endless address space the segments cover.
 
 The CommitLog itself takes no lock: :class:`MessageStore` serialises appends.
 Reads may run from any thread while appends go on.
+
+The segment after the current one is made ahead of its use (RocketMQ's
+``AllocateMappedFileService``): once the current one is half full, the flusher
+thread calls :meth:`CommitLog.prepare_next`, which preallocates and maps it
+(``posix_fallocate`` of a whole segment, off the append path). The roll-over
+then takes it, so no append waits for a new file. Until then it is all zeros and
+no part of the log: a reopen (recovery truncates at the end of written data)
+deletes it, and so does :meth:`CommitLog.close`.
 """
 
 from __future__ import annotations
 
+import logging
 import mmap
 import struct
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from broker_lite.errors import (
+    BrokerError,
     ConfigurationError,
     CorruptRecordError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
 )
-from broker_lite.storage.mapped_file import MappedFile, MappedFileQueue
+from broker_lite.storage.mapped_file import MappedFile, MappedFileQueue, segment_name
 from broker_lite.storage.record import (
     BLANK_MAGIC,
     MIN_BLANK_SIZE,
@@ -37,6 +48,7 @@ from broker_lite.storage.record import (
 __all__ = ["CommitLog", "Corruption", "ScanEntry"]
 
 _BLANK = struct.Struct(">II")
+log = logging.getLogger("broker_lite.storage")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +83,10 @@ class CommitLog:
         self.queue = MappedFileQueue(directory, segment_size, readonly=readonly)
         self._write_offset = self.queue.min_offset
         self._flushed_offset = self._write_offset
+        #: the next segment, made ahead of the roll-over (:meth:`prepare_next`)
+        self._spare: MappedFile | None = None
+        #: held while the spare is made or taken, and while a roll-over adds a segment
+        self._spare_lock = threading.Lock()
 
     # -- positions ---------------------------------------------------------
 
@@ -107,11 +123,45 @@ class CommitLog:
             mf = self.queue.new_file(self._write_offset)
         elif mf.remaining() - MIN_BLANK_SIZE < size:
             full = mf
-            mf = self.queue.new_file(full.end_offset)  # may raise; nothing written yet
+            mf = self._next_segment(full.end_offset)  # may raise; nothing written yet
             full.write(_BLANK.pack(full.remaining(), BLANK_MAGIC))
             full.wrote_position = full.file_size
             self._write_offset = mf.start_offset
         return mf.start_offset + mf.wrote_position
+
+    def _next_segment(self, start_offset: int) -> MappedFile:
+        """The segment starting at ``start_offset``, made now unless it was made ahead."""
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+            if spare is not None and spare.start_offset == start_offset:
+                self.queue.files.append(spare)
+                return spare
+            if spare is not None:  # made for another offset (cannot happen): not a segment
+                spare.destroy()
+            return self.queue.new_file(start_offset)
+
+    def prepare_next(self) -> bool:
+        """Make the segment after the current one, if the current one is half full and
+        it is not made yet; ``True`` if this call made it. From the flusher thread.
+
+        Runs without the store's lock: a roll-over meanwhile waits for it (on the
+        spare lock) and then takes it. A failure (a full disk) is left for the
+        roll-over to meet and report.
+        """
+        current = self.queue.last_file()
+        if (self.queue.readonly or current is None or self._spare is not None
+                or current.wrote_position < current.file_size // 2):
+            return False
+        with self._spare_lock:
+            if self._spare is not None or self.queue.last_file() is not current:
+                return False
+            path = self.queue.directory / segment_name(current.end_offset)
+            try:
+                self._spare = MappedFile(path, self.segment_size, current.end_offset)
+            except (BrokerError, OSError) as exc:
+                log.debug("next segment %s not made ahead: %s", path.name, exc)
+                return False
+        return True
 
     def reserve_at(self, size: int) -> tuple[int, mmap.mmap, int]:
         """:meth:`reserve`, plus the segment's mapping and the position the record goes to.
@@ -302,4 +352,8 @@ class CommitLog:
         return self.queue.delete_first()
 
     def close(self) -> None:
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.destroy()
         self.queue.close()

@@ -84,6 +84,30 @@ class ConsumeQueue:
         mf.wrote_position = pos + UNIT_SIZE
         self._max_unit = queue_offset + 1
 
+    def room_for(self, count: int) -> MappedFile | None:
+        """The file the next ``count`` units all go to, when it exists and holds them all
+        (the common case); ``None`` otherwise (:meth:`prepare` them one by one)."""
+        files = self.files.files
+        if self._max_unit == self._min_unit or not files:
+            return None
+        current = files[-1]
+        first = self._max_unit * UNIT_SIZE - current.start_offset
+        if first >= 0 and first + count * UNIT_SIZE <= current.file_size:
+            return current
+        return None
+
+    def write_units(self, mf: MappedFile, units: list[tuple[int, int, int]]) -> None:
+        """Write ``(commitlog offset, size, tag hash)`` units from :meth:`max_offset` on,
+        into the file :meth:`room_for` returned for them."""
+        buf = mf.writable()
+        pos = mf.wrote_position
+        pack = _UNIT.pack_into
+        for commitlog_offset, size, tag_hash in units:
+            pack(buf, pos, commitlog_offset, size, tag_hash)
+            pos += UNIT_SIZE
+        mf.wrote_position = pos
+        self._max_unit += len(units)
+
     def prepare(self, queue_offset: int) -> MappedFile:
         """Make sure the file for ``queue_offset`` exists (may raise DiskFullError).
 

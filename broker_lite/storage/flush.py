@@ -10,7 +10,9 @@ One background thread owns every ``fdatasync`` of the log.
   that position: concurrent appenders share one fsync, and there is never an
   fsync per record.
 
-Both modes also run a checkpoint hook at most every ``checkpoint_interval``.
+Both modes also run a checkpoint hook at most every ``checkpoint_interval``,
+and an ``after_flush`` hook after every flush, once its waiters are released
+(the store makes the next commit-log segment ahead there).
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ class FlushService:
         checkpoint: Callable[[], None],
         interval: float = 0.5,
         checkpoint_interval: float = 1.0,
+        after_flush: Callable[[], object] | None = None,
     ) -> None:
         self.mode = mode
+        self._after_flush = after_flush
         self._flush = flush
         self._checkpoint = checkpoint
         self._interval = interval
@@ -48,7 +52,11 @@ class FlushService:
         # The flusher sleeps on ``_wake``; appenders sleep on the event of the
         # flush generation they wait for, which the flusher sets once per
         # fdatasync. So each waiter wakes once per flush, not once per request.
-        self._wake = threading.Event()
+        # ``_wake`` is a lock used as a one-slot signal, held while no wake-up is
+        # pending: ``release`` (C, no Python-level Condition as Event.set runs) is the
+        # wake-up, the flusher's ``acquire`` consumes it. Appenders signal once per request.
+        self._wake = threading.Lock()
+        self._wake.acquire()
         self._generation = threading.Event()
         self._requested = 0
         self._flushed = 0
@@ -74,7 +82,7 @@ class FlushService:
             if wake:
                 self._requested = end_offset
         if wake:
-            self._wake.set()
+            self._signal()
 
     def wait(self, end_offset: int, timeout: float | None = None) -> bool:
         """Block until ``end_offset`` is durable; ``False`` on timeout.
@@ -95,7 +103,7 @@ class FlushService:
                     self._requested = end_offset
                 generation = self._generation
             if wake:
-                self._wake.set()
+                self._signal()
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return False
@@ -115,7 +123,7 @@ class FlushService:
                 if wake:
                     self._requested = end_offset
         if wake:
-            self._wake.set()
+            self._signal()
         if not queued:
             callback(error)
 
@@ -128,14 +136,19 @@ class FlushService:
         with self._lock:
             self._listeners.append(listener)
 
+    def _signal(self) -> None:
+        """Wake the flusher (or leave it a wake-up if it is busy)."""
+        try:  # noqa: SIM105 (suppress() costs a context manager per request)
+            self._wake.release()
+        except RuntimeError:  # a wake-up is already pending
+            pass
+
     def _run(self) -> None:
         last_checkpoint = time.monotonic()
         while True:
-            if self.mode == "sync":
-                self._wake.wait(self._checkpoint_interval)
-            else:
-                self._wake.wait(self._interval)
-            self._wake.clear()  # before reading _requested: no request is missed
+            # consumes the wake-up before reading _requested: no request is missed
+            self._wake.acquire(
+                timeout=self._checkpoint_interval if self.mode == "sync" else self._interval)
             with self._lock:
                 stopping = self._stopping
                 needed = self._requested > self._flushed
@@ -167,6 +180,11 @@ class FlushService:
                     listener(flushed_now, error)
                 except Exception:
                     log.exception("flush listener failed")
+            if self._after_flush is not None and error is None and not stopping:
+                try:
+                    self._after_flush()
+                except Exception:
+                    log.exception("after-flush hook failed")
             now = time.monotonic()
             if error is None and (stopping or now - last_checkpoint >= self._checkpoint_interval):
                 last_checkpoint = now
@@ -181,6 +199,6 @@ class FlushService:
         """Flush once more, checkpoint, and end the thread."""
         with self._lock:
             self._stopping = True
-        self._wake.set()
+        self._signal()
         if self._thread.is_alive():
             self._thread.join()

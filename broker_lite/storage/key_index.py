@@ -103,6 +103,10 @@ class IndexFile:
         entries_at = self._entries_at
         unpack_slot, pack_slot, pack_entry = _SLOT.unpack_from, _SLOT.pack_into, _ENTRY.pack_into
         count = self.count
+        if entries and self.begin_ts == 0:
+            self.begin_ts = entries[0][2]
+        begin_ts = self.begin_ts
+        last_ts = diff = -1  # a batch's entries share a store time: the diff is worked out once
         for key, offset, store_ts in entries:
             h = crc32(key.encode("utf-8")) & 0x7FFFFFFF
             slot_at = _SLOTS_AT + (h % slot_count) * 4
@@ -110,11 +114,11 @@ class IndexFile:
             if prev > count:
                 self.count = count
                 prev = self._live(prev)
-            if self.begin_ts == 0:
-                self.begin_ts = store_ts
+            if store_ts != last_ts:
+                last_ts = store_ts
+                diff = max(0, (store_ts - begin_ts) // 1000)
             count += 1
-            pack_entry(buf, entries_at + count * _ENTRY_SIZE, h, offset,
-                       max(0, (store_ts - self.begin_ts) // 1000), prev)
+            pack_entry(buf, entries_at + count * _ENTRY_SIZE, h, offset, diff, prev)
             pack_slot(buf, slot_at, count)
         if entries:
             self.count = count

@@ -117,6 +117,32 @@ class MappedFile:
         self.wrote_position = end
         return pos
 
+    def write_at(self, data: bytes | bytearray | memoryview, pos: int) -> None:
+        """Copy ``data`` to ``pos`` with ``pwrite``, not through the mapping (which sees it:
+        both are the page cache); the write position is the caller's to move.
+
+        No page of the mapping is touched, so the copy takes no page fault: the
+        kernel copies into the page cache, with the GIL released. A refusal
+        (``ENOSPC`` converting a preallocated extent, an I/O error) is raised as
+        :class:`DiskFullError` or :class:`StorageError`; bytes it may have left
+        past the write position are not published, and recovery never counts them.
+        """
+        if self._fd < 0 or self.readonly:
+            raise StorageError(f"{self.path} is open read-only")
+        if pos + len(data) > self.file_size:
+            raise StorageError(f"{len(data)} bytes at {pos} run past the end of {self.path}")
+        view = memoryview(data)
+        try:
+            while view:
+                written = os.pwrite(self._fd, view, pos)
+                view = view[written:]
+                pos += written
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DiskFullError("no space left writing a segment",
+                                    path=str(self.path)) from exc
+            raise StorageError(f"cannot write {self.path}: {exc}") from exc
+
     def read(self, pos: int, size: int) -> bytes:
         return bytes(self.buffer[pos : pos + size])
 
@@ -136,14 +162,16 @@ class MappedFile:
         """``fdatasync`` unconditionally (for files written in place, not appended)."""
         os.fdatasync(self._fd)
 
-    def zero_from(self, pos: int) -> None:
-        """Wipe everything from ``pos`` to the end (recovery truncation)."""
+    def zero_from(self, pos: int, end: int | None = None) -> None:
+        """Wipe everything from ``pos`` to ``end`` (default: the end of the file; recovery
+        truncation, and a batch whose ``pwrite`` failed part way)."""
         mm = self.writable()
         chunk = 1 << 20
         zeros = bytes(chunk)
         at = pos
-        while at < self.file_size:
-            n = min(chunk, self.file_size - at)
+        stop = self.file_size if end is None else min(end, self.file_size)
+        while at < stop:
+            n = min(chunk, stop - at)
             if mm[at : at + n] != zeros[:n]:
                 mm[at : at + n] = zeros[:n]
             at += n

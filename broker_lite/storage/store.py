@@ -26,6 +26,7 @@ from broker_lite.errors import (
     StorageError,
     StoreClosedError,
 )
+from broker_lite.storage.batch_append import BatchAppender, Checked
 from broker_lite.storage.checkpoint import AbortMarker, Checkpoint, CheckpointFile
 from broker_lite.storage.commitlog import CommitLog
 from broker_lite.storage.config import StoreConfig
@@ -75,11 +76,6 @@ _QUEUED_TX = frozenset(int(t) for t in QUEUED_TX_TYPES)
 _BORN_V6 = int(SysFlag.BORNHOST_V6)
 _STORE_V6 = int(SysFlag.STOREHOST_V6)
 
-#: what :meth:`MessageStore._check` found: topic and properties encoded, the record's size,
-#: whether it enters a consume queue, its index keys and its tag hash
-_Checked = tuple[bytes, bytes, int, bool, list[str], int]
-
-
 class MessageStore:
     """A broker's whole on-disk state below the broker core."""
 
@@ -109,6 +105,8 @@ class MessageStore:
         self._index = KeyIndex(root / "index", config.index_slots, config.index_entries)
         self._abort = AbortMarker(root / "abort")
         self._checkpoints = CheckpointFile(root / "checkpoint")
+        self._batch = BatchAppender(self._log, self._index, self._queues,
+                                    store_host=self._store_host, crc_tail=self._crc_tail)
         self.recovery = self._recover()
         self._abort.create()
         self._flusher = FlushService(
@@ -117,6 +115,7 @@ class MessageStore:
             checkpoint=self._checkpoint,
             interval=config.flush_interval,
             checkpoint_interval=config.checkpoint_interval,
+            after_flush=self._log.prepare_next,
         )
         self._flusher.start(self._log.max_offset)
 
@@ -202,18 +201,23 @@ class MessageStore:
         :meth:`put_nowait` would write it. In ``sync`` mode the caller waits for
         the highest end offset, one wait for the batch.
         """
-        checked: list[_Checked | BrokerError] = []
+        checked: list[Checked | BrokerError] = []
+        total = 0  # bytes of the records checked
+        check = self._check
         for msg in msgs:
             try:
-                checked.append(self._check(msg))
+                found = check(msg)
             except BrokerError as exc:
                 checked.append(exc)
+                continue
+            checked.append(found)
+            total += found[2]
         results: list[PutResult | BrokerError] = []
         with self._lock:
             if self._closed:
                 raise StoreClosedError("the message store is closed")
             now = int(time.time() * 1000)
-            if not self._append_run(msgs, checked, now, results):
+            if not self._batch.append(msgs, checked, total, now, results):
                 append = self._append
                 for msg, item in zip(msgs, checked, strict=True):
                     if isinstance(item, BrokerError):
@@ -225,74 +229,7 @@ class MessageStore:
                         results.append(exc)
         return results
 
-    def _append_run(self, msgs: Sequence[MessageToStore], checked: list[_Checked | BrokerError],
-                    now: int, results: list[PutResult | BrokerError]) -> bool:
-        """:meth:`_append` for a whole batch that fits in the current segment and key index
-        file (the common case); under ``_lock``. ``False``, with nothing written, when it
-        does not fit: the caller then appends record by record (a roll-over inside).
-
-        The same records, units and index entries, in the same order, as
-        :meth:`_append` one by one; only the per-record look-ups of the segment and
-        the index file are done once, and the index entries are written together
-        after the records (under the same lock hold: a checkpoint, which reads the
-        dispatched offset under the lock, never falls inside the batch).
-        """
-        total = keys_total = 0
-        for item in checked:
-            if not isinstance(item, BrokerError):
-                total += item[2]
-                keys_total += len(item[4])
-        commit_log = self._log
-        mf = commit_log.current_segment(total)
-        index_file = self._index.current_file(keys_total) if keys_total else None
-        if mf is None or (keys_total and index_file is None):
-            return False
-        buf = mf.writable()
-        base = mf.start_offset
-        pos = mf.wrote_position
-        queues = self._queues
-        store_host = self._store_host
-        crc_tail = self._crc_tail
-        indexed: list[tuple[str, int, int]] = []
-        try:
-            for msg, item in zip(msgs, checked, strict=True):
-                if isinstance(item, BrokerError):
-                    results.append(item)
-                    continue
-                topic_b, props_b, size, dispatch, keys, tag = item
-                cq = None
-                queue_offset = 0
-                unit_file = None
-                if dispatch:
-                    cq = queues.get((msg.topic, msg.queue_id))
-                    if cq is None:
-                        cq = self._queue(msg.topic, msg.queue_id)
-                    queue_offset = cq.max_offset
-                    try:
-                        unit_file = cq.prepare(queue_offset)  # may need a new queue file
-                    except BrokerError as exc:
-                        results.append(exc)
-                        continue
-                offset = base + pos
-                stamp = msg.store_timestamp or now
-                encode_record_into(
-                    buf, pos, size, topic_b, msg.body, props_b, msg.queue_id, msg.flag,
-                    queue_offset, offset, msg.sysflag, msg.born_timestamp or stamp, msg.born_host,
-                    stamp, store_host, msg.reconsume_times, msg.prepared_tx_offset, crc_tail,
-                )
-                pos += size
-                commit_log.advance(size)
-                if cq is not None and unit_file is not None:
-                    cq.write_unit(unit_file, queue_offset, offset, size, tag)
-                for key in keys:
-                    indexed.append((key, offset, stamp))
-                results.append(PutResult(offset, size, queue_offset, stamp))
-        finally:  # what was written is indexed, even if a record failed in between
-            if index_file is not None:
-                index_file.put_many(indexed)
-        return True
-
-    def _check(self, msg: MessageToStore) -> _Checked:
+    def _check(self, msg: MessageToStore) -> Checked:
         """Validate ``msg`` and encode what does not depend on where it goes (no lock)."""
         topic = msg.topic
         topic_b = self._topic_bytes.get(topic)
@@ -320,7 +257,7 @@ class MessageStore:
         return (topic_b, props_b, size, (msg.sysflag & _TX_MASK) in _QUEUED_TX,
                 index_keys(props), tag_hash(props.get(TAGS)))
 
-    def _append(self, msg: MessageToStore, checked: _Checked, now: int) -> PutResult:
+    def _append(self, msg: MessageToStore, checked: Checked, now: int) -> PutResult:
         """Write one checked record, its queue unit and index entries; under ``_lock``.
 
         Everything that may need disk space is allocated before a byte is written.
@@ -382,7 +319,6 @@ class MessageStore:
     def flush(self) -> int:
         """Make everything written so far durable now; return the offset."""
         return self._log.flush()
-
     def _checkpoint(self) -> None:
         """Flush queues and index, then the log, then record how far all three go.
 
