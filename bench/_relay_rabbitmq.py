@@ -14,11 +14,12 @@ arrived (:class:`_relay_common.Seen`).
   properties (``amqp_properties``) with aio-pika alone, persistent and
   mandatory on a confirming channel, ``window`` of them in flight at once,
   two ways: aio-pika's ``Exchange.publish`` (``Message``, each publish
-  waiting for the socket to drain) and the way the target publishes
-  (``basic_publish(wait=False)`` on aio-pika's underlying aiormq channel),
-  timed the same way. The relay and the client's runs go in an order that
-  rotates every repetition, each after ``os.sync()``; the client's rate is
-  its best way and window by the median over the repetitions: the raw
+  waiting for the socket to drain) and ``basic_publish(wait=False)`` on
+  aio-pika's underlying aiormq channel (the target's way until it wrote a
+  wave as one, outbox/targets/rabbitmq_wave.py), timed the same way. The
+  relay and the client's runs go in an order that rotates every repetition,
+  each after ``os.sync()``; the client's rate is its best way and window by
+  the median over the repetitions: the raw
   confirmed-publish rate the target is held to (issue 32: ours >= 0.8x of it).
 * **the floor**, printed beside them: the target alone (``send_halves`` of a
   relay batch through its sync publisher, as many callers at once as the
@@ -59,7 +60,7 @@ __all__ = ["QUEUE", "rabbitmq_side"]
 
 #: windows (messages in flight) the client baseline tries, each way; the best counts
 WINDOWS = (200, 1000)
-#: the client's two ways of publishing: aio-pika's Exchange.publish, and the target's way
+#: the client's two ways of publishing: aio-pika's Exchange.publish, and basic_publish(wait=False)
 WAYS = ("exchange", "nowait")
 #: the file the children run (``python bench/_relay_rabbitmq_children.py ROLE ...``)
 CHILDREN = Path(__file__).resolve().with_name("_relay_rabbitmq_children.py")

@@ -77,7 +77,8 @@ def relay_main(db: str, broker: str, ready: str, go: str, mode: str) -> int:
 
 def raw_main(broker: str, count: int, window: int, way: str, ready: str, go: str) -> int:
     """Publish ``count`` messages with aio-pika alone, ``window`` in flight, confirmed;
-    ``way``: ``exchange`` (``Exchange.publish``) or ``nowait`` (the target's way)."""
+    ``way``: ``exchange`` (``Exchange.publish``) or ``nowait`` (aiormq's
+    ``basic_publish(wait=False)``, each message on its own, as the client offers)."""
     import aio_pika
 
     from outbox.targets.base import OutgoingMessage

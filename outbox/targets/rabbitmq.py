@@ -13,9 +13,9 @@ nothing to end and nothing to answer (docs/rabbitmq.md has the whole story):
   back (``NO_ROUTE``) and is the row's ``config`` refusal, never a silent drop.
 * **Throughput.** A call publishes on the idlest of up to :data:`CHANNELS`
   confirming channels of one connection, so the relay's lanes publish side by
-  side; the rows of a wave are written back to back (aiormq's
-  ``basic_publish(wait=False)``: no wait for the socket to drain between
-  them) and their confirms awaited together, with one deadline
+  side; the rows of a wave are encoded and written as one write on the
+  channel (:mod:`outbox.targets.rabbitmq_wave`: no per-row task, lock or
+  queue put) and their confirms awaited together, with one deadline
   (``broker_timeout``) for the wave.
 * **The mapping:** routing key = the row's ``topic``, on the exchange the
   address names (``?exchange=NAME``; by default the default exchange, where the
@@ -73,6 +73,7 @@ from outbox.targets.rabbitmq_amqp import (
     connect,
     probe,
 )
+from outbox.targets.rabbitmq_wave import RowTooLarge, forget, publish_wave, wave_frames
 
 __all__ = ["CHANNELS", "GROUP_HEADER", "KEYS_HEADER", "POSITION", "PUBLISHED_MS_HEADER",
            "AmqpSettings", "RabbitMQTarget", "amqp_headers", "amqp_message", "amqp_properties",
@@ -103,6 +104,8 @@ class _Channel:
         self.channel = channel
         self.underlay = underlay
         self.in_flight = 0
+        #: each topic's ``Basic.Publish`` frame on this channel (rabbitmq_wave.wave_frames)
+        self.publish_frames: dict[str, bytes] = {}
 
     def usable(self) -> bool:
         return not self.channel.is_closed and not self.underlay.is_closed
@@ -192,7 +195,7 @@ class RabbitMQTarget:
                 channel = await self._connection.channel(publisher_confirms=True,
                                                          on_return_raises=True)
                 underlay = await channel.get_underlay_channel()
-                assert isinstance(underlay, UnderlayChannel)  # aiormq's: it takes wait=False
+                assert isinstance(underlay, UnderlayChannel)  # aiormq's: rabbitmq_wave writes on it
                 opened = _Channel(channel, underlay)
                 self._channels[slot] = opened
             except (BrokerUnreachableError, ConfigurationError):
@@ -244,7 +247,7 @@ class RabbitMQTarget:
                     continue
             channel.in_flight += len(sending)
             try:
-                answers = await self._publish_wave(channel.underlay, sending)
+                answers = await self._publish_wave(channel, sending)
             finally:
                 channel.in_flight -= len(sending)
             for msg, answer in zip(sending, answers, strict=True):
@@ -257,36 +260,57 @@ class RabbitMQTarget:
                                          server=self.settings.shown)
         return [self._settled(msg.tx_id, outcomes[msg.tx_id]) for msg in messages]
 
-    async def _publish_wave(self, underlay: UnderlayChannel, wave: Sequence[OutgoingMessage]
+    async def _publish_wave(self, channel: _Channel, wave: Sequence[OutgoingMessage]
                             ) -> list[HalfOutcome | _NotConfirmed]:
         """Publish every row of ``wave`` at once and wait for their confirms together
         (``broker_timeout`` for all): each row's outcome, in order.
 
-        Each publish is written without waiting for the socket to drain
-        (``wait=False``), so the wave goes out back to back and the broker confirms it
-        as it stores it; a row is :class:`HalfStored` only on its own ``Basic.Ack``.
+        The wave's frames are encoded here and written as one
+        (:mod:`outbox.targets.rabbitmq_wave`), so it goes out back to back and the
+        broker confirms it as it stores it; a row is :class:`HalfStored` only on its
+        own ``Basic.Ack``. A row with a field AMQP cannot carry (a short string over
+        255 bytes) is refused alone (``row_invalid``), before anything is written.
         """
         published_ms = time.time_ns() // 1_000_000
+        underlay, cache = channel.underlay, channel.publish_frames
         exchange, app_id = self.settings.exchange, self.settings.app_id
-        tasks = [asyncio.ensure_future(underlay.basic_publish(
-            msg.body, exchange=exchange, routing_key=msg.topic, mandatory=True, wait=False,
-            properties=amqp_properties(msg, app_id=app_id, published_ms=published_ms)))
-            for msg in wave]
-        _done, pending = await asyncio.wait(tasks, timeout=self.settings.timeout)
-        for task in pending:
-            task.cancel()
-        if pending:
-            self._broken = True  # a confirm that never came: a new connection next time
-            await asyncio.wait(pending)  # let the cancellations run (they take back a frame)
-        answers: list[HalfOutcome | _NotConfirmed] = []
-        for msg, task in zip(wave, tasks, strict=True):
-            if task.cancelled():
-                answers.append(_NotConfirmed(f"no confirm within {self.settings.timeout:g}s"))
+        number, max_content = underlay.number, underlay.max_content_size
+        answers: list[HalfOutcome | _NotConfirmed | None] = [None] * len(wave)
+        frames: list[tuple[str, bytes]] = []
+        sending: list[int] = []
+        for index, msg in enumerate(wave):
+            try:
+                frames.append((msg.tx_id, wave_frames(
+                    number, exchange, msg, app_id=app_id, published_ms=published_ms,
+                    max_content=max_content, publish_frames=cache)))
+            except RowTooLarge as exc:
+                answers[index] = self._refused(msg.tx_id, exc, RowFault.ROW_INVALID,
+                                               f"{exc}: RabbitMQ cannot carry it")
                 continue
-            exc = task.exception()
-            answers.append(HalfStored(msg.tx_id, msg.topic, position=POSITION) if exc is None
-                           else self._failed(msg, exc))
-        return answers
+            sending.append(index)
+        if frames:
+            try:
+                first_tag, futures = await publish_wave(underlay, frames)
+            except Exception as exc:  # the channel or connection went: nothing written
+                for index in sending:
+                    answers[index] = self._failed(wave[index], exc)
+                return _all_answered(answers)
+            _done, pending = await asyncio.wait(futures, timeout=self.settings.timeout)
+            if pending:
+                self._broken = True  # a confirm that never came: a new connection next time
+                for future in pending:
+                    future.cancel()
+            forget(underlay, [tx_id for tx_id, _ in frames], first_tag)
+            for index, future in zip(sending, futures, strict=True):
+                msg = wave[index]
+                if future.cancelled():
+                    answers[index] = _NotConfirmed(
+                        f"no confirm within {self.settings.timeout:g}s")
+                    continue
+                error = future.exception()
+                answers[index] = (HalfStored(msg.tx_id, msg.topic, position=POSITION)
+                                  if error is None else self._failed(msg, error))
+        return _all_answered(answers)
 
     def _failed(self, msg: OutgoingMessage, exc: BaseException) -> HalfOutcome | _NotConfirmed:
         """The outcome of a publish that raised ``exc``."""
@@ -328,6 +352,13 @@ class RabbitMQTarget:
 
     async def close(self) -> None:
         await self._drop()
+
+
+def _all_answered(answers: list[HalfOutcome | _NotConfirmed | None]
+                  ) -> list[HalfOutcome | _NotConfirmed]:
+    settled = [a for a in answers if a is not None]
+    assert len(settled) == len(answers), "a row of the wave has no outcome"
+    return settled
 
 
 def _reply_text(exc: amqp_errors.PublishError) -> str:
