@@ -73,7 +73,13 @@ from outbox.targets.rabbitmq_amqp import (
     connect,
     probe,
 )
-from outbox.targets.rabbitmq_wave import RowTooLarge, forget, publish_wave, wave_frames
+from outbox.targets.rabbitmq_wave import (
+    RowTooLarge,
+    check_channel,
+    forget,
+    publish_wave,
+    wave_frames,
+)
 
 __all__ = ["CHANNELS", "GROUP_HEADER", "KEYS_HEADER", "POSITION", "PUBLISHED_MS_HEADER",
            "AmqpSettings", "RabbitMQTarget", "amqp_headers", "amqp_message", "amqp_properties",
@@ -195,7 +201,8 @@ class RabbitMQTarget:
                 channel = await self._connection.channel(publisher_confirms=True,
                                                          on_return_raises=True)
                 underlay = await channel.get_underlay_channel()
-                assert isinstance(underlay, UnderlayChannel)  # aiormq's: rabbitmq_wave writes on it
+                check_channel(underlay)  # aiormq's, as rabbitmq_wave writes on it
+                assert isinstance(underlay, UnderlayChannel)
                 opened = _Channel(channel, underlay)
                 self._channels[slot] = opened
             except (BrokerUnreachableError, ConfigurationError):

@@ -32,15 +32,17 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+import aiormq
 import pamqp.frame
 from aiormq import Channel
 from aiormq.abc import ChannelFrame
 from aiormq.exceptions import ChannelInvalidStateError
 from pamqp import commands as spec
 
+from outbox.errors import ConfigurationError
 from outbox.targets.base import TX_ID_PROPERTY, OutgoingMessage
 
-__all__ = ["RowTooLarge", "forget", "publish_wave", "wave_frames"]
+__all__ = ["RowTooLarge", "check_channel", "forget", "publish_wave", "wave_frames"]
 
 #: the target's headers (``rocketbox-*``) as written; kept here, not imported, so the
 #: encoder reads as the wire format it is (outbox.targets.rabbitmq_amqp names them too)
@@ -136,6 +138,25 @@ def wave_frames(channel_number: int, exchange: str, msg: OutgoingMessage, *, app
         chunk = body[start:start + max_content]
         parts += (_frame_head(_BODY, channel_number, len(chunk)), chunk, _END)
     return b"".join(parts)
+
+
+#: what :func:`publish_wave` and :func:`forget` use of an aiormq channel beyond its
+#: public API (aiormq 7's; the rabbitmq extra pins ``aiormq<8``)
+CHANNEL_INTERNALS = ("confirmations", "message_id_delivery_tag", "delivery_tag", "lock",
+                     "write_queue", "create_future", "publisher_confirms", "max_content_size",
+                     "number", "is_closed")
+
+
+def check_channel(channel: object) -> None:
+    """Fail fast, naming the package, when an aiormq channel lacks what a wave writes
+    through (an aiormq outside the ``rabbitmq`` extra's range): every row would fail."""
+    missing = [name for name in CHANNEL_INTERNALS if not hasattr(channel, name)]
+    if not isinstance(channel, Channel) or missing:
+        raise ConfigurationError(
+            f"RabbitMQ target: aiormq {getattr(aiormq, '__version__', '?')} is not the one the "
+            f"target writes waves through ({type(channel).__name__} lacks "
+            f"{', '.join(missing) or 'the aiormq Channel type'}); install the extra's "
+            f"range: pip install 'rocketbox[rabbitmq]' (aiormq>=7.2,<8)", setting="aiormq")
 
 
 async def publish_wave(channel: Channel, frames: Sequence[tuple[str, bytes]]

@@ -19,11 +19,11 @@ from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 
 from outbox import Outbox
-from outbox.errors import RowFault, RowRefusedError
+from outbox.errors import ConfigurationError, RowFault, RowRefusedError
 from outbox.targets.base import HalfStored, OutgoingMessage
 from outbox.targets.choose import publisher_for
 from outbox.targets.rabbitmq import amqp_properties
-from outbox.targets.rabbitmq_wave import RowTooLarge, wave_frames
+from outbox.targets.rabbitmq_wave import RowTooLarge, check_channel, wave_frames
 from outbox.targets.runner import TargetPublisher
 from tests.support import wait_until
 from tests.support.rabbitmq_server import RabbitMQServer
@@ -54,6 +54,17 @@ def test_a_rows_frames_are_byte_for_byte_what_pamqp_writes(row: OutgoingMessage,
     for _ in range(2):  # the second from the cached Basic.Publish frame
         assert wave_frames(7, "ex", row, app_id=app_id, published_ms=published_ms,
                            max_content=128, publish_frames=cache) == want
+
+
+@pytest.mark.timeout(30)
+def test_a_channel_without_the_internals_a_wave_writes_through_fails_fast_naming_aiormq(
+) -> None:
+    """A wave writes through aiormq 7's channel internals; an aiormq without them (outside
+    the extra's pin) is a setup error naming the package, not a failure of every row."""
+    with pytest.raises(ConfigurationError, match=r"aiormq .*lacks .*confirmations") as caught:
+        check_channel(object())
+    assert caught.value.setting == "aiormq"
+    assert "pip install 'rocketbox[rabbitmq]'" in str(caught.value)
 
 
 @pytest.mark.timeout(30)
