@@ -26,7 +26,9 @@ Mode = Literal["outbox", "half_first"]
 class LibraryDefault(int):
     """A setting the user did not set: the library's default, which a target may replace
     with its own (:meth:`RelaySettings.tuned`). A value the user passes, even the same
-    number, is a plain ``int`` and always wins."""
+    number, is a plain ``int`` and always wins. It is an ``int`` everywhere (compares,
+    prints, pickles as one) except to encoders that check the exact type (msgspec):
+    give those ``int(value)``."""
 
     __slots__ = ()
 

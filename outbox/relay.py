@@ -160,7 +160,7 @@ class Relay:
     def claim(self, limit: int | None = None, *, only: Sequence[str] | None = None,
               older_than: float | None = None) -> list[ClaimedRow]:
         """Claim due rows under this relay's name (:func:`outbox.claims.claim`)."""
-        return claim(self.outbox, self.name, limit or self.settings.batch_size, only=only,
+        return claim(self.outbox, self.name, limit or int(self.settings.batch_size), only=only,
                      older_than=older_than)
 
     # -- 2 and 3. send, end, record ---------------------------------------------
