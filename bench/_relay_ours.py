@@ -94,8 +94,9 @@ def ours_relay_main(args: argparse.Namespace) -> int:
 
     engine = create_engine(args.db, pool_size=args.concurrency + 2)
     outbox = Outbox(engine=engine, broker=args.broker, producer_group=PRODUCER_GROUP,
-                    relay=RelaySettings(batch_size=args.batch_size,
-                                        drain_lanes=args.drain_lanes))
+                    relay=RelaySettings(**{name: value for name, value in (
+                        ("batch_size", args.batch_given), ("drain_lanes", args.lanes_given))
+                        if value is not None}))
 
     def ready(**_kwargs: object) -> None:
         Path(args.ready).write_text("ready", encoding="utf-8")
@@ -186,14 +187,16 @@ async def consume_ours(broker: str, topic: str, seen: Seen, stop: asyncio.Event,
         await consumer.shutdown()
 
 
-def start_ours_worker(env: Env, concurrency: int, batch_size: int, drain_lanes: int,
-                      side: str = "ours") -> None:
-    """Our relay worker for ``side`` (ours: broker_lite's native door; rocketmq: the proxy)."""
+def start_ours_worker(env: Env, concurrency: int, batch_size: int | None,
+                      drain_lanes: int | None, side: str = "ours") -> None:
+    """Our relay worker for ``side`` (ours: broker_lite's native door; rocketmq: the proxy);
+    ``batch_size`` or ``drain_lanes`` None: the target's own default, else the library's."""
     ready = env.work / f"{side}-ready-{uuid.uuid4().hex[:8]}"
     broker, redis = env.relay_of(side)
     proc = child("ours-relay", "--db", env.db, "--redis", redis, "--broker", broker,
                  "--ready", str(ready), "--concurrency", str(concurrency),
-                 "--batch-size", str(batch_size), "--drain-lanes", str(drain_lanes),
+                 *(("--batch-size", str(batch_size)) if batch_size else ()),
+                 *(("--drain-lanes", str(drain_lanes)) if drain_lanes else ()),
                  env=env, log_name=f"{side}-relay.log")
     if side == "rocketmq":
         env.rocketmq_worker = proc
@@ -218,8 +221,8 @@ def stop_ours_worker(env: Env, side: str | None = None) -> None:
 WORKER_SIDES = ("ours", "rocketmq", "nats")
 
 
-def use_ours_worker(env: Env, side: str, concurrency: int, batch_size: int,
-                    drain_lanes: int) -> None:
+def use_ours_worker(env: Env, side: str, concurrency: int, batch_size: int | None,
+                    drain_lanes: int | None) -> None:
     """Before a run of ``side``: only its worker runs (none for the peer's runs is needed).
 
     Every worker of ours listens to the one table's wake-ups (``pg_notify`` in the

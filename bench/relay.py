@@ -160,6 +160,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             say(f"peer setting used: {best.label} (max_workers/fetch_batch_size/"
                 f"terminal_flush_batch_size)")
             try:
+                if args.nats_sweep:  # the nats side's settings in alternation, and only that
+                    nats_sweep(args, env, best, say)
+                    return {}
                 tp, lat, raw, bound = run_sides(args, env, best, say)
             finally:
                 stop_ours_worker(env)
@@ -281,7 +284,7 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
         profiler = Profiler(env.work / "profiles", pids)
     for rep in range(args.repeat if "throughput" in args.cases else 0):
         for side in order_for(rep, args.sides):
-            use_ours_worker(env, side, args.concurrency, args.batch_size, args.drain_lanes)
+            use_ours_worker(env, side, args.concurrency, args.batch_given, args.lanes_given)
             around = profiler.around if profiler is not None and side == "ours" else \
                 contextlib.nullcontext
             r = asyncio.run(throughput_once(env, side, args.rows, best, args.timeout,
@@ -306,8 +309,9 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
                         + floors_text(b["floors"], r["per_s"]))
                 bound.append(b)
             if side == "nats":
-                base = raw_rate(env.nats_url, args.raw_rows, args.batch_size, args.drain_lanes)
-                base["sql_bound"] = asyncio.run(sql_bound_cpu(env, args.rows, args.batch_size))
+                batch, lanes = nats_numbers(args)  # what its relay ran with
+                base = raw_rate(env.nats_url, args.raw_rows, batch, lanes)
+                base["sql_bound"] = asyncio.run(sql_bound_cpu(env, args.rows, batch))
                 base["ceiling"] = ceiling(base, base["sql_bound"], len(os.sched_getaffinity(0)))
                 base["relay_per_s"] = r["per_s"]
                 worker_cpu = (r.get("cpu_s") or {}).get("worker")
@@ -348,7 +352,7 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
             + f" (median {median(ratios):.2f}x)")
     for rep in range(args.lat_repeat if "latency" in args.cases else 0):
         for side in order_for(rep, args.sides):
-            use_ours_worker(env, side, args.concurrency, args.batch_size, args.drain_lanes)
+            use_ours_worker(env, side, args.concurrency, args.batch_given, args.lanes_given)
             r = asyncio.run(latency_once(env, side, args.rate, args.seconds, best))
             lat[side].append(r)
             say(f"  latency rep {rep + 1} {side:8}: p50 {r['p50_ms']:6.1f} ms, "
@@ -362,6 +366,41 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
                 say("    legs p50 ms: " + legs_line(r["legs"]))
                 say("    legs p99 ms: " + legs_line(r["legs"], "p99_ms"))
     return tp, lat, raw, bound
+
+
+def nats_numbers(args: argparse.Namespace) -> tuple[int, int]:
+    """The batch size and lanes the nats side's relay runs with: the flags, else the NATS
+    target's own defaults (``NatsTarget.relay_tuning``), else the library's."""
+    import msgspec
+
+    from outbox import RelaySettings
+    from outbox.targets.nats import NatsTarget
+
+    tuned = RelaySettings().tuned(**msgspec.structs.asdict(NatsTarget.relay_tuning))
+    return (args.batch_given or int(tuned.batch_size),
+            args.lanes_given or int(tuned.drain_lanes))
+
+
+def nats_sweep(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any) -> None:
+    """Throughput runs of the nats side, one per ``LANES/BATCH`` setting of
+    ``--nats-sweep`` in each repetition, the order rotating every repetition (settings
+    compared in alternation on a noisy machine); prints each run and each setting's
+    median."""
+    settings = [tuple(int(x) for x in s.split("/")) for s in args.nats_sweep.split(",")]
+    runs: dict[tuple[int, ...], list[float]] = {s: [] for s in settings}
+    for rep in range(args.repeat):
+        shift = rep % len(settings)
+        for lanes, batch in settings[shift:] + settings[:shift]:
+            stop_ours_worker(env, "nats")
+            use_ours_worker(env, "nats", args.concurrency, batch, lanes)
+            r = asyncio.run(throughput_once(env, "nats", args.rows, best, args.timeout))
+            runs[(lanes, batch)].append(r["per_s"])
+            say(f"  sweep rep {rep + 1} lanes {lanes:2} batch {batch:4}: {r['per_s']:8,.0f} "
+                f"rows/s ({r['seconds']:.2f} s, missing {r['missing']}, duplicates "
+                f"{r['duplicates']})")
+    for (lanes, batch), rates in runs.items():
+        say(f"  sweep lanes {lanes:2} batch {batch:4}: median {median(rates):8,.0f} rows/s "
+            "(" + ", ".join(f"{x:,.0f}" for x in rates) + ")")
 
 
 def cpu_line(cpu: dict[str, float], seconds: float, rows: int) -> str:
@@ -416,11 +455,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="rows per peer tuning run (default 10000)")
     parser.add_argument("--concurrency", type=int, default=4,
                         help="our Celery worker's threads (default 4)")
-    parser.add_argument("--batch-size", type=int, default=200,
-                        help="our relay's batch_size (default 200, the library default)")
-    parser.add_argument("--drain-lanes", type=int, default=3,
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="our relay's batch_size (default: the target's own, else the "
+                             "library's, 200; the nats side's: NatsTarget.relay_tuning)")
+    parser.add_argument("--drain-lanes", type=int, default=None,
                         help="our relay's drain_lanes: passes the sweep runs at once "
-                             "(default 3, the library default)")
+                             "(default: the target's own, else the library's, 3)")
+    parser.add_argument("--nats-sweep", default="",
+                        help="with --sides nats: only throughput runs of the nats side, one "
+                             "per comma-separated LANES/BATCH setting (drain_lanes/batch_size) "
+                             "in each repetition, in rotating order; prints medians")
     parser.add_argument("--floors", action=argparse.BooleanOptionalAction, default=True,
                         help="after each SQL-only bound, also measure the floors: our relay "
                              "with the broker answered in-process, and broker_lite alone "
@@ -481,6 +525,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--min-interval", type=float, default=1.0, help=argparse.SUPPRESS)
     parser.add_argument("--max-interval", type=float, default=10.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    from outbox import RelaySettings
+
+    # given: what our workers are told (None: the target's or the library's default);
+    # batch_size and drain_lanes: the library's where not given (the ours side, reports)
+    args.batch_given, args.lanes_given = args.batch_size, args.drain_lanes
+    library = RelaySettings()
+    args.batch_size = args.batch_size or int(library.batch_size)
+    args.drain_lanes = args.drain_lanes or int(library.drain_lanes)
     args.sides = [c for c in str(args.sides).split(",") if c]
     if args.cases is None:
         args.cases = "throughput" if args.sides == ["rocketmq"] else "throughput,latency"

@@ -7,7 +7,7 @@ Flask config, Celery app factory) build these objects.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from sqlalchemy import Engine
@@ -18,20 +18,34 @@ from outbox.serializers import JsonSerializer, Serializer
 from outbox.targets.address import BrokerAddress, parse_broker_address, redacted_address
 from outbox.validation import DEFAULT_MAX_BODY_SIZE
 
-__all__ = ["Mode", "Outbox", "RelaySettings"]
+__all__ = ["LibraryDefault", "Mode", "Outbox", "RelaySettings"]
 
 Mode = Literal["outbox", "half_first"]
+
+
+class LibraryDefault(int):
+    """A setting the user did not set: the library's default, which a target may replace
+    with its own (:meth:`RelaySettings.tuned`). A value the user passes, even the same
+    number, is a plain ``int`` and always wins. It is an ``int`` everywhere (compares,
+    prints, pickles as one) except to encoders that check the exact type (msgspec):
+    give those ``int(value)``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return int.__repr__(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RelaySettings:
     """How the relay claims and retries rows."""
 
-    #: rows claimed per pass
-    batch_size: int = 200
+    #: rows claimed per pass (unset: 200, or the target's own default, docs/outbox.md)
+    batch_size: int = LibraryDefault(200)
     #: passes a drain (the sweeper) runs at once, each claiming its own rows, so one
-    #: pass's database work overlaps another's broker requests (SQLite: always 1)
-    drain_lanes: int = 3
+    #: pass's database work overlaps another's broker requests (SQLite: always 1;
+    #: unset: 3, or the target's own default)
+    drain_lanes: int = LibraryDefault(3)
     #: a claim expires after this long, so a dead worker's rows are taken over
     lease_seconds: float = 30.0
     #: after this many failed attempts a row is parked until replayed
@@ -56,6 +70,15 @@ class RelaySettings:
         if not 0 <= self.jitter < 1:
             raise ConfigurationError(f"relay settings: jitter must be in [0, 1), got "
                                      f"{self.jitter}", setting="jitter")
+
+    def tuned(self, *, batch_size: int | None = None,
+              drain_lanes: int | None = None) -> RelaySettings:
+        """These settings with a target's own defaults (None: it has none) in the fields
+        the user did not set; a field the user set keeps the user's value."""
+        changes = {name: LibraryDefault(value) for name, value in
+                   (("batch_size", batch_size), ("drain_lanes", drain_lanes))
+                   if value is not None and isinstance(getattr(self, name), LibraryDefault)}
+        return replace(self, **changes) if changes else self
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -68,6 +68,7 @@ from outbox.targets.base import (
     TxEnd,
     TxEnded,
     TxState,
+    relay_tuning,
 )
 from outbox.tracing import exported as tracing_exported
 from outbox.tracing import record_relay_span, relay_span
@@ -147,7 +148,9 @@ class Relay:
         self.outbox = outbox
         self.publisher = publisher
         self.name = name or worker_id()
-        self.settings = outbox.relay
+        #: the outbox's relay settings, with the target's own defaults for what the user
+        #: left unset (RelayTuning: NATS claims bigger batches in more lanes)
+        self.settings = outbox.relay.tuned(**msgspec.structs.asdict(relay_tuning(publisher)))
         #: topics relayed to (or tried) so far; a new one is logged once. Relays made one
         #: after another by one worker share theirs (``seen_topics=``): once per worker.
         self.seen_topics: set[str] = set() if seen_topics is None else seen_topics
@@ -157,7 +160,8 @@ class Relay:
     def claim(self, limit: int | None = None, *, only: Sequence[str] | None = None,
               older_than: float | None = None) -> list[ClaimedRow]:
         """Claim due rows under this relay's name (:func:`outbox.claims.claim`)."""
-        return claim(self.outbox, self.name, limit, only=only, older_than=older_than)
+        return claim(self.outbox, self.name, limit or int(self.settings.batch_size), only=only,
+                     older_than=older_than)
 
     # -- 2 and 3. send, end, record ---------------------------------------------
 

@@ -36,8 +36,8 @@ import msgspec
 from outbox.errors import RowRefusedError
 
 __all__ = ["TX_ID_PROPERTY", "EndOutcome", "HalfOutcome", "HalfStored", "LeftToCheckback",
-           "OutgoingMessage", "Publisher", "Target", "TxEnd", "TxEnded", "TxState", "dedupe_key",
-           "tx_state"]
+           "OutgoingMessage", "Publisher", "RelayTuning", "Target", "TxEnd", "TxEnded", "TxState",
+           "dedupe_key", "relay_tuning", "tx_state"]
 
 #: the user property a target puts the row's ``tx_id`` in, where the broker has no
 #: better place for it (RocketMQ 5); the inbox de-duplicates on it
@@ -141,11 +141,33 @@ HalfOutcome = HalfStored | RowRefusedError
 EndOutcome = TxEnded | LeftToCheckback | RowRefusedError
 
 
+class RelayTuning(msgspec.Struct, frozen=True):
+    """A target's own defaults for the relay's settings (None: the library's), for the
+    fields the user did not set (:meth:`outbox.config.RelaySettings.tuned`). A target
+    declares one as its class attribute ``relay_tuning`` (optional: without it, the
+    library's defaults hold), measured on its broker (docs/outbox.md, "Lanes and batch
+    size per target")."""
+
+    batch_size: int | None = None
+    drain_lanes: int | None = None
+
+
+def relay_tuning(publisher: object) -> RelayTuning:
+    """The :class:`RelayTuning` a publisher's target declares (a publisher that is no
+    :class:`~outbox.targets.runner.TargetPublisher` may declare its own); none: an empty
+    one."""
+    target = getattr(publisher, "target", publisher)
+    tuning = getattr(target, "relay_tuning", None)
+    return tuning if isinstance(tuning, RelayTuning) else RelayTuning()
+
+
 class Target(Protocol):
     """One broker the outbox publishes to; every method runs on one event loop."""
 
     #: names the target in errors and logs (``broker_lite at 127.0.0.1:10911``)
     description: str
+    # optional, not a member: ``relay_tuning``, a class attribute (a :class:`RelayTuning`)
+    # with the target's own defaults for the relay's batch size and lanes
 
     async def start(self) -> None:
         """Connect (the first send does it too); see the module doc for what it raises."""

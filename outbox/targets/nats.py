@@ -47,7 +47,15 @@ from nats.js import JetStreamContext
 
 from outbox.config import Outbox
 from outbox.errors import BrokerUnreachableError, ConfigurationError, RowFault, RowRefusedError
-from outbox.targets.base import EndOutcome, HalfOutcome, HalfStored, OutgoingMessage, TxEnd, TxEnded
+from outbox.targets.base import (
+    EndOutcome,
+    HalfOutcome,
+    HalfStored,
+    OutgoingMessage,
+    RelayTuning,
+    TxEnd,
+    TxEnded,
+)
 from outbox.targets.nats_acks import Acked, AckInbox
 from outbox.targets.nats_stream import StreamFacts, stream_problem, subject_for
 
@@ -177,6 +185,11 @@ def position_of(half: HalfStored) -> str | None:
 
 class NatsTarget:
     """One NATS connection; each row published with its ack awaited (module doc)."""
+
+    #: the relay's defaults for this target, where the user set none (docs/nats.md,
+    #: "Lanes and batch size"): a lane waits on its acks between its claim and its
+    #: mark, so more lanes and bigger batches keep the database and the stream busy
+    relay_tuning = RelayTuning(batch_size=500, drain_lanes=6)
 
     def __init__(self, outbox: Outbox) -> None:
         self.description = f"NATS JetStream at {outbox.broker_display}"
