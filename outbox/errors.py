@@ -19,7 +19,9 @@ there. The web-framework integrations add their own branch
     │
     │  fix the input
     ├── InvalidMessageError       publish(): the broker would refuse it: ``field``,
-    │                             ``limit`` (also a ValueError)
+    │   │                         ``limit`` (also a ValueError)
+    │   └── RowTooLarge           [targets.rabbitmq_wave] a row's field over AMQP's 255-byte
+    │                             short string; the RabbitMQ target refuses that row alone
     ├── SerializationError        the body could not be serialized: ``body_type``
     ├── ExportFormatError         [broker_export] a broker export line not as the format
     │                             says: ``path``, ``line``, ``field`` (also a ValueError)

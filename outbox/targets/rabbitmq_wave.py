@@ -39,7 +39,7 @@ from aiormq.abc import ChannelFrame
 from aiormq.exceptions import ChannelInvalidStateError
 from pamqp import commands as spec
 
-from outbox.errors import ConfigurationError
+from outbox.errors import ConfigurationError, InvalidMessageError
 from outbox.targets.base import TX_ID_PROPERTY, OutgoingMessage
 
 __all__ = ["RowTooLarge", "check_channel", "forget", "publish_wave", "wave_frames"]
@@ -67,14 +67,13 @@ _u32 = struct.Struct(">I").pack
 _i64 = struct.Struct(">q").pack
 
 
-class RowTooLarge(ValueError):
+class RowTooLarge(InvalidMessageError):
     """A row whose field does not fit its AMQP type (a short string is 255 bytes at most);
-    ``field`` names it."""
+    ``field`` names it, ``limit`` is 255. The target refuses that row alone with it."""
 
     def __init__(self, field: str, size: int) -> None:
-        super().__init__(f"{field} is {size} bytes encoded, over AMQP's short-string limit "
-                         f"of 255 bytes")
-        self.field = field
+        super().__init__(field, f"{field} is {size} bytes encoded, over AMQP's short-string "
+                         f"limit of 255 bytes", limit=255)
 
 
 def _short(value: str, field: str) -> bytes:
