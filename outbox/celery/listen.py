@@ -147,7 +147,7 @@ class Listener:
     def relay_due(self, lane: int = 1) -> int:
         """Passes over due rows until a claim comes back short; the rows relayed."""
         relay = self.state.relay(f"{LISTENER_RUN_ID}-{lane}")
-        limit = self.state.outbox.relay.batch_size
+        limit = relay.settings.batch_size  # the target's own where the user set none
         relayed = 0
         while not self._stop.is_set():
             report = relay.run_once()
