@@ -55,6 +55,14 @@ def _resident_kib(path: Path) -> int:
     return total
 
 
+def _whole(path: Path, size: int) -> bool:
+    """``path`` exists at its full preallocated ``size``."""
+    try:
+        return path.stat().st_size == size
+    except FileNotFoundError:
+        return False
+
+
 def _segment(data_dir: Path) -> Path:
     return data_dir / "commitlog" / "00000000000000000000"
 
@@ -112,7 +120,9 @@ def test_the_next_segment_is_made_ahead_empty_and_a_crash_image_recovers_without
 
         put(0, 32)  # ~37 KiB: the first segment is past half full
         spare = data_dir / "commitlog" / f"{seg:020d}"
-        wait_until(spare.exists, timeout=30, message="the next segment was not made ahead")
+        # the file appears (created) a moment before it is preallocated: wait for it whole
+        wait_until(lambda: _whole(spare, seg), timeout=30,
+                   message="the next segment was not made ahead")
         assert store.max_offset < seg, "made ahead, but not part of the log"
         assert spare.read_bytes() == bytes(seg), "a segment made ahead holds only zeros"
         made_ahead = spare.stat().st_ino
@@ -123,7 +133,8 @@ def test_the_next_segment_is_made_ahead_empty_and_a_crash_image_recovers_without
         # a crash image (what kill -9 leaves: the files as the page cache holds them),
         # taken once the segment after the second one was made ahead too
         third = data_dir / "commitlog" / f"{2 * seg:020d}"
-        wait_until(third.exists, timeout=30, message="the third segment was not made ahead")
+        wait_until(lambda: _whole(third, seg), timeout=30,
+                   message="the third segment was not made ahead")
         image = tmp_path / "image"
         shutil.copytree(data_dir, image)
     finally:
