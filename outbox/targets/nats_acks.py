@@ -13,10 +13,12 @@ whole batch with one subscription per connection and one future per batch:
 * each row's reply subject is ``<inbox>.<batch>.<index>``;
 * an arriving reply is stored in its batch's slot as it is (no parsing on
   the read loop); the batch's future resolves when every slot is filled;
-* :meth:`AckInbox.outcomes` reads the slots once the batch is done or its
-  deadline passed: :class:`Acked` (stream, sequence, duplicate), the
-  client's own exception for an error or "no responders" (so the target
-  keeps one mapping of errors to row faults), or None (no answer in time).
+* the target reads the slots once the batch is done or its deadline passed:
+  :meth:`AckInbox.acked` decodes a plain ack (stream, sequence, duplicate)
+  straight into the :class:`Acked` it answers; :meth:`AckInbox.outcome`
+  says what any other reply is: the client's own exception for an error or
+  "no responders" (so the target keeps one mapping of errors to row faults),
+  or None (no answer in time).
 
 A row's outcome comes only from the reply to its own publish: a row is
 marked relayed only on its own ack.
@@ -42,8 +44,10 @@ _STATUS_HEADER = "Status"
 _NO_RESPONDERS = "503"
 
 
-class _Reply(msgspec.Struct):
-    """What a JetStream publish reply holds (fields the target reads)."""
+class Acked(msgspec.Struct, frozen=True):
+    """A JetStream publish reply as decoded (the fields the target reads); as an outcome
+    (:meth:`AckInbox.outcome`): the stream stored the row at ``seq`` (``duplicate``: it had
+    it already, a re-send), and ``error`` is None."""
 
     stream: str = ""
     seq: int = 0
@@ -51,16 +55,7 @@ class _Reply(msgspec.Struct):
     error: dict[str, Any] | None = None
 
 
-_decode_reply = msgspec.json.Decoder(_Reply).decode
-
-
-@dataclass(frozen=True, slots=True)
-class Acked:
-    """The stream stored the row (``duplicate``: it had it already, a re-send)."""
-
-    stream: str
-    seq: int
-    duplicate: bool
+_decode_reply = msgspec.json.Decoder(Acked).decode
 
 
 @dataclass(slots=True)
@@ -90,39 +85,57 @@ class AckInbox:
 
     def __init__(self) -> None:
         self._prefix = ""
+        self._skip = 0
         self._subscription: Subscription | None = None
-        self._batches: dict[int, AckSlots] = {}
+        #: by number, as the reply subject writes it
+        self._batches: dict[str, AckSlots] = {}
         self._numbers = itertools.count()
 
     async def start(self, client: Client) -> None:
         """Subscribe to ``<new inbox>.>`` on ``client`` (nats-py re-subscribes after a
         reconnect)."""
         self._prefix = client.new_inbox() + "."
+        self._skip = len(self._prefix)
         self._subscription = await client.subscribe(self._prefix + ">", cb=self._arrived)
 
-    def open(self, size: int) -> tuple[int, str, AckSlots]:
+    def open(self, size: int) -> tuple[str, bytes, AckSlots]:
         """A new batch of ``size`` rows: its number, its reply-subject prefix (add the
-        row's index) and its slots. :meth:`close` it when done."""
-        number = next(self._numbers)
+        row's index), encoded, and its slots. :meth:`close` it when done."""
+        number = str(next(self._numbers))
         loop = asyncio.get_running_loop()
         batch = AckSlots(loop.create_future(), [None] * size, size)
         if size == 0:
             batch.done.set_result(None)
         self._batches[number] = batch
-        return number, f"{self._prefix}{number}.", batch
+        return number, f"{self._prefix}{number}.".encode(), batch
 
-    def close(self, number: int) -> None:
+    def close(self, number: str) -> None:
         """Forget batch ``number``: a reply arriving later is dropped."""
         self._batches.pop(number, None)
 
     async def _arrived(self, msg: Msg) -> None:
-        number, _, index = msg.subject[len(self._prefix):].partition(".")
-        try:
-            batch = self._batches.get(int(number))
-            if batch is not None:
+        number, _, index = msg.subject[self._skip:].partition(".")
+        batch = self._batches.get(number)
+        if batch is not None:
+            try:
                 batch.fill(int(index), msg)
-        except ValueError:  # not a reply of ours
-            return
+            except ValueError:  # not a reply of ours
+                return
+
+    @staticmethod
+    def acked(reply: Msg | None) -> Acked | None:
+        """The ack ``reply`` is, when it is a plain one (a stream and a sequence, no error):
+        the common case, read with one decode; None for anything else (then
+        :meth:`outcome` says what it is)."""
+        if reply is None or reply.headers:
+            return None
+        try:
+            answer = _decode_reply(reply.data)
+        except msgspec.DecodeError:
+            return None
+        if answer.error is None and answer.stream and answer.seq > 0:
+            return answer
+        return None
 
     @staticmethod
     def outcome(reply: Msg | None) -> Acked | BaseException | None:
@@ -148,4 +161,4 @@ class AckInbox:
         if not answer.stream or answer.seq <= 0:
             return nats.js.errors.Error(f"publish ack without stream and sequence: "
                                         f"{reply.data[:200]!r}")
-        return Acked(answer.stream, answer.seq, answer.duplicate)
+        return answer
