@@ -63,7 +63,7 @@ from outbox.targets.base import (
     TxEnd,
     TxEnded,
 )
-from outbox.targets.nats_acks import Acked, AckInbox
+from outbox.targets.nats_acks import Acked, AckInbox, AckReadingClient
 from outbox.targets.nats_stream import StreamFacts, stream_problem, subject_for
 from outbox.targets.nats_wire import (
     EXPECTED_STREAM_HEADER,
@@ -131,7 +131,7 @@ async def connect(outbox: Outbox, *, name: str,
                                "reconnect_time_wait": RECONNECT_WAIT}
     if outbox.access_key:
         options.update(user=outbox.access_key, password=outbox.secret_key or "")
-    client = Client()
+    client = AckReadingClient()  # nats-py's, with the acks read straight (nats_acks)
     try:
         # nats-py retries a first connect for ever when reconnects are unlimited: the
         # first one gets broker_timeout, later ones are the client's own business

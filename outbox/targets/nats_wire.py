@@ -17,7 +17,9 @@ publishes batches of rows that share their topic's subject and headers, so:
   a whole batch's commands on nats-py's pending buffer as one command, then
   wakes its flusher: one socket write for the batch. It uses two internals
   of nats-py 2 (``_send_command``, ``_flush_pending``; the ``nats`` extra
-  pins ``nats-py<3``), which :func:`check_client` looks for at start.
+  pins ``nats-py<3``), which :func:`check_client` looks for at start, with
+  the one the acks are read through
+  (:class:`~outbox.targets.nats_acks.AckReadingClient`, ``_process_msg``).
 
 What the server sees is what ``publish`` sends, message for message, so
 each row still has its own reply subject and its own ack.
@@ -50,7 +52,7 @@ GROUP_HEADER = "Rocketbox-Message-Group"
 EXPECTED_STREAM_HEADER = "Nats-Expected-Stream"
 
 #: what :func:`write_commands` uses of a nats-py client beyond its public API (nats-py 2's)
-CLIENT_INTERNALS = ("_send_command", "_flush_pending", "stats")
+CLIENT_INTERNALS = ("_send_command", "_flush_pending", "_process_msg", "stats")
 
 #: a header name nats-py sends (an RFC 7230 token; its ``_HEADER_KEY_RE``)
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
