@@ -33,7 +33,6 @@ marked relayed only on its own ack.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,9 +93,8 @@ class AckInbox:
     def __init__(self) -> None:
         self._prefix = ""
         self._prefix_bytes = b""
-        self._skip = 0
         self._subscription: Subscription | None = None
-        #: by number, as the reply subject writes it
+        #: by reply-subject prefix (``<inbox>.<batch>``, the row's index follows)
         self._batches: dict[bytes, AckSlots] = {}
         self._numbers = itertools.count()
 
@@ -105,35 +103,37 @@ class AckInbox:
         reconnect)."""
         self._prefix = client.new_inbox() + "."
         self._prefix_bytes = self._prefix.encode()
-        self._skip = len(self._prefix_bytes)
         self._subscription = await client.subscribe(self._prefix + ">", cb=self._arrived)
         if isinstance(client, AckReadingClient):
             client.ack_inbox = self
 
     def open(self, size: int) -> tuple[bytes, bytes, AckSlots]:
-        """A new batch of ``size`` rows: its number, its reply-subject prefix (add the
-        row's index), encoded, and its slots. :meth:`close` it when done."""
-        number = b"%d" % next(self._numbers)
+        """A new batch of ``size`` rows: its key (``<inbox>.<number>``), its reply-subject
+        prefix (add the row's index), encoded, and its slots. :meth:`close` it when done."""
+        number = b"%b%d" % (self._prefix_bytes, next(self._numbers))
         loop = asyncio.get_running_loop()
         batch = AckSlots(loop.create_future(), [None] * size, size)
         if size == 0:
             batch.done.set_result(None)
         self._batches[number] = batch
-        return number, self._prefix_bytes + number + b".", batch
+        return number, number + b".", batch
 
     def close(self, number: bytes) -> None:
         """Forget batch ``number``: a reply arriving later is dropped."""
         self._batches.pop(number, None)
 
     def deliver(self, subject: bytes, reply: bytes | Msg) -> bool:
-        """Store ``reply`` if ``subject`` is one of this inbox's: False if it is not."""
-        if not subject.startswith(self._prefix_bytes):
-            return False
-        number, _, index = subject[self._skip:].partition(b".")
+        """Store ``reply`` if ``subject`` is a row's of an open batch: False if it is not
+        (another subscription's, or a reply that came after its batch closed)."""
+        number, _, index = subject.rpartition(b".")
         batch = self._batches.get(number)
-        if batch is not None:
-            with contextlib.suppress(ValueError):  # an index that is none of ours
-                batch.fill(int(index), reply)
+        if batch is None:
+            return False
+        try:
+            index_number = int(index)
+        except ValueError:  # an index that is none of ours
+            return True
+        batch.fill(index_number, reply)
         return True
 
     async def _arrived(self, msg: Msg) -> None:
