@@ -22,7 +22,14 @@ another, each after the previous one's ack, and after a failure the rest of
 that group in the request is not published (its
 :class:`~outbox.targets.base.HalfStored` has ``queue_offset -1``, and the
 relay holds those rows back behind the failed one, no attempt counted).
-Different groups and ungrouped rows are published at once.
+Different groups and ungrouped rows are published at once: a batch's
+``HPUB`` commands are encoded here and written to the connection as one
+(:mod:`outbox.targets.nats_wire`: a topic's subject and stream header made
+once, each row's headers encoded once, no nats-py ``publish`` per row), and
+each row's ack comes back on its own reply subject
+(:mod:`outbox.targets.nats_acks`). A row refused before it is sent (a
+header or ``tx_id`` that cannot be a NATS header, a message over the
+server's ``max_payload``) is refused alone, ``row_invalid``, naming it.
 
 Before the first row of a topic, the target finds the topic's stream and
 checks it (:mod:`outbox.targets.nats_stream`): a duplicate window shorter
@@ -56,8 +63,23 @@ from outbox.targets.base import (
     TxEnd,
     TxEnded,
 )
-from outbox.targets.nats_acks import Acked, AckInbox
+from outbox.targets.nats_acks import Acked, AckInbox, AckReadingClient
 from outbox.targets.nats_stream import StreamFacts, stream_problem, subject_for
+from outbox.targets.nats_wire import (
+    EXPECTED_STREAM_HEADER,
+    GROUP_HEADER,
+    KEYS_HEADER,
+    MSG_ID_HEADER,
+    TAG_HEADER,
+    TopicWire,
+    check_client,
+    header_problem,
+    hpub,
+    row_head,
+    topic_wire,
+    tx_id_problem,
+    write_commands,
+)
 
 __all__ = ["EXPECTED_STREAM_HEADER", "GROUP_HEADER", "KEYS_HEADER", "MSG_ID_HEADER",
            "RECONNECT_WAIT", "TAG_HEADER", "NatsTarget", "connect", "headers_for", "position_of",
@@ -65,14 +87,6 @@ __all__ = ["EXPECTED_STREAM_HEADER", "GROUP_HEADER", "KEYS_HEADER", "MSG_ID_HEAD
 
 log = logging.getLogger("rocketbox.relay")
 
-#: JetStream's de-duplication header: the row's ``tx_id``
-MSG_ID_HEADER = "Nats-Msg-Id"
-#: the row's tag, keys (space-separated) and message group, as it wrote them
-TAG_HEADER = "Rocketbox-Tag"
-KEYS_HEADER = "Rocketbox-Keys"
-GROUP_HEADER = "Rocketbox-Message-Group"
-#: the stream checked for the row's topic: JetStream refuses the row if another takes it
-EXPECTED_STREAM_HEADER = "Nats-Expected-Stream"
 #: the client retries a lost connection this often (seconds)
 RECONNECT_WAIT = 0.5
 #: errors that say the request did not get through (no row is at fault)
@@ -117,7 +131,7 @@ async def connect(outbox: Outbox, *, name: str,
                                "reconnect_time_wait": RECONNECT_WAIT}
     if outbox.access_key:
         options.update(user=outbox.access_key, password=outbox.secret_key or "")
-    client = Client()
+    client = AckReadingClient()  # nats-py's, with the acks read straight (nats_acks)
     try:
         # nats-py retries a first connect for ever when reconnects are unlimited: the
         # first one gets broker_timeout, later ones are the client's own business
@@ -147,20 +161,18 @@ async def connect(outbox: Outbox, *, name: str,
 
 
 def headers_for(msg: OutgoingMessage, target: str = "NATS") -> dict[str, str] | RowRefusedError:
-    """The NATS headers of ``msg``: its properties, tag, keys, group and ``Nats-Msg-Id``.
+    """The NATS headers of ``msg``: its properties, tag, keys, group and ``Nats-Msg-Id``
+    (what :func:`~outbox.targets.nats_wire.row_head` encodes, before the stream's).
 
     A property JetStream would read as its own (``Nats-*``) or that cannot be
-    a header (a name with ``:`` or a space, a line break) refuses the row,
-    naming it.
+    a header (a name that is not a token, a line break), and a ``tx_id`` that
+    is not one clean line, refuse the row, naming it.
     """
     headers: dict[str, str] = {}
     for name, value in msg.properties.items():
-        if name.lower().startswith("nats-"):
-            return _invalid(msg, target,
-                            f"header {name!r}: names starting 'Nats-' are JetStream's")
-        if not name or any(c in name for c in ": \t\r\n") or any(c in value for c in "\r\n"):
-            return _invalid(msg, target, f"header {name!r} cannot be a NATS header (a name without "
-                                 f"':' or white space, a value on one line)")
+        problem = header_problem(name, value)
+        if problem is not None:
+            return _invalid(msg, target, problem)
         headers[name] = value
     if msg.tag:
         headers[TAG_HEADER] = msg.tag
@@ -168,6 +180,9 @@ def headers_for(msg: OutgoingMessage, target: str = "NATS") -> dict[str, str] | 
         headers[KEYS_HEADER] = " ".join(msg.keys)
     if msg.message_group:
         headers[GROUP_HEADER] = msg.message_group
+    problem = tx_id_problem(msg.tx_id)
+    if problem is not None:
+        return _invalid(msg, target, problem)
     headers[MSG_ID_HEADER] = msg.tx_id
     return headers
 
@@ -200,6 +215,8 @@ class NatsTarget:
         self._callbacks: list[Callable[[], None]] = []
         #: topic -> its checked stream
         self._streams: dict[str, str] = {}
+        #: topic -> what its rows share on the wire (made from its checked stream)
+        self._wires: dict[str, TopicWire] = {}
         self._warned: set[str] = set()
         self._starting = asyncio.Lock()
         self._acks = AckInbox()
@@ -215,9 +232,15 @@ class NatsTarget:
     async def start(self) -> None:
         async with self._starting:
             if self._client is None:
-                self._client = await connect(
+                client = await connect(
                     self._outbox, name=f"{self._outbox.producer_group}-relay",
                     reconnected=self._reconnected)
+                try:
+                    check_client(client)
+                except ConfigurationError:
+                    await client.close()
+                    raise
+                self._client = client
                 self._js = self._client.jetstream(timeout=self._timeout)
                 self._acks = AckInbox()
                 await self._acks.start(self._client)
@@ -237,85 +260,138 @@ class NatsTarget:
 
     async def send_halves(self, messages: Sequence[OutgoingMessage]) -> list[HalfOutcome]:
         js = await self._jetstream()
-        outcomes: dict[str, HalfOutcome] = {}
         refused = await self._check_streams(js, messages)
-        chains: dict[str, list[OutgoingMessage]] = {}
-        for msg in messages:
-            if msg.topic in refused:
-                outcomes[msg.tx_id] = self._refused(msg.tx_id, refused[msg.topic],
-                                                    RowFault.CONFIG)
-                continue
-            chains.setdefault(msg.message_group or f"\0{msg.tx_id}", []).append(msg)
+        outcomes: list[HalfOutcome | None] = [None] * len(messages)
+        loose: list[int] = []  # rows without a message group: published all at once
+        groups: dict[str, list[int]] = {}  # a group's rows: one after another
+        for index, msg in enumerate(messages):
+            if refused and msg.topic in refused:
+                outcomes[index] = self._refused(msg.tx_id, refused[msg.topic], RowFault.CONFIG)
+            elif msg.message_group:
+                groups.setdefault(msg.message_group, []).append(index)
+            else:
+                loose.append(index)
         unreachable: list[BaseException] = []
         client = self._client
         assert client is not None
-        loose = [chain[0] for chain in chains.values() if chain[0].message_group is None]
-        await asyncio.gather(self._publish_batch(client, loose, outcomes, unreachable),
-                             *(self._publish_chain(client, chain, outcomes, unreachable)
-                               for chain in chains.values() if chain[0].message_group))
-        if unreachable and len(unreachable) == len(chains) == len(outcomes) - _held(outcomes):
+        held = await self._publish_all(client, messages, loose, groups, outcomes, unreachable)
+        if unreachable and len(unreachable) == len(loose) + len(groups) \
+                == len(messages) - held:
             # every publish went unanswered, and nothing else happened: no row is at fault
             raise BrokerUnreachableError(f"{self.description} unreachable: "
                                          f"{_text(unreachable[0])}") from unreachable[0]
-        return [outcomes[msg.tx_id] for msg in messages]
+        assert all(outcome is not None for outcome in outcomes)
+        return outcomes  # type: ignore[return-value]  # each one filled (checked above)
 
-    async def _publish_chain(self, client: Client, chain: list[OutgoingMessage],
-                             outcomes: dict[str, HalfOutcome],
-                             unreachable: list[BaseException]) -> None:
-        """Publish ``chain`` (one message group) in order, each row after the previous
-        one's ack; after a failure the rest is not published (held back by the relay
-        behind it)."""
-        for index, msg in enumerate(chain):
-            await self._publish_batch(client, [msg], outcomes, unreachable)
-            if isinstance(outcomes[msg.tx_id], RowRefusedError):
-                for rest in chain[index + 1:]:
-                    outcomes[rest.tx_id] = HalfStored(rest.tx_id, rest.topic)
-                return
+    async def _publish_all(self, client: Client, messages: Sequence[OutgoingMessage],
+                           loose: list[int], groups: dict[str, list[int]],
+                           outcomes: list[HalfOutcome | None],
+                           unreachable: list[BaseException]) -> int:
+        """Publish the ``loose`` rows at once beside each group's chain; how many rows
+        were held back behind a failure in their group."""
+        if not groups:
+            await self._publish_batch(client, messages, loose, outcomes, unreachable)
+            return 0
 
-    async def _publish_batch(self, client: Client, batch: list[OutgoingMessage],
-                             outcomes: dict[str, HalfOutcome],
+        async def publish_loose() -> int:
+            await self._publish_batch(client, messages, loose, outcomes, unreachable)
+            return 0
+
+        held = await asyncio.gather(
+            publish_loose(), *(self._publish_chain(client, messages, chain, outcomes,
+                                                   unreachable) for chain in groups.values()))
+        return sum(held)
+
+    async def _publish_chain(self, client: Client, messages: Sequence[OutgoingMessage],
+                             chain: list[int], outcomes: list[HalfOutcome | None],
+                             unreachable: list[BaseException]) -> int:
+        """Publish the rows at ``chain`` (one message group) in order, each after the
+        previous one's ack; after a failure the rest is not published (held back by the
+        relay behind it): how many were held."""
+        for position, index in enumerate(chain):
+            await self._publish_batch(client, messages, [index], outcomes, unreachable)
+            if isinstance(outcomes[index], RowRefusedError):
+                rest = chain[position + 1:]
+                for later in rest:
+                    outcomes[later] = HalfStored(messages[later].tx_id, messages[later].topic)
+                return len(rest)
+        return 0
+
+    def _wire(self, topic: str) -> TopicWire:
+        """What ``topic``'s rows share on the wire, made once per checked stream."""
+        wire = self._wires.get(topic)
+        if wire is None:
+            wire = topic_wire(topic, self._streams.get(topic))
+            if topic in self._streams:  # a topic not checked (now) is not remembered
+                self._wires[topic] = wire
+        return wire
+
+    async def _publish_batch(self, client: Client, messages: Sequence[OutgoingMessage],
+                             batch: list[int], outcomes: list[HalfOutcome | None],
                              unreachable: list[BaseException]) -> None:
-        """Publish ``batch`` all at once, each row with its own reply subject, then wait
-        for their acks with one deadline (``broker_timeout``): each row's outcome is the
-        answer to its own publish (:mod:`outbox.targets.nats_acks`)."""
-        acks, streams = self._acks, self._streams
+        """Publish the rows at ``batch`` all at once (one write: :mod:`.nats_wire`), each
+        with its own reply subject, then wait for their acks with one deadline
+        (``broker_timeout``): each row's outcome is the answer to its own publish
+        (:mod:`outbox.targets.nats_acks`). A row refused before it is sent (a header, its
+        topic, its size) is refused alone."""
+        if not batch:
+            return
+        acks, wires = self._acks, self._wires
         number, reply_to, slots = acks.open(len(batch))
         try:
-            for index, msg in enumerate(batch):
-                headers = headers_for(msg, self.description)
-                if isinstance(headers, RowRefusedError):
-                    outcomes[msg.tx_id] = headers
-                    slots.fill(index, None)
+            commands: list[bytes] = []
+            sent: list[int] = []  # slots of the rows in ``commands``
+            limit = client.max_payload
+            for slot, index in enumerate(batch):
+                msg = messages[index]
+                wire = wires.get(msg.topic) or self._wire(msg.topic)
+                head = row_head(msg, wire.tail) if wire.problem is None else wire.problem
+                if isinstance(head, str):
+                    outcomes[index] = _invalid(msg, self.description, head)
+                    slots.fill(slot, None)
                     continue
-                stream = streams.get(msg.topic)
-                if stream is not None:  # JetStream refuses it if another stream takes it
-                    headers[EXPECTED_STREAM_HEADER] = stream
-                try:
-                    await client.publish(subject_for(msg.topic, msg.message_group), msg.body,
-                                         reply=f"{reply_to}{index}", headers=headers)
-                except Exception as exc:
-                    outcomes[msg.tx_id] = self._failed(msg, exc, unreachable)
-                    slots.fill(index, None)
+                body = msg.body
+                if len(head) + len(body) > limit:
+                    outcomes[index] = _invalid(
+                        msg, self.description,
+                        f"body: {len(body)} bytes and {len(head)} of headers, over the "
+                        f"server's max_payload of {limit} bytes")
+                    slots.fill(slot, None)
+                    continue
+                subject = (wire.subject if not msg.message_group
+                           else subject_for(msg.topic, msg.message_group).encode())
+                commands.append(hpub(subject, b"%b%d" % (reply_to, slot), head, body))
+                sent.append(slot)
+            try:
+                await write_commands(client, commands)
+            except Exception as exc:  # nothing of the batch went out
+                for slot in sent:
+                    index = batch[slot]
+                    outcomes[index] = self._failed(messages[index], exc, unreachable)
+                    slots.fill(slot, None)
             if slots.left:
                 await asyncio.wait([slots.done], timeout=self._timeout)
         finally:
             acks.close(number)
-        skipped, replies = slots.skipped, slots.slots
-        for index, msg in enumerate(batch):
-            if index in skipped:
+        skipped, replies, acked = slots.skipped, slots.slots, AckInbox.acked
+        for slot, index in enumerate(batch):
+            if slot in skipped:
                 continue
-            answer = AckInbox.outcome(replies[index])
-            if isinstance(answer, Acked):
-                outcomes[msg.tx_id] = self._stored(msg, answer)
-            else:
-                outcomes[msg.tx_id] = self._failed(msg, answer, unreachable)
-
-    def _stored(self, msg: OutgoingMessage, ack: Acked) -> HalfStored:
-        if ack.duplicate:
-            log.debug("%s: already in stream %s at %d (a re-send)", msg.tx_id, ack.stream,
-                      ack.seq)
-        return HalfStored(msg.tx_id, msg.topic, queue_offset=ack.seq,
-                          transaction_id=ack.stream, position=f"{ack.stream}:{ack.seq}")
+            reply = replies[slot]
+            answer = acked(reply)
+            if answer is None:
+                outcome = AckInbox.outcome(reply)
+                if not isinstance(outcome, Acked):
+                    outcomes[index] = self._failed(messages[index], outcome, unreachable)
+                    continue
+                answer = outcome
+            msg = messages[index]
+            if answer.duplicate:
+                log.debug("%s: already in stream %s at %d (a re-send)", msg.tx_id,
+                          answer.stream, answer.seq)
+            outcomes[index] = HalfStored(msg.tx_id, msg.topic, queue_offset=answer.seq,
+                                         transaction_id=answer.stream,
+                                         position=f"{answer.stream}:{answer.seq}")
 
     def _failed(self, msg: OutgoingMessage, exc: BaseException | None,
                 unreachable: list[BaseException]) -> RowRefusedError:
@@ -323,22 +399,24 @@ class NatsTarget:
         try:
             raise exc or nats.errors.TimeoutError()
         except nats.js.errors.NoStreamResponseError as exc:
-            self._streams.pop(msg.topic, None)  # the stream went away: find it again
+            self._forget(msg.topic)  # the stream went away: find it again
             return self._refused(msg.tx_id, f"no JetStream stream takes subject "
                                  f"{subject_for(msg.topic, msg.message_group)!r}",
                                  RowFault.CONFIG, exc)
         except nats.js.errors.APIError as exc:
             if exc.err_code == 10060:  # the subject is not in the stream checked for it
-                self._streams.pop(msg.topic, None)
+                self._forget(msg.topic)
             return self._refused(msg.tx_id, _text(exc), _api_fault(exc), exc)
-        except nats.errors.MaxPayloadError as exc:
-            return self._refused(msg.tx_id, f"body: {_text(exc)} (the server's max_payload)",
-                                 RowFault.ROW_INVALID, exc)
         except _UNREACHABLE as exc:
             unreachable.append(exc)
             return self._refused(msg.tx_id, f"no ack: {_text(exc)}", RowFault.TRANSIENT, exc)
         except Exception as exc:
             return self._refused(msg.tx_id, _text(exc), RowFault.TRANSIENT, exc)
+
+    def _forget(self, topic: str) -> None:
+        """Check ``topic``'s stream again before its next row."""
+        self._streams.pop(topic, None)
+        self._wires.pop(topic, None)
 
     def _refused(self, tx_id: str, text: str, kind: RowFault,
                  cause: BaseException | None = None) -> RowRefusedError:
@@ -389,6 +467,7 @@ class NatsTarget:
                         "them (create it with storage=file; docs/nats.md)",
                         self.description, name)
         self._streams[topic] = name
+        self._wires.pop(topic, None)
         return None
 
     # -- ending: nothing to ask the broker ------------------------------------------------
@@ -396,7 +475,11 @@ class NatsTarget:
     async def end_transactions(self, ends: Sequence[TxEnd]) -> list[EndOutcome]:
         outcomes: list[EndOutcome] = []
         for end in ends:
-            if position_of(end.half) is None:
+            half = end.half  # its position, as send_halves wrote it (or as a row had it)
+            position = half.position if half.queue_offset >= 0 and half.transaction_id \
+                else None
+            position = position or position_of(half)
+            if position is None:
                 # The relay asks no end of a row held back behind its group's failure; a
                 # row it sent no message for at all had a half_offset recorded (never by
                 # this target's passes): only re-sending its body can relay it.
@@ -409,14 +492,9 @@ class NatsTarget:
             if end.state != "COMMIT":
                 log.error("%s: row state is %s but its message is in stream %s: JetStream has "
                           "no half to roll back (publish committed rows only)", end.tx_id,
-                          end.state, position_of(end.half), extra={"tx_id": end.tx_id})
-            outcomes.append(TxEnded(end.tx_id, position=position_of(end.half)))
+                          end.state, position, extra={"tx_id": end.tx_id})
+            outcomes.append(TxEnded(half.tx_id, position=position))
         return outcomes
-
-
-def _held(outcomes: dict[str, HalfOutcome]) -> int:
-    """How many rows were not published, held back behind a failure in their group."""
-    return sum(1 for o in outcomes.values() if isinstance(o, HalfStored) and o.queue_offset < 0)
 
 
 def _api_fault(exc: nats.js.errors.APIError) -> RowFault:

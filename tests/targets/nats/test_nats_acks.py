@@ -85,3 +85,59 @@ def test_each_row_is_marked_with_its_own_ack_and_a_vanished_stream_refuses_only_
         stream, _, seq = str(positions[tx_id]).partition(":")
         assert stream == "KEPT" and by_seq[int(seq)] == tx_id, (tx_id, positions[tx_id])
     assert sorted(by_seq.values()) == sorted([*first[:3], *kept])
+
+
+@pytest.mark.timeout(60)
+def test_plain_acks_reach_their_slots_as_bytes_and_a_reply_with_headers_as_nats_py_reads_it(
+        nats_server: NatsServer) -> None:
+    """The target's connection hands a reply without headers on the inbox straight to its
+    slot (no ``Msg``, no subscription task); one with headers, or another subscription's
+    message, goes nats-py's way; a late reply or a subject of the inbox that is no slot of
+    a batch is dropped."""
+    import asyncio
+
+    import nats
+    from nats.aio.msg import Msg
+
+    from outbox.targets.nats_acks import AckInbox, AckReadingClient
+
+    async def go() -> None:
+        client = AckReadingClient()
+        await client.connect(nats_server.url, connect_timeout=5)
+        other = await nats.connect(nats_server.url, connect_timeout=5)
+        try:
+            inbox = AckInbox()
+            await inbox.start(client)
+            assert client.ack_inbox is inbox
+            seen: list[Msg] = []
+
+            async def elsewhere(msg: Msg) -> None:
+                seen.append(msg)
+
+            await client.subscribe("Elsewhere", cb=elsewhere)
+            await client.flush()
+            late_number, late_prefix, _ = inbox.open(1)
+            inbox.close(late_number)
+            number, prefix, slots = inbox.open(3)
+            await other.publish(late_prefix.decode() + "0", b"late")
+            await other.publish(prefix.decode() + "9", b"no such slot")
+            await other.publish(prefix.decode() + "0", b'{"stream":"S","seq":1}')
+            await other.publish(prefix.decode() + "2", b"", headers={"Status": "503"})
+            await other.publish(prefix.decode() + "1", b'{"stream":"S","seq":2}')
+            await other.publish("Elsewhere", b"not an ack")
+            await other.flush()
+            await asyncio.wait_for(slots.done, 10)
+            inbox.close(number)
+            first, second, third = slots.slots
+            assert first == b'{"stream":"S","seq":1}' and second == b'{"stream":"S","seq":2}'
+            assert isinstance(third, Msg) and third.headers == {"Status": "503"}
+            assert AckInbox.acked(first) == AckInbox.outcome(first)
+            assert AckInbox.acked(third) is None
+            assert type(AckInbox.outcome(third)).__name__ == "NoStreamResponseError"
+            await client.flush()
+            assert [m.data for m in seen] == [b"not an ack"]
+        finally:
+            await other.close()
+            await client.close()
+
+    asyncio.run(go())
