@@ -134,7 +134,10 @@ def test_plain_acks_reach_their_slots_as_bytes_and_a_reply_with_headers_as_nats_
             assert AckInbox.acked(first) == AckInbox.outcome(first)
             assert AckInbox.acked(third) is None
             assert type(AckInbox.outcome(third)).__name__ == "NoStreamResponseError"
-            await client.flush()
+            # the other subscription's callback runs from its own task: wait for it
+            deadline = asyncio.get_running_loop().time() + 10
+            while not seen and asyncio.get_running_loop().time() < deadline:
+                await client.flush()
             assert [m.data for m in seen] == [b"not an ack"]
         finally:
             await other.close()
