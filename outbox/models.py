@@ -34,6 +34,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 __all__ = [
     "NAMING_CONVENTION",
     "STATES",
+    "TRANSACTION_FILLFACTOR",
     "VERSION_TABLE",
     "Base",
     "BrokerStateRow",
@@ -58,6 +59,10 @@ metadata = MetaData(naming_convention=NAMING_CONVENTION)
 #: rocketbox's own Alembic version table: an application's ``alembic_version``
 #: in the same database is never touched
 VERSION_TABLE = "rocketbox_alembic_version"
+
+#: PostgreSQL's fillfactor of ``rocketbox_transaction`` (revision 0007): inserts leave half
+#: of each page free, so the relay's claim of a row is a HOT update on the row's own page
+TRANSACTION_FILLFACTOR = 40
 
 #: what a status row can say about its unit of work (RocketMQ's three answers)
 STATES = ("COMMIT", "ROLLBACK", "UNKNOWN")
@@ -115,6 +120,9 @@ class TransactionRow(Base):
               postgresql_where=text("relayed_at IS NULL"),
               sqlite_where=text("relayed_at IS NULL")),
         Index("ix_rocketbox_transaction_created_at", "created_at"),
+        # half-full pages: a claim (no indexed column changed) stays on its page, a HOT
+        # update with no index entry (migration 0007)
+        {"postgresql_with": {"fillfactor": TRANSACTION_FILLFACTOR}},
     )
 
 

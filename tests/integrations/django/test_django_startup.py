@@ -65,7 +65,7 @@ def test_a_database_behind_the_head_names_the_alias(tmp_path: Path) -> None:
     migrate.upgrade(url, "0003")
     with override_settings(ROCKETBOX={"DATABASE_URL": url, "CELERY_BROKER": ""}), \
             pytest.raises(CommandError, match=r"is at rocketbox migration 0003, this "
-                                              r"rocketbox needs 0006; run `manage.py "
+                                              r"rocketbox needs 0007; run `manage.py "
                                               r"migrate rocketbox`"):
         call_command("rocketbox_checker")
 

@@ -43,16 +43,16 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.timeout(60)
 def test_migrate_a_fresh_database(cli_db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["migrate", "--db", cli_db_url]) == 0
-    assert capsys.readouterr().out.endswith(": empty -> 0006\n")
+    assert capsys.readouterr().out.endswith(": empty -> 0007\n")
     assert main(["migrate", "--db", cli_db_url]) == 0
-    assert capsys.readouterr().out.endswith(": already at 0006\n")
+    assert capsys.readouterr().out.endswith(": already at 0007\n")
     assert main(["migrate", "--db", cli_db_url, "--current"]) == 0
-    assert capsys.readouterr().out == "0006\n"
+    assert capsys.readouterr().out == "0007\n"
     assert main(["migrate", "--db", cli_db_url, "--check"]) == 0
     assert capsys.readouterr().out.endswith(" matches outbox.models\n")
 
     assert main(["migrate", "--db", cli_db_url, "--downgrade", "--revision", "base"]) == 0
-    assert capsys.readouterr().out.endswith(": 0006 -> base (no tables)\n")
+    assert capsys.readouterr().out.endswith(": 0007 -> base (no tables)\n")
     engine = create_engine(cli_db_url)
     try:
         assert "rocketbox_transaction" not in inspect(engine).get_table_names()

@@ -23,7 +23,7 @@ def test_migrate_and_status_take_an_asyncpg_url(postgres_server: PostgresServer,
     assert "+psycopg:" in sync
     url = _async(sync)
     assert main(["migrate", "--db", url]) == 0, capsys.readouterr().err
-    assert capsys.readouterr().out.endswith(": empty -> 0006\n")
+    assert capsys.readouterr().out.endswith(": empty -> 0007\n")
     engine = create_engine(sync)
     try:
         assert "rocketbox_transaction" in inspect(engine).get_table_names()
@@ -39,7 +39,7 @@ def test_an_aiosqlite_url_migrates_the_same_file(tmp_path: object,
     path = f"{tmp_path}/async.sqlite"
     assert main(["migrate", "--db", f"sqlite+aiosqlite:///{path}"]) == 0
     assert main(["migrate", "--db", f"sqlite:///{path}", "--current"]) == 0
-    assert capsys.readouterr().out.endswith("0006\n")
+    assert capsys.readouterr().out.endswith("0007\n")
 
 
 @pytest.mark.parametrize("url", ["mysql://app:pw@127.0.0.1:1/shop",

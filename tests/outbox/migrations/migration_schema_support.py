@@ -40,8 +40,19 @@ def schema_snapshot(engine: Engine) -> dict[str, Any]:
                              for u in insp.get_unique_constraints(table)),
             "foreign_keys": sorted((f["name"], tuple(f["constrained_columns"]))
                                    for f in insp.get_foreign_keys(table)),
+            "storage": _storage(engine, table),
         }
     return snapshot
+
+
+def _storage(engine: Engine, table: str) -> list[str]:
+    """PostgreSQL's storage parameters of ``table`` (``fillfactor=50``), sorted."""
+    if engine.dialect.name != "postgresql":
+        return []
+    with engine.connect() as conn:
+        options = conn.execute(text("SELECT reloptions FROM pg_class WHERE relname = :t"),
+                               {"t": table}).scalar()
+    return sorted(options or [])
 
 
 def sequences(engine: Engine) -> list[str]:

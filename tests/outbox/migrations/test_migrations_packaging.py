@@ -54,6 +54,7 @@ def test_an_installed_wheel_runs_its_migrations(tmp_path: Path) -> None:
                    "migrations/versions/0004_rocketmq_half_ids.py",
                    "migrations/versions/0005_broker_state_reporter.py",
                    "migrations/versions/0006_broker_position.py",
+                   "migrations/versions/0007_transaction_fillfactor.py",
                    "outbox/migrate.py", "outbox/py.typed"):
         assert member in names, member
 
@@ -69,5 +70,5 @@ def test_an_installed_wheel_runs_its_migrations(tmp_path: Path) -> None:
     found = json.loads(out.stdout)
     assert Path(found["package"]).is_relative_to(site)
     assert found["location"] == str(site / "migrations")
-    assert found["current"] == "0006"
+    assert found["current"] == "0007"
     assert found["check"] == 0

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from outbox import Outbox, publish
 from outbox.claims import ROW_COLUMNS, ClaimedRow, claim
 from outbox.models import transaction_table as t
+from outbox.relay import worker_id
 from tests.outbox.relay.outbox_relay_support import fast_relay
 from tests.outbox.relay.turn_counter import TurnCounter, counting
 
@@ -152,3 +153,33 @@ def test_a_claim_walks_the_pending_index_when_statistics_say_the_table_is_empty(
     [plan] = [p for p in plans if "SKIP LOCKED" in p]
     assert "Index Scan using ix_rocketbox_transaction_pending" in plan, plan
     assert "Sort" not in plan, plan
+
+
+def _blocks(engine: Engine, ids: list[str]) -> dict[str, int]:
+    """The heap page each row's current version is on (its ``ctid``'s block)."""
+    with engine.connect() as conn:
+        return {tx_id: int(block) for tx_id, block in conn.execute(text(
+            "SELECT tx_id, (ctid::text::point)[0] FROM rocketbox_transaction "
+            "WHERE tx_id = ANY(:ids)"), {"ids": ids})}
+
+
+@pytest.mark.timeout(60)
+def test_a_claim_stays_on_its_rows_page_a_hot_update(pg_engine: Engine) -> None:
+    """``rocketbox_transaction`` leaves half of each page free (fillfactor 40, revision
+    0007), so a claim, which changes no indexed column, writes the row's new version on
+    its own page with no index entry (a HOT update) instead of on another page with one
+    entry in each of the table's indexes. At fillfactor 100 the pages are packed and the
+    claimed versions move (checked: this test fails with ``RESET (fillfactor)``)."""
+    with pg_engine.connect() as conn:
+        assert conn.execute(text("SELECT reloptions FROM pg_class WHERE relname = "
+                                 "'rocketbox_transaction'")).scalar() == ["fillfactor=40"]
+    ids = _publish(pg_engine, 120)
+    before = _blocks(pg_engine, ids)
+    assert len(set(before.values())) > 2  # the rows fill several pages
+    # a worker's lane name, as long as the relay's own (host:pid:listener-N)
+    claimed = claim(_outbox(pg_engine), f"{worker_id()}:listener-1", 40)
+    assert len(claimed) == 40
+    after = _blocks(pg_engine, [row.tx_id for row in claimed])
+    moved = {tx_id: (before[tx_id], page) for tx_id, page in after.items()
+             if page != before[tx_id]}
+    assert not moved, f"claimed versions written to another page: {moved}"
