@@ -204,7 +204,7 @@ class NatsTarget:
     #: the relay's defaults for this target, where the user set none (docs/nats.md,
     #: "Lanes and batch size"): a lane waits on its acks between its claim and its
     #: mark, so more lanes and bigger batches keep the database and the stream busy
-    relay_tuning = RelayTuning(batch_size=500, drain_lanes=6)
+    relay_tuning = RelayTuning(batch_size=1000, drain_lanes=6)
 
     def __init__(self, outbox: Outbox) -> None:
         self.description = f"NATS JetStream at {outbox.broker_display}"
