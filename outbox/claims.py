@@ -192,7 +192,8 @@ def claim(outbox: Outbox, name: str, limit: int | None = None, *, only: Sequence
                 # Walk the pending index: the planner's row estimate is often stale
                 # for a backlog written since the last ANALYZE, and then it reads
                 # and sorts every due row to return the first ``limit``.
-                conn.exec_driver_sql("SET LOCAL enable_sort = off")
+                conn.exec_driver_sql(_SORT_OFF)
+                conn.exec_driver_sql(_CUSTOM_PLAN)
             rows = [_row(row) for row in conn.execute(_pg_claim(*shape), params)]
         if any(row.message_group is not None for row in rows):
             rows = _group_runs(conn, name, rows, limit, now, params,
@@ -215,7 +216,14 @@ def _pipelined_sql(dialect: Dialect, older: bool) -> str | None:
 
 #: the pipeline's statements around the claim (the claim's own transaction, sorts off)
 _PIPELINE_BEGIN = "BEGIN"
-_PIPELINE_SORT_OFF = "SET LOCAL enable_sort = off"
+_PIPELINE_SORT_OFF = _SORT_OFF = "SET LOCAL enable_sort = off"
+#: psycopg prepares a statement run five times on a connection, and PostgreSQL may then
+#: keep one generic plan for it. The claim's generic plan got slower with every row
+#: relayed (a fresh table, one row claimed and marked at a time: 0.61 ms a claim after
+#: 2,000 rows, 1.44 ms after 12,000; flat at 0.66-0.69 ms when planned for its values each
+#: time, as this asks), so the claim is planned for its own timestamps every time
+#: (PostgreSQL planned it in 0.14 ms, docs/outbox.md "How a pass claims")
+_CUSTOM_PLAN = "SET LOCAL plan_cache_mode = force_custom_plan"
 _PIPELINE_COMMIT = "COMMIT"
 
 
@@ -239,6 +247,7 @@ def _claim_pipelined(engine: Engine, sql: str, params: dict[str, Any]) -> list[C
                 with pg.pipeline():
                     pg.execute(_PIPELINE_BEGIN)
                     pg.execute(_PIPELINE_SORT_OFF)
+                    pg.execute(_CUSTOM_PLAN)
                     cursor.execute(sql, params)
                     pg.execute(_PIPELINE_COMMIT)
                 rows = [ClaimedRow(*row) for row in cursor.fetchall()]
