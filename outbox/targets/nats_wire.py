@@ -35,8 +35,8 @@ import nats
 import nats.errors
 from nats.aio.client import Client
 
-from outbox.errors import ConfigurationError
 from outbox.targets.base import OutgoingMessage
+from outbox.targets.internals import require_internals
 
 __all__ = ["CLIENT_INTERNALS", "EXPECTED_STREAM_HEADER", "GROUP_HEADER", "KEYS_HEADER",
            "MSG_ID_HEADER", "TAG_HEADER", "TopicWire", "check_client", "header_problem", "hpub",
@@ -151,13 +151,9 @@ def hpub(subject: bytes, reply: bytes, head: bytes, body: bytes) -> bytes:
 def check_client(client: object) -> None:
     """Fail fast, naming the package, when a nats-py client lacks what a batch is written
     through (a nats-py outside the ``nats`` extra's range): every row would fail."""
-    missing = [name for name in CLIENT_INTERNALS if not hasattr(client, name)]
-    if not isinstance(client, Client) or missing:
-        raise ConfigurationError(
-            f"NATS target: nats-py {getattr(nats, '__version__', '?')} is not the one the "
-            f"target writes batches through ({type(client).__name__} lacks "
-            f"{', '.join(missing) or 'the nats-py Client type'}); install the extra's range: "
-            f"pip install 'rocketbox[nats]' (nats-py>=2.6,<3)", setting="nats-py")
+    require_internals(client, Client, CLIENT_INTERNALS, target="NATS", package="nats-py",
+                      version=getattr(nats, "__version__", "?"), writes="batches",
+                      extra="nats", pin="nats-py>=2.6,<3")
 
 
 async def write_commands(client: Client, commands: Sequence[bytes]) -> None:

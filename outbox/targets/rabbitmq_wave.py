@@ -39,8 +39,9 @@ from aiormq.abc import ChannelFrame
 from aiormq.exceptions import ChannelInvalidStateError
 from pamqp import commands as spec
 
-from outbox.errors import ConfigurationError, InvalidMessageError
+from outbox.errors import InvalidMessageError
 from outbox.targets.base import TX_ID_PROPERTY, OutgoingMessage
+from outbox.targets.internals import require_internals
 
 __all__ = ["RowTooLarge", "check_channel", "forget", "publish_wave", "wave_frames"]
 
@@ -149,13 +150,9 @@ CHANNEL_INTERNALS = ("confirmations", "message_id_delivery_tag", "delivery_tag",
 def check_channel(channel: object) -> None:
     """Fail fast, naming the package, when an aiormq channel lacks what a wave writes
     through (an aiormq outside the ``rabbitmq`` extra's range): every row would fail."""
-    missing = [name for name in CHANNEL_INTERNALS if not hasattr(channel, name)]
-    if not isinstance(channel, Channel) or missing:
-        raise ConfigurationError(
-            f"RabbitMQ target: aiormq {getattr(aiormq, '__version__', '?')} is not the one the "
-            f"target writes waves through ({type(channel).__name__} lacks "
-            f"{', '.join(missing) or 'the aiormq Channel type'}); install the extra's "
-            f"range: pip install 'rocketbox[rabbitmq]' (aiormq>=7.2,<8)", setting="aiormq")
+    require_internals(channel, Channel, CHANNEL_INTERNALS, target="RabbitMQ",
+                      package="aiormq", version=getattr(aiormq, "__version__", "?"),
+                      writes="waves", extra="rabbitmq", pin="aiormq>=7.2,<8")
 
 
 async def publish_wave(channel: Channel, frames: Sequence[tuple[str, bytes]]
