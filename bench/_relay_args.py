@@ -29,8 +29,15 @@ def parse_args(argv: Sequence[str] | None, doc: str | None) -> argparse.Namespac
                         help="offered load of the latency runs, tx/s (default 500)")
     parser.add_argument("--seconds", type=float, default=20.0,
                         help="length of a latency run (default 20)")
-    parser.add_argument("--lat-repeat", type=int, default=3,
-                        help="latency repetitions per side (default 3)")
+    parser.add_argument("--lat-repeat", type=int, default=5,
+                        help="latency repetitions per side (default 5)")
+    parser.add_argument("--floor-rate", type=float, default=50.0,
+                        help="after each latency repetition, the same sides again at this "
+                             "offered load, low enough that no row waits for another: "
+                             "commit-to-visible with no queueing, each side's floor on this "
+                             "machine (tx/s; default 50; 0 skips it)")
+    parser.add_argument("--floor-seconds", type=float, default=10.0,
+                        help="length of each --floor-rate run (default 10)")
     parser.add_argument("--peer-configs", default="1/10/1,8/100/50,16/200/50,32/400/100,64/800/200",
                         help="faststream-outbox settings to try, comma-separated "
                              "max_workers/fetch_batch_size/terminal_flush_batch_size; the "
@@ -132,5 +139,6 @@ def parse_args(argv: Sequence[str] | None, doc: str | None) -> argparse.Namespac
         frozenset(args.sides) not in SAVED_SIDES
     if args.quick:
         args.rows, args.repeat, args.seconds, args.lat_repeat = 2000, 1, 5.0, 1
+        args.floor_rate = 0.0
         args.peer_configs = args.peer_configs.split(",")[-2]
     return args

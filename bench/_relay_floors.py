@@ -18,6 +18,11 @@ run right after the bound, say how fast each half of that is on its own:
 
 :func:`cpu_of` reads what a process and its descendants used (``/proc``), so
 each run can say how many of the cores it kept busy and who used them.
+
+:func:`machine_ceiling` adds the floors' CPU per row up: the rows/s our relay
+could make if every core were busy all the time with nothing but that work.
+It leaves out the broker client's own Python in the relay worker (the
+in-process target skips it) and every wait, so no run of ours can pass it.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["SERVER_PIDS", "InProcessTarget", "broker_floor", "cpu_by_process", "cpu_of",
-           "cpu_split", "relay_floor"]
+           "cpu_split", "machine_ceiling", "relay_floor"]
 
 #: the harness's servers, by name (``postgres``, ``broker``): filled by ``harness()``
 SERVER_PIDS: dict[str, int] = {}
@@ -200,3 +205,21 @@ def broker_floor(broker: str, count: int, *, per_request: int, window: int,
             "per_s": count / seconds if seconds else 0.0, "per_request": per_request,
             "window": window, "body_size": len(body) if body is not None else 1024,
             "broker_cpu_s": broker_cpu}
+
+
+def machine_ceiling(floors: dict[str, Any], ours_cpu: dict[str, float], ours_rows: int,
+                    cores: int) -> dict[str, Any]:
+    """The most rows/s ``cores`` allow our relay: the CPU per row of the relay+SQL floor
+    (relay and PostgreSQL), broker_lite's per transaction in the relay's shape and the
+    consumer's in our run (``ours_cpu['harness']``), added up, every core busy."""
+    relay = floors["relay_sql"]
+    shape = floors["broker_relay_shape"]
+    parts = {
+        "relay_and_postgres_us": sum(relay["cpu_s"].values()) / relay["rows"] * 1e6
+        if relay["cpu_s"] else 0.0,
+        "broker_us": shape["broker_cpu_s"] / shape["transactions"] * 1e6,
+        "consumer_us": ours_cpu.get("harness", 0.0) / ours_rows * 1e6,
+    }
+    per_row = sum(parts.values())
+    return {"cores": cores, "cpu_us_per_row": parts, "per_s": cores * 1e6 / per_row
+            if per_row else 0.0}

@@ -23,8 +23,10 @@ from _relay_runs import WARMUP_SECONDS
 from _report import load_text, markdown_targets
 
 __all__ = [
+    "BAR_BOUND",
     "TARGET_P99_MS",
     "TARGET_RATIO",
+    "UNQUEUED",
     "markdown_section",
     "report",
     "rocketmq_section",
@@ -35,6 +37,10 @@ __all__ = [
 
 TARGET_RATIO = 2.0
 TARGET_P99_MS = 50.0
+#: issue 31's bars: ours over the peer at ``--rate``, and ours over the SQL-only bound
+BAR_P50, BAR_P99, BAR_BOUND = 0.7, 0.5, 0.5
+#: the suffix of a side's runs at ``--floor-rate`` (``lat["ours" + UNQUEUED]``)
+UNQUEUED = "unqueued"
 
 
 def summarise(args: argparse.Namespace, tp: dict[str, list[dict[str, Any]]],
@@ -67,10 +73,23 @@ def summarise(args: argparse.Namespace, tp: dict[str, list[dict[str, Any]]],
         targets.append({"description": f"ours p99 commit-to-visible at {args.rate:.0f} tx/s",
                         "target": TARGET_P99_MS, "measured": ours_lat["p99_ms"], "unit": "ms",
                         "met": ours_lat["p99_ms"] <= TARGET_P99_MS and ours_lat["kept_up_all"]})
+    if ratios:
+        targets.append({"description": "throughput: ours / best peer setting (issue 31)",
+                        "target": 3.0, "measured": median(ratios), "unit": "x",
+                        "met": median(ratios) >= 3.0})
+    if ours_lat is not None and peer_lat is not None:
+        for key, bar in (("p50_ms", BAR_P50), ("p99_ms", BAR_P99)):
+            paired = median(ratio_of_pairs(lat["ours"], lat["peer"], key))
+            targets.append({"description": f"ours / peer {key.removesuffix('_ms')} "
+                                           f"commit-to-visible at {args.rate:.0f} tx/s "
+                                           "(issue 31)",
+                            "target": bar, "measured": paired, "unit": "x",
+                            "met": paired <= bar})
     return {
         "parameters": {
             "rows": args.rows, "repeat": args.repeat, "rate": args.rate,
             "seconds": args.seconds, "latency_repeat": args.lat_repeat,
+            "floor_rate": args.floor_rate, "floor_seconds": args.floor_seconds,
             "latency_warmup_seconds": WARMUP_SECONDS,
             "body_size": BODY_SIZE, "backlog_rows_per_tx": BACKLOG_TX,
             "ours": {"celery_pool": "threads", "concurrency": args.concurrency,
@@ -101,9 +120,30 @@ def summarise(args: argparse.Namespace, tp: dict[str, list[dict[str, Any]]],
                                for key in ("p50_ms", "p99_ms")
                                for x in [ratio_of_pairs(lat["ours"], lat["peer"], key)]}
                     if lat["ours"] and lat["peer"] else {}},
+        "unqueued": unqueued_summary(args, lat, lat_side, ours_lat, peer_lat),
         "rocketmq": rocketmq_summary(tp, lat, tp_side, lat_side),
         "targets": targets,
     }
+
+
+def unqueued_summary(args: argparse.Namespace, lat: dict[str, list[dict[str, Any]]],
+                     lat_side: Any, ours_lat: dict[str, Any] | None,
+                     peer_lat: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Both sides at ``--floor-rate``, where no row waits for another, beside issue 31's
+    latency bars (0.7x the peer's p50 and 0.5x its p99 at ``--rate``)."""
+    ours, peer = lat.get("ours" + UNQUEUED), lat.get("peer" + UNQUEUED)
+    if not ours or not peer or ours_lat is None or peer_lat is None:
+        return None
+    o, p = lat_side(ours), lat_side(peer)
+    bars = {"p50_ms": BAR_P50 * peer_lat["p50_ms"], "p99_ms": BAR_P99 * peer_lat["p99_ms"]}
+    return {"meaning": f"commit-to-visible at {args.floor_rate:.0f} tx/s offered "
+                       f"({args.floor_seconds:.0f} s runs, median of {len(ours)}): no row "
+                       "waits for another's pass, so each side's p50 is its floor here; "
+                       f"bars: the issue's p50 <= {BAR_P50}x and p99 <= {BAR_P99}x the "
+                       f"peer's at {args.rate:.0f} tx/s, in ms",
+            "rate": args.floor_rate, "seconds": args.floor_seconds, "ours": o, "peer": p,
+            "bars_ms": bars,
+            "ours_within_bar": {k: o[k] <= v for k, v in bars.items()}}
 
 
 def rocketmq_summary(tp: dict[str, list[dict[str, Any]]], lat: dict[str, list[dict[str, Any]]],
@@ -243,6 +283,22 @@ def floor_lines(result: Mapping[str, Any], *, markdown: bool = False) -> list[st
                        f"tx/s (tx-batch-async), "
                        f"{floors['broker_relay_shape_per_s_median']:,.0f} tx/s (the relay's "
                        "batches)")
+            if floors.get("ceiling_per_s_median"):
+                out.append(
+                    f"machine ceiling for our relay (the floors' CPU per row added up, every "
+                    f"core busy): {floors['ceiling_per_s_median']:,.0f} rows/s; ours / ceiling "
+                    f"{median(floors['ours_over_ceiling']):.2f}x; the bar {BAR_BOUND}x of the "
+                    f"SQL-only bound is {BAR_BOUND * bound['per_s_median']:,.0f} rows/s")
+    unq = result.get("unqueued")
+    if unq:
+        o, p, bars = unq["ours"], unq["peer"], unq["bars_ms"]
+        out.append(
+            f"with no queueing ({unq['rate']:.0f} tx/s offered, medians): ours p50 "
+            f"{o['p50_ms']:.1f} ms, p99 {o['p99_ms']:.1f} ms; peer p50 {p['p50_ms']:.1f} ms, "
+            f"p99 {p['p99_ms']:.1f} ms. Bars at {result['parameters']['rate']:.0f} tx/s: "
+            + ", ".join(f"{k.removesuffix('_ms')} {v:.1f} ms (ours with no queueing "
+                        f"{'within' if unq['ours_within_bar'][k] else 'above'})"
+                        for k, v in bars.items()))
     out.append(f"our wake-up listener (--listen): {'on' if result.get('listen') else 'off'}")
     return out
 

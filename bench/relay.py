@@ -74,6 +74,7 @@ from _common import (
 )
 from _relay_args import parse_args
 from _relay_common import ENQUEUE_WINDOW_ENV, LISTEN_ENV, LISTEN_LANES_ENV, SIDES, Env
+from _relay_floors import machine_ceiling
 from _relay_legs import LEGS, LEGS_ENV
 from _relay_nats import (
     NATS_REDIS_DB,
@@ -93,7 +94,15 @@ from _relay_ours import (
 )
 from _relay_peer import PEER_PACKAGES, PeerConfig, peer_relay_main, require_peer
 from _relay_raw import raw_best
-from _relay_report import markdown_section, report, rocketmq_section, run_header, summarise
+from _relay_report import (
+    BAR_BOUND,
+    UNQUEUED,
+    markdown_section,
+    report,
+    rocketmq_section,
+    run_header,
+    summarise,
+)
 from _relay_rocketmq import PROXY_FLAGS, other_redis_db
 from _relay_runs import (
     bound_once,
@@ -177,6 +186,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     result["legs"] = legs_result(lat["ours"])
     if bound:
         result["sql_bound"] = bound_summary(tp["ours"], bound)
+        measured = result["sql_bound"]["ratio_median"]
+        result["targets"].append({"description": "throughput: ours / SQL-only bound (issue 31)",
+                                  "target": BAR_BOUND, "measured": measured, "unit": "x",
+                                  "met": measured >= BAR_BOUND})
     if raw:
         result["rocketmq_client"] = client_summary(tp["rocketmq"], raw, args.raw_rows)
     if nats_runs:
@@ -204,11 +217,12 @@ def legs_result(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def bound_summary(ours: list[dict[str, Any]], bound: list[dict[str, Any]]) -> dict[str, Any]:
     ratios = [o["per_s"] / b["per_s"] if b["per_s"] else float("nan")
               for o, b in zip(ours, bound, strict=True)]
-    out = {"meaning": "our relay's rows/s / the SQL-only bound's (claim with SKIP LOCKED "
-                      "+ mark relayed per batch, one psycopg connection, no broker), "
-                      "measured right after each of our throughput runs",
-           "runs": bound, "per_s_median": median([b["per_s"] for b in bound]),
-           "ratios": ratios, "ratio_median": median(ratios)}
+    out: dict[str, Any] = {
+        "meaning": "our relay's rows/s / the SQL-only bound's (claim with SKIP LOCKED + mark "
+                   "relayed per batch, one psycopg connection, no broker), measured right "
+                   "after each of our throughput runs",
+        "runs": bound, "per_s_median": median([b["per_s"] for b in bound]),
+        "ratios": ratios, "ratio_median": median(ratios)}
     floors = [b["floors"] for b in bound if "floors" in b]
     if floors:
         out["floors"] = {
@@ -221,6 +235,16 @@ def bound_summary(ours: list[dict[str, Any]], bound: list[dict[str, Any]]) -> di
                 median([f["broker_tx_batch_async"]["per_s"] for f in floors]),
             "broker_relay_shape_per_s_median":
                 median([f["broker_relay_shape"]["per_s"] for f in floors])}
+        ceilings = [f["ceiling"]["per_s"] for f in floors if f.get("ceiling")]
+        if ceilings:
+            out["floors"]["ceiling_meaning"] = (
+                "the most rows/s the machine's cores allow our relay: the floors' CPU per "
+                "row (relay and PostgreSQL, broker_lite in the relay's shape, the consumer "
+                "in our run) added up, every core busy (bench/_relay_floors.py)")
+            out["floors"]["ceiling_per_s_median"] = median(ceilings)
+            out["floors"]["ours_over_ceiling"] = [
+                o["per_s"] / f["ceiling"]["per_s"]
+                for o, f in zip(ours, floors, strict=False) if f.get("ceiling")]
     return out
 
 
@@ -301,6 +325,9 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
                 if args.floors:
                     b["floors"] = asyncio.run(floors_once(env, args.rows, args.batch_size,
                                                           args.drain_lanes))
+                    b["floors"]["ceiling"] = machine_ceiling(
+                        b["floors"], r.get("cpu_s") or {}, args.rows,
+                        len(os.sched_getaffinity(0)))
                     say(f"  throughput rep {rep + 1} floors  : "
                         + floors_text(b["floors"], r["per_s"]))
                 bound.append(b)
@@ -346,21 +373,25 @@ def run_sides(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any
         say("  throughput ours/peer per rep: "
             + ", ".join(f"{x:.2f}x" for x in ratios)
             + f" (median {median(ratios):.2f}x)")
+    unqueued = [(args.rate, args.seconds, "")]
+    if args.floor_rate > 0:
+        unqueued.append((args.floor_rate, args.floor_seconds, UNQUEUED))
     for rep in range(args.lat_repeat if "latency" in args.cases else 0):
-        for side in order_for(rep, args.sides):
-            use_ours_worker(env, side, args.concurrency, args.batch_given, args.lanes_given)
-            r = asyncio.run(latency_once(env, side, args.rate, args.seconds, best))
-            lat[side].append(r)
-            say(f"  latency rep {rep + 1} {side:8}: p50 {r['p50_ms']:6.1f} ms, "
-                f"p90 {r['p90_ms']:6.1f} ms, p99 {r['p99_ms']:7.1f} ms, max "
-                f"{r['max_ms']:7.1f} ms (p50 first/last tenth "
-                f"{r['first_tenth_p50_ms']:.1f}/{r['last_tenth_p50_ms']:.1f}), "
-                "committed "
-                f"{r['committed_per_s']:.0f}/s, kept up: {r['kept_up']}, "
-                f"missing {r['missing']}")
-            if r.get("legs"):
-                say("    legs p50 ms: " + legs_line(r["legs"]))
-                say("    legs p99 ms: " + legs_line(r["legs"], "p99_ms"))
+        for rate, seconds, suffix in unqueued:
+            for side in order_for(rep, args.sides):
+                use_ours_worker(env, side, args.concurrency, args.batch_given,
+                                args.lanes_given)
+                r = asyncio.run(latency_once(env, side, rate, seconds, best))
+                lat.setdefault(side + suffix, []).append(r)
+                say(f"  latency rep {rep + 1} {side:8}{' ' + suffix if suffix else ''}: "
+                    f"p50 {r['p50_ms']:6.1f} ms, p90 {r['p90_ms']:6.1f} ms, p99 "
+                    f"{r['p99_ms']:7.1f} ms, max {r['max_ms']:7.1f} ms (p50 first/last tenth "
+                    f"{r['first_tenth_p50_ms']:.1f}/{r['last_tenth_p50_ms']:.1f}), committed "
+                    f"{r['committed_per_s']:.0f}/s, kept up: {r['kept_up']}, "
+                    f"missing {r['missing']}")
+                if r.get("legs"):
+                    say("    legs p50 ms: " + legs_line(r["legs"]))
+                    say("    legs p99 ms: " + legs_line(r["legs"], "p99_ms"))
     return tp, lat, raw, bound
 
 
@@ -422,7 +453,19 @@ def floors_text(floors: dict[str, Any], ours: float) -> str:
             f"{shape['per_s']:,.0f} tx/s (the relay's shape: {shape['per_request']} a batch, "
             f"{shape['window']} in flight; "
             f"{shape['broker_cpu_s'] / shape['transactions'] * 1e6:.0f} us); ours / relay+SQL "
-            f"{ours / relay['per_s']:.2f}x, ours / broker {ours / bench['per_s']:.2f}x")
+            f"{ours / relay['per_s']:.2f}x, ours / broker {ours / bench['per_s']:.2f}x"
+            + ceiling_text(floors.get("ceiling"), ours))
+
+
+def ceiling_text(ceiling: dict[str, Any] | None, ours: float) -> str:
+    """The machine's ceiling for our relay (:func:`_relay_floors.machine_ceiling`), ours over it."""
+    if not ceiling:
+        return ""
+    parts = ceiling["cpu_us_per_row"]
+    return (f"; machine ceiling {ceiling['per_s']:,.0f} rows/s ({ceiling['cores']} cores busy "
+            f"with relay and PostgreSQL {parts['relay_and_postgres_us']:.0f} + broker "
+            f"{parts['broker_us']:.0f} + consumer {parts['consumer_us']:.0f} us a row), "
+            f"ours / ceiling {ours / ceiling['per_s']:.2f}x")
 
 
 def legs_line(legs: dict[str, Any], key: str = "p50_ms") -> str:
