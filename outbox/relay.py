@@ -62,6 +62,7 @@ from outbox.config import Outbox
 from outbox.errors import RelayError
 from outbox.models import transaction_table as t
 from outbox.targets.base import (
+    EndOutcome,
     HalfStored,
     OutgoingMessage,
     Publisher,
@@ -199,10 +200,43 @@ class Relay:
         entries: at a backlog, a pass holds ``batch_size`` rows and this Python shares the
         cores with PostgreSQL and the broker (bench/relay.py, "floors")."""
         _note_new_topics(rows, self.seen_topics)
-        failed_groups: set[str] = set()
+        ended = _Ended()
+        if not (trace or self._send_and_end(rows, halves, ended)):
+            self._half_then_end(rows, halves, ended, trace)
+        self._record(rows, halves, ended.commit_offsets, ended.outcomes, report, ended.positions)
+        _observe_relayed(rows, ended.outcomes)
+
+    def _send_and_end(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
+                      ended: _Ended) -> bool:
+        """A pass of ungrouped rows with no half yet, through a target that sends the halves
+        and their ends in one round trip (:class:`~outbox.targets.base.PipelinedTarget`);
+        False when it cannot (the two-step way then runs). A traced pass takes the two-step
+        way, so that its half and end are spans of their own."""
+        both = getattr(self.publisher, "send_and_end", None)
+        if both is None or any(r.message_group is not None or r.half_offset is not None
+                               or r.half_message_id is not None for r in rows):
+            return False
+        results = both([_outgoing(r) for r in rows],
+                       [_STATES.get(r.state, "UNKNOWN") for r in rows])
+        if results is None:
+            return False
+        for row, (half, end) in zip(rows, results, strict=True):
+            if not isinstance(half, HalfStored):
+                ended.outcomes[row.tx_id] = half
+            else:
+                halves[row.tx_id] = half
+                if end is not None:
+                    ended.take(TxEnd(half, _STATES.get(row.state, "UNKNOWN")), end)
+        return True
+
+    def _half_then_end(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
+                       ended: _Ended, trace: bool) -> None:
+        """The halves (those a row does not hold yet), their ids recorded where the target
+        needs it, then the ends in waves (one per message group position)."""
+        outcomes = ended.outcomes
+        failed_groups = ended.failed_groups
         # a row with a recorded half never gets a second one (RocketMQ stores every half)
         need_half = [r for r in rows if r.half_offset is None and r.half_message_id is None]
-        outcomes: dict[str, Exception | None] = {}
         with relay_span("half", [r.headers for r in need_half] if trace else ()):
             sent = self.publisher.send_halves([_outgoing(r) for r in need_half])
         for row, result in zip(need_half, sent, strict=True):
@@ -220,8 +254,6 @@ class Relay:
                 continue
             half = halves.get(tx_id) or _recorded_half(row)
             ends.append(TxEnd(half, _STATES.get(row.state, "UNKNOWN")))
-        commit_offsets: dict[str, int] = {}
-        positions: dict[str, str] = {}  # where the broker put a row, when the target says
         # ungrouped rows (the common case) all go in one wave, and need no map of groups
         grouped = any(row.message_group is not None for row in rows)
         group_of = {row.tx_id: row.message_group for row in rows} if grouped else {}
@@ -232,33 +264,11 @@ class Relay:
                 wave = [e for e in wave if group_of.get(e.tx_id) not in failed_groups]
             with relay_span("end", [headers_of[e.tx_id] for e in wave] if trace else ()):
                 results = self.publisher.end_transactions(wave)
-            for end, ended in zip(wave, results, strict=True):
-                half = end.half
-                tx_id = half.tx_id
-                if isinstance(ended, TxEnded):
-                    outcomes[tx_id] = None
-                    commit_offsets[tx_id] = ended.commit_offset
-                    position = ended.position or half.position
-                    if position is not None:
-                        positions[tx_id] = position
-                    continue
-                if isinstance(ended, Exception):
-                    outcomes[tx_id] = ended
-                elif half.message_id and end.state != "UNKNOWN":
-                    # RocketMQ forgot the transaction (a retried end, past its window):
-                    # its check-back commits the recorded half from the status table,
-                    # so the relay is done with the row; it is never sent a second half
-                    log.info("%s: %s; the check-back ends it", tx_id, ended.reason,
-                             extra={"tx_id": tx_id})
-                    outcomes[tx_id] = None
-                    continue
-                else:  # left to check-back: held back, no attempt counted
-                    log.info("%s: %s", tx_id, ended.reason, extra={"tx_id": tx_id})
-                group = group_of.get(tx_id)
-                if group is not None:
-                    failed_groups.add(group)
-        self._record(rows, halves, commit_offsets, outcomes, report, positions)
-        _observe_relayed(rows, outcomes)
+            for end, answer in zip(wave, results, strict=True):
+                if not ended.take(end, answer):
+                    group = group_of.get(end.tx_id)
+                    if group is not None:
+                        failed_groups.add(group)
 
     def _record_half_ids(self, halves: dict[str, HalfStored]) -> None:
         """Write the ids of RocketMQ halves on their rows before any end is sent.
@@ -467,6 +477,42 @@ class _Budget:
 #: a row's ``state`` as the end's :data:`~outbox.targets.base.TxState` (anything else:
 #: ``UNKNOWN``), what :func:`~outbox.targets.base.tx_state` answers, without the call per row
 _STATES: dict[str | None, TxState] = {"COMMIT": "COMMIT", "ROLLBACK": "ROLLBACK"}
+
+
+@dataclass(slots=True)
+class _Ended:
+    """What a pass's ends came to, per ``tx_id``: the outcome (None: done with the row), the
+    committed message's offset and position, and the groups that must wait."""
+
+    outcomes: dict[str, Exception | None] = field(default_factory=dict)
+    commit_offsets: dict[str, int] = field(default_factory=dict)
+    positions: dict[str, str] = field(default_factory=dict)  # where the broker put a row
+    failed_groups: set[str] = field(default_factory=set)
+
+    def take(self, end: TxEnd, result: EndOutcome) -> bool:
+        """Note ``end``'s ``result``; False when the row's group must wait (not ended)."""
+        half = end.half
+        tx_id = half.tx_id
+        if isinstance(result, TxEnded):
+            self.outcomes[tx_id] = None
+            self.commit_offsets[tx_id] = result.commit_offset
+            position = result.position or half.position
+            if position is not None:
+                self.positions[tx_id] = position
+            return True
+        if isinstance(result, Exception):
+            self.outcomes[tx_id] = result
+        elif half.message_id and end.state != "UNKNOWN":
+            # RocketMQ forgot the transaction (a retried end, past its window):
+            # its check-back commits the recorded half from the status table,
+            # so the relay is done with the row; it is never sent a second half
+            log.info("%s: %s; the check-back ends it", tx_id, result.reason,
+                     extra={"tx_id": tx_id})
+            self.outcomes[tx_id] = None
+            return True
+        else:  # left to check-back: held back, no attempt counted
+            log.info("%s: %s", tx_id, result.reason, extra={"tx_id": tx_id})
+        return False
 
 
 def _outgoing(row: ClaimedRow) -> OutgoingMessage:

@@ -17,6 +17,10 @@ docs/targets.md is the contract in prose; in short:
   per end and in order, :class:`TxEnded`, :class:`LeftToCheckback` (the broker
   can no longer end it on request; its check-back will ask the status table),
   or a :class:`~outbox.errors.RowRefusedError`.
+* :meth:`PipelinedTarget.send_and_end` (optional; broker_lite's native door):
+  each message's half and its end in two requests written back to back, the
+  end naming the half by ``tx_id``, with no wait for the halves' answer in
+  between: one round trip where the two methods above take two.
 * A request that did not get through at all raises
   :class:`~outbox.errors.BrokerUnreachableError`: no row is at fault, so the
   caller counts no attempt and retries the pass later.
@@ -35,9 +39,9 @@ import msgspec
 
 from outbox.errors import RowRefusedError
 
-__all__ = ["TX_ID_PROPERTY", "EndOutcome", "HalfOutcome", "HalfStored", "LeftToCheckback",
-           "OutgoingMessage", "Publisher", "RelayTuning", "Target", "TxEnd", "TxEnded", "TxState",
-           "dedupe_key", "relay_tuning", "tx_state"]
+__all__ = ["TX_ID_PROPERTY", "EndOutcome", "HalfOutcome", "HalfStored", "HalfThenEnd",
+           "LeftToCheckback", "OutgoingMessage", "PipelinedTarget", "Publisher", "RelayTuning",
+           "Target", "TxEnd", "TxEnded", "TxState", "dedupe_key", "relay_tuning", "tx_state"]
 
 #: the user property a target puts the row's ``tx_id`` in, where the broker has no
 #: better place for it (RocketMQ 5); the inbox de-duplicates on it
@@ -139,6 +143,9 @@ class LeftToCheckback(msgspec.Struct, frozen=True):
 
 HalfOutcome = HalfStored | RowRefusedError
 EndOutcome = TxEnded | LeftToCheckback | RowRefusedError
+#: one row's outcome from :meth:`PipelinedTarget.send_and_end`: its half's, and its end's
+#: (None when the half was refused: then no end counts for the row)
+HalfThenEnd = tuple[HalfOutcome, EndOutcome | None]
 
 
 class RelayTuning(msgspec.Struct, frozen=True):
@@ -187,6 +194,27 @@ class Target(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+class PipelinedTarget(Target, Protocol):
+    """A :class:`Target` that can send a pass's halves and their ends in one round trip.
+
+    Only for a broker that handles a connection's requests in order, so each
+    half is stored before its end is read, and that can end a half named by
+    its ``tx_id`` alone; and only for a target whose halves need nothing
+    written on their rows before their end (not RocketMQ 5's, whose ids the
+    relay records first, docs/rocketmq.md). The relay uses it for a pass of
+    ungrouped rows that have no half yet (docs/outbox.md, "One round trip for
+    the halves and their ends").
+    """
+
+    async def send_and_end(self, messages: Sequence[OutgoingMessage],
+                           states: Sequence[TxState]) -> list[HalfThenEnd] | None:
+        """Store a half for each message and end it with its state: one outcome each, in
+        order, as :meth:`send_halves` and :meth:`end_transactions` would give; None when
+        the target cannot do it for these messages this time (the caller then takes the
+        two-step way, which names the row at fault)."""
+        ...
 
 
 class Publisher(Protocol):

@@ -22,6 +22,7 @@ check-back responder and ``half_first`` share; its names are re-exported here.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
@@ -31,12 +32,21 @@ from broker_lite.client import (
     ClientConfig,
     Message,
     SendResult,
+    TransactionEnd,
     TransactionEndResult,
 )
 from broker_lite.errors import BrokerError, InvalidMessageError, UnavailableError
 from outbox.config import Outbox
 from outbox.errors import BrokerUnreachableError, RowRefusedError
-from outbox.targets.base import EndOutcome, HalfOutcome, HalfStored, OutgoingMessage, TxEnd
+from outbox.targets.base import (
+    EndOutcome,
+    HalfOutcome,
+    HalfStored,
+    HalfThenEnd,
+    OutgoingMessage,
+    TxEnd,
+    TxState,
+)
 from outbox.targets.broker_lite_ends import (
     LOCAL_STATES,
     STATE_NAMES,
@@ -151,6 +161,61 @@ class BrokerLiteTarget:
         """One request; raises :class:`BrokerError` when the broker refuses it whole."""
         return await _through(self._producer.end_transactions(
             transaction_ends(ends), group=self._group, timeout=self._request_timeout()))
+
+    async def send_and_end(self, messages: Sequence[OutgoingMessage],
+                           states: Sequence[TxState]) -> list[HalfThenEnd] | None:
+        """The halves (``SEND_BATCH``) and their ends (``END_TRANSACTION_BATCH``, each half
+        named by ``tx_id``) written back to back on the connection, then both answers
+        awaited: one round trip (:class:`~outbox.targets.base.PipelinedTarget`).
+
+        broker_lite serves a connection's sends and ends in the order it reads
+        them, so each half is stored before its end is served. Whatever the
+        order, nothing is lost: an end that found no half (or any end refused
+        for a stored half) is sent again the two-step way, naming the half by
+        its offsets; ends are idempotent per ``tx_id``. None (take the two-step
+        way) while disconnected, for a message the client refuses to build, or
+        when the broker refuses the halves' request whole: there the two-step
+        way splits it and names the row at fault.
+        """
+        halves: list[Message | BrokerError] = [_message(msg) for msg in messages]
+        sendable = [half for half in halves if isinstance(half, Message)]
+        if len(sendable) != len(halves) or not self._producer.connected:
+            return None
+        timeout = self._timeout
+        ends = [TransactionEnd(msg.tx_id, LOCAL_STATES[state], msg_id=msg.tx_id)
+                for msg, state in zip(messages, states, strict=True)]
+        # tasks start in the order made, and each writes its frame before its first wait
+        sent_task = asyncio.ensure_future(self._producer.send_halves(
+            sendable, group=self._group, timeout=timeout))
+        ended_task = asyncio.ensure_future(self._producer.end_transactions(
+            ends, group=self._group, timeout=timeout))
+        sent, answered = await asyncio.gather(sent_task, ended_task, return_exceptions=True)
+        if isinstance(sent, BaseException):
+            if isinstance(sent, (UnavailableError, TimeoutError)):
+                raise BrokerUnreachableError(f"broker unreachable: {sent}") from sent
+            if isinstance(sent, BrokerError):
+                return None  # refused whole: the two-step way splits it (ends are idempotent)
+            raise sent
+        stored: list[HalfOutcome] = [
+            _stored(msg, result) if isinstance(result, SendResult)
+            else self._refused(msg.tx_id, result)
+            for msg, result in zip(messages, sent, strict=True)]
+        answers: list[TransactionEndResult | BrokerError | None] = \
+            list(answered) if not isinstance(answered, BaseException) else [None] * len(ends)
+        outcomes: dict[int, EndOutcome] = {}
+        again: list[tuple[int, TxEnd]] = []
+        for i, (half, state, answer) in enumerate(zip(stored, states, answers, strict=True)):
+            if not isinstance(half, HalfStored):
+                continue  # no end counts for a refused half
+            end = TxEnd(half, state)
+            if answer is None or isinstance(answer, BrokerError):
+                again.append((i, end))
+            else:
+                outcomes[i] = end_outcomes([end], [answer], self.description)[0]
+        if again:
+            redone = await self.end_transactions([end for _, end in again])
+            outcomes.update((i, outcome) for (i, _), outcome in zip(again, redone, strict=True))
+        return [(half, outcomes.get(i)) for i, half in enumerate(stored)]
 
     def _refused(self, tx_id: str, error: BrokerError) -> RowRefusedError:
         return refused(tx_id, error, self.description)

@@ -20,10 +20,12 @@ from outbox.errors import BrokerUnreachableError
 from outbox.targets.base import (
     EndOutcome,
     HalfOutcome,
+    HalfThenEnd,
     OutgoingMessage,
     Publisher,
     Target,
     TxEnd,
+    TxState,
 )
 
 __all__ = ["ProcessPublishers", "TargetPublisher"]
@@ -62,6 +64,16 @@ class TargetPublisher:
         if not ends:
             return []
         return self._call(self.target.end_transactions(ends))
+
+    def send_and_end(self, messages: Sequence[OutgoingMessage], states: Sequence[TxState]
+                     ) -> list[HalfThenEnd] | None:
+        """The target's :meth:`~outbox.targets.base.PipelinedTarget.send_and_end`; None for
+        a target without it (or no messages): take the two-step way."""
+        both = getattr(self.target, "send_and_end", None)
+        if both is None or not messages:
+            return None
+        result: list[HalfThenEnd] | None = self._call(both(messages, states))
+        return result
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         try:
