@@ -61,14 +61,11 @@ from outbox.claims import ClaimedRow, claim, pipeline_sql, run_pipelined
 from outbox.config import Outbox
 from outbox.errors import RelayError
 from outbox.models import transaction_table as t
+from outbox.relay_ends import STATES, Ended, outgoing, recorded_half, waves
 from outbox.targets.base import (
-    EndOutcome,
     HalfStored,
-    OutgoingMessage,
     Publisher,
     TxEnd,
-    TxEnded,
-    TxState,
     relay_tuning,
 )
 from outbox.tracing import exported as tracing_exported
@@ -200,14 +197,14 @@ class Relay:
         entries: at a backlog, a pass holds ``batch_size`` rows and this Python shares the
         cores with PostgreSQL and the broker (bench/relay.py, "floors")."""
         _note_new_topics(rows, self.seen_topics)
-        ended = _Ended()
+        ended = Ended()
         if not (trace or self._send_and_end(rows, halves, ended)):
             self._half_then_end(rows, halves, ended, trace)
         self._record(rows, halves, ended.commit_offsets, ended.outcomes, report, ended.positions)
         _observe_relayed(rows, ended.outcomes)
 
     def _send_and_end(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
-                      ended: _Ended) -> bool:
+                      ended: Ended) -> bool:
         """A pass of ungrouped rows with no half yet, through a target that sends the halves
         and their ends in one round trip (:class:`~outbox.targets.base.PipelinedTarget`);
         False when it cannot (the two-step way then runs). A traced pass takes the two-step
@@ -216,8 +213,8 @@ class Relay:
         if both is None or any(r.message_group is not None or r.half_offset is not None
                                or r.half_message_id is not None for r in rows):
             return False
-        results = both([_outgoing(r) for r in rows],
-                       [_STATES.get(r.state, "UNKNOWN") for r in rows])
+        results = both([outgoing(r) for r in rows],
+                       [STATES.get(r.state, "UNKNOWN") for r in rows])
         if results is None:
             return False
         for row, (half, end) in zip(rows, results, strict=True):
@@ -226,11 +223,11 @@ class Relay:
             else:
                 halves[row.tx_id] = half
                 if end is not None:
-                    ended.take(TxEnd(half, _STATES.get(row.state, "UNKNOWN")), end)
+                    ended.take(TxEnd(half, STATES.get(row.state, "UNKNOWN")), end)
         return True
 
     def _half_then_end(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
-                       ended: _Ended, trace: bool) -> None:
+                       ended: Ended, trace: bool) -> None:
         """The halves (those a row does not hold yet), their ids recorded where the target
         needs it, then the ends in waves (one per message group position)."""
         outcomes = ended.outcomes
@@ -238,7 +235,7 @@ class Relay:
         # a row with a recorded half never gets a second one (RocketMQ stores every half)
         need_half = [r for r in rows if r.half_offset is None and r.half_message_id is None]
         with relay_span("half", [r.headers for r in need_half] if trace else ()):
-            sent = self.publisher.send_halves([_outgoing(r) for r in need_half])
+            sent = self.publisher.send_halves([outgoing(r) for r in need_half])
         for row, result in zip(need_half, sent, strict=True):
             if isinstance(result, HalfStored):
                 halves[row.tx_id] = result
@@ -252,13 +249,13 @@ class Relay:
                 if row.message_group is not None:
                     failed_groups.add(row.message_group)
                 continue
-            half = halves.get(tx_id) or _recorded_half(row)
-            ends.append(TxEnd(half, _STATES.get(row.state, "UNKNOWN")))
+            half = halves.get(tx_id) or recorded_half(row)
+            ends.append(TxEnd(half, STATES.get(row.state, "UNKNOWN")))
         # ungrouped rows (the common case) all go in one wave, and need no map of groups
         grouped = any(row.message_group is not None for row in rows)
         group_of = {row.tx_id: row.message_group for row in rows} if grouped else {}
         headers_of = {row.tx_id: row.headers for row in rows} if trace else {}
-        for wave in _waves(ends, group_of) if grouped else [ends] if ends else []:
+        for wave in waves(ends, group_of) if grouped else [ends] if ends else []:
             # a group whose end failed in an earlier wave sends nothing more this pass
             if failed_groups:
                 wave = [e for e in wave if group_of.get(e.tx_id) not in failed_groups]
@@ -472,85 +469,6 @@ class _Budget:
                 return False
             self._left -= 1
             return True
-
-
-#: a row's ``state`` as the end's :data:`~outbox.targets.base.TxState` (anything else:
-#: ``UNKNOWN``), what :func:`~outbox.targets.base.tx_state` answers, without the call per row
-_STATES: dict[str | None, TxState] = {"COMMIT": "COMMIT", "ROLLBACK": "ROLLBACK"}
-
-
-@dataclass(slots=True)
-class _Ended:
-    """What a pass's ends came to, per ``tx_id``: the outcome (None: done with the row), the
-    committed message's offset and position, and the groups that must wait."""
-
-    outcomes: dict[str, Exception | None] = field(default_factory=dict)
-    commit_offsets: dict[str, int] = field(default_factory=dict)
-    positions: dict[str, str] = field(default_factory=dict)  # where the broker put a row
-    failed_groups: set[str] = field(default_factory=set)
-
-    def take(self, end: TxEnd, result: EndOutcome) -> bool:
-        """Note ``end``'s ``result``; False when the row's group must wait (not ended)."""
-        half = end.half
-        tx_id = half.tx_id
-        if isinstance(result, TxEnded):
-            self.outcomes[tx_id] = None
-            self.commit_offsets[tx_id] = result.commit_offset
-            position = result.position or half.position
-            if position is not None:
-                self.positions[tx_id] = position
-            return True
-        if isinstance(result, Exception):
-            self.outcomes[tx_id] = result
-        elif half.message_id and end.state != "UNKNOWN":
-            # RocketMQ forgot the transaction (a retried end, past its window):
-            # its check-back commits the recorded half from the status table,
-            # so the relay is done with the row; it is never sent a second half
-            log.info("%s: %s; the check-back ends it", tx_id, result.reason,
-                     extra={"tx_id": tx_id})
-            self.outcomes[tx_id] = None
-            return True
-        else:  # left to check-back: held back, no attempt counted
-            log.info("%s: %s", tx_id, result.reason, extra={"tx_id": tx_id})
-        return False
-
-
-def _outgoing(row: ClaimedRow) -> OutgoingMessage:
-    """The half to send for ``row``: its headers become the message's properties."""
-    headers = row.headers
-    return OutgoingMessage(row.tx_id, row.topic, row.body, row.tag,
-                           tuple(row.keys.split()) if row.keys else (), row.message_group,
-                           {str(k): str(v) for k, v in headers.items()} if headers else {})
-
-
-def _recorded_half(row: ClaimedRow) -> HalfStored:
-    """The half a row recorded in an earlier pass (or none: offsets -1, ids "")."""
-    return HalfStored(row.tx_id, row.topic,
-                      -1 if row.half_offset is None else row.half_offset,
-                      message_id=row.half_message_id or "",
-                      transaction_id=row.half_transaction_id or "")
-
-
-def _waves(ends: list[TxEnd], group_of: dict[str, str | None]) -> list[list[TxEnd]]:
-    """Split ends so each request holds at most one row per message group.
-
-    Wave ``i`` has the ``i``-th row of every group (ungrouped rows all go in
-    the first), so a failed end can hold back the rest of its group before any
-    later row of that group is committed: per-group order survives a failure
-    in the middle of a batch.
-    """
-    waves: list[list[TxEnd]] = []
-    depth: dict[str, int] = {}
-    for end in ends:
-        group = group_of[end.tx_id]
-        index = 0
-        if group is not None:
-            index = depth.get(group, 0)
-            depth[group] = index + 1
-        while len(waves) <= index:
-            waves.append([])
-        waves[index].append(end)
-    return waves
 
 
 def _note_new_topics(rows: list[ClaimedRow], seen: set[str]) -> None:
