@@ -64,6 +64,7 @@ from outbox.models import transaction_table as t
 from outbox.relay_ends import STATES, Ended, outgoing, recorded_half, waves
 from outbox.targets.base import (
     HalfStored,
+    OutgoingMessage,
     Publisher,
     TxEnd,
     relay_tuning,
@@ -198,25 +199,30 @@ class Relay:
         cores with PostgreSQL and the broker (bench/relay.py, "floors")."""
         _note_new_topics(rows, self.seen_topics)
         ended = Ended()
-        if not (trace or self._send_and_end(rows, halves, ended)):
-            self._half_then_end(rows, halves, ended, trace)
+        messages = [] if trace else self._send_and_end(rows, halves, ended)
+        if messages is not None:
+            self._half_then_end(rows, messages, halves, ended, trace)
         self._record(rows, halves, ended.commit_offsets, ended.outcomes, report, ended.positions)
         _observe_relayed(rows, ended.outcomes)
 
     def _send_and_end(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
-                      ended: Ended) -> bool:
+                      ended: Ended) -> list[OutgoingMessage] | None:
         """A pass of ungrouped rows with no half yet, through a target that sends the halves
-        and their ends in one round trip (:class:`~outbox.targets.base.PipelinedTarget`);
-        False when it cannot (the two-step way then runs). A traced pass takes the two-step
-        way, so that its half and end are spans of their own."""
+        and their ends in one round trip (:class:`~outbox.targets.base.PipelinedTarget`).
+        None when done; else the two-step way runs, given each row's message when they were
+        built already (an empty list: build them). A traced pass takes the two-step way,
+        so that its half and end are spans of their own."""
         both = getattr(self.publisher, "send_and_end", None)
-        if both is None or any(r.message_group is not None or r.half_offset is not None
-                               or r.half_message_id is not None for r in rows):
-            return False
-        results = both([outgoing(r) for r in rows],
-                       [STATES.get(r.state, "UNKNOWN") for r in rows])
+        # and a TargetPublisher's target has it (or a publisher of its own: as relay_tuning)
+        able = getattr(getattr(self.publisher, "target", self.publisher), "send_and_end", None)
+        if both is None or able is None or any(
+                r.message_group is not None or r.half_offset is not None
+                or r.half_message_id is not None for r in rows):
+            return []
+        messages = [outgoing(r) for r in rows]
+        results = both(messages, [STATES.get(r.state, "UNKNOWN") for r in rows])
         if results is None:
-            return False
+            return messages
         for row, (half, end) in zip(rows, results, strict=True):
             if not isinstance(half, HalfStored):
                 ended.outcomes[row.tx_id] = half
@@ -224,18 +230,21 @@ class Relay:
                 halves[row.tx_id] = half
                 if end is not None:
                     ended.take(TxEnd(half, STATES.get(row.state, "UNKNOWN")), end)
-        return True
+        return None
 
-    def _half_then_end(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
-                       ended: Ended, trace: bool) -> None:
+    def _half_then_end(self, rows: list[ClaimedRow], messages: list[OutgoingMessage],
+                       halves: dict[str, HalfStored], ended: Ended, trace: bool) -> None:
         """The halves (those a row does not hold yet), their ids recorded where the target
-        needs it, then the ends in waves (one per message group position)."""
+        needs it, then the ends in waves (one per message group position). ``messages``:
+        every row's, when already built (else empty)."""
         outcomes = ended.outcomes
         failed_groups = ended.failed_groups
         # a row with a recorded half never gets a second one (RocketMQ stores every half)
         need_half = [r for r in rows if r.half_offset is None and r.half_message_id is None]
+        if len(messages) != len(need_half):  # not built, or built for rows that hold a half
+            messages = [outgoing(r) for r in need_half]
         with relay_span("half", [r.headers for r in need_half] if trace else ()):
-            sent = self.publisher.send_halves([outgoing(r) for r in need_half])
+            sent = self.publisher.send_halves(messages)
         for row, result in zip(need_half, sent, strict=True):
             if isinstance(result, HalfStored):
                 halves[row.tx_id] = result
