@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from broker_lite.client import Admin
 from outbox import BrokerLitePublisher, Outbox, Relay, RelaySettings, publish
+from outbox import relay as relay_module
 from outbox.errors import RowFault, RowRefusedError
 from outbox.targets import (
     HalfOutcome,
@@ -160,26 +161,36 @@ class _Counting(PassThrough):
 
 
 @pytest.mark.timeout(90)
-def test_the_relay_takes_one_round_trip_for_ungrouped_rows_and_two_steps_for_groups(
-        pg_engine: Engine, broker: BrokerLiteServer) -> None:
+def test_the_relay_takes_one_round_trip_only_for_untraced_passes_of_ungrouped_rows(
+        pg_engine: Engine, broker: BrokerLiteServer, monkeypatch: pytest.MonkeyPatch) -> None:
     outbox = Outbox(engine=pg_engine, broker=broker.native, relay=fast_relay())
     publisher = _Counting(BrokerLitePublisher(outbox))
     relay = Relay(outbox, publisher)
+    calls: list[dict[str, int]] = []
+    published: list[str] = []
+
+    def one_pass(traced: bool, group: str | None) -> int:
+        # whether spans are exported is process-wide (another test may have installed a
+        # tracer provider): each pass here says which it is
+        monkeypatch.setattr(relay_module, "tracing_exported", lambda: traced)
+        with Session(pg_engine) as session, session.begin():
+            published.extend(publish(session, "Orders", {"n": n}, outbox=outbox,
+                                     message_group=group) for n in range(3))
+        before = dict(publisher.calls)
+        relayed = relay.run_once().relayed
+        calls.append({k: publisher.calls[k] - before[k] for k in before})
+        return relayed
+
     try:
-        with Session(pg_engine) as session, session.begin():
-            plain = [publish(session, "Orders", {"n": n}, outbox=outbox) for n in range(5)]
-        first = relay.run_once()
-        calls_plain = dict(publisher.calls)
-        with Session(pg_engine) as session, session.begin():
-            grouped = [publish(session, "Orders", {"n": n}, outbox=outbox,
-                               message_group="cart-7") for n in range(3)]
-        second = relay.run_once()
+        relayed = [one_pass(False, None), one_pass(False, "cart-7"), one_pass(True, None)]
     finally:
         publisher.close()
-    assert (first.relayed, second.relayed) == (5, 3)
-    assert calls_plain == {"send_and_end": 1, "send_halves": 0}
-    # a pass with a message group ends in waves, after the halves: the two steps
-    assert publisher.calls == {"send_and_end": 1, "send_halves": 1}
-    assert set(plain) | set(grouped) <= relayed_ids(pg_engine)
+    assert relayed == [3, 3, 3]
+    assert calls == [
+        {"send_and_end": 1, "send_halves": 0},  # ungrouped: one round trip
+        {"send_and_end": 0, "send_halves": 1},  # a message group ends in waves: two steps
+        {"send_and_end": 0, "send_halves": 1},  # traced: its half and end are spans apart
+    ]
+    assert set(published) <= relayed_ids(pg_engine)
     commits = commit_counts(broker_records(broker.data_dir))
-    assert [commits[tx_id] for tx_id in [*plain, *grouped]] == [1] * 8
+    assert [commits[tx_id] for tx_id in published] == [1] * 9
