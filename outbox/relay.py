@@ -199,30 +199,28 @@ class Relay:
         cores with PostgreSQL and the broker (bench/relay.py, "floors")."""
         _note_new_topics(rows, self.seen_topics)
         ended = Ended()
-        messages = [] if trace else self._send_and_end(rows, halves, ended)
-        if messages is not None:
-            self._half_then_end(rows, messages, halves, ended, trace)
+        # a row with a recorded half never gets a second one (RocketMQ stores every half)
+        need_half = [r for r in rows if r.half_offset is None and r.half_message_id is None]
+        messages = [outgoing(r) for r in need_half]
+        if trace or not self._send_and_end(rows, need_half, messages, halves, ended):
+            self._half_then_end(rows, need_half, messages, halves, ended, trace)
         self._record(rows, halves, ended.commit_offsets, ended.outcomes, report, ended.positions)
         _observe_relayed(rows, ended.outcomes)
 
-    def _send_and_end(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
-                      ended: Ended) -> list[OutgoingMessage] | None:
+    def _send_and_end(self, rows: list[ClaimedRow], need_half: list[ClaimedRow],
+                      messages: list[OutgoingMessage], halves: dict[str, HalfStored],
+                      ended: Ended) -> bool:
         """A pass of ungrouped rows with no half yet, through a target that sends the halves
-        and their ends in one round trip (:class:`~outbox.targets.base.PipelinedTarget`).
-        None when done; else the two-step way runs, given each row's message when they were
-        built already (an empty list: build them). A traced pass takes the two-step way,
-        so that its half and end are spans of their own."""
+        and their ends in one round trip (:class:`~outbox.targets.base.PipelinedTarget`);
+        False when it did not (the two-step way then runs). A traced pass takes the
+        two-step way, so that its half and end are spans of their own."""
         both = getattr(self.publisher, "send_and_end", None)
-        # and a TargetPublisher's target has it (or a publisher of its own: as relay_tuning)
-        able = getattr(getattr(self.publisher, "target", self.publisher), "send_and_end", None)
-        if both is None or able is None or any(
-                r.message_group is not None or r.half_offset is not None
-                or r.half_message_id is not None for r in rows):
-            return []
-        messages = [outgoing(r) for r in rows]
+        if both is None or len(need_half) != len(rows) or any(
+                r.message_group is not None for r in rows):
+            return False
         results = both(messages, [STATES.get(r.state, "UNKNOWN") for r in rows])
         if results is None:
-            return messages
+            return False
         for row, (half, end) in zip(rows, results, strict=True):
             if not isinstance(half, HalfStored):
                 ended.outcomes[row.tx_id] = half
@@ -230,19 +228,15 @@ class Relay:
                 halves[row.tx_id] = half
                 if end is not None:
                     ended.take(TxEnd(half, STATES.get(row.state, "UNKNOWN")), end)
-        return None
+        return True
 
-    def _half_then_end(self, rows: list[ClaimedRow], messages: list[OutgoingMessage],
-                       halves: dict[str, HalfStored], ended: Ended, trace: bool) -> None:
-        """The halves (those a row does not hold yet), their ids recorded where the target
-        needs it, then the ends in waves (one per message group position). ``messages``:
-        every row's, when already built (else empty)."""
+    def _half_then_end(self, rows: list[ClaimedRow], need_half: list[ClaimedRow],
+                       messages: list[OutgoingMessage], halves: dict[str, HalfStored],
+                       ended: Ended, trace: bool) -> None:
+        """The halves of ``need_half`` (``messages``), their ids recorded where the target
+        needs it, then the ends in waves (one per message group position)."""
         outcomes = ended.outcomes
         failed_groups = ended.failed_groups
-        # a row with a recorded half never gets a second one (RocketMQ stores every half)
-        need_half = [r for r in rows if r.half_offset is None and r.half_message_id is None]
-        if len(messages) != len(need_half):  # not built, or built for rows that hold a half
-            messages = [outgoing(r) for r in need_half]
         with relay_span("half", [r.headers for r in need_half] if trace else ()):
             sent = self.publisher.send_halves(messages)
         for row, result in zip(need_half, sent, strict=True):

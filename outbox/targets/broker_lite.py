@@ -181,7 +181,7 @@ class BrokerLiteTarget:
         sendable = [half for half in halves if isinstance(half, Message)]
         if len(sendable) != len(halves) or not self._producer.connected:
             return None
-        timeout = self._timeout
+        timeout = self._request_timeout()
         ends = [TransactionEnd(msg.tx_id, LOCAL_STATES[state], msg_id=msg.tx_id)
                 for msg, state in zip(messages, states, strict=True)]
         # tasks start in the order made, and each writes its frame before its first wait
