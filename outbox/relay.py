@@ -202,25 +202,32 @@ class Relay:
         # a row with a recorded half never gets a second one (RocketMQ stores every half)
         need_half = [r for r in rows if r.half_offset is None and r.half_message_id is None]
         messages = [outgoing(r) for r in need_half]
-        if trace or not self._send_and_end(rows, need_half, messages, halves, ended):
+        if not self._send_and_end(rows, need_half, messages, halves, ended, trace):
             self._half_then_end(rows, need_half, messages, halves, ended, trace)
         self._record(rows, halves, ended.commit_offsets, ended.outcomes, report, ended.positions)
         _observe_relayed(rows, ended.outcomes)
 
     def _send_and_end(self, rows: list[ClaimedRow], need_half: list[ClaimedRow],
                       messages: list[OutgoingMessage], halves: dict[str, HalfStored],
-                      ended: Ended) -> bool:
+                      ended: Ended, trace: bool = False) -> bool:
         """A pass of ungrouped rows with no half yet, through a target that sends the halves
         and their ends in one round trip (:class:`~outbox.targets.base.PipelinedTarget`);
-        False when it did not (the two-step way then runs). A traced pass takes the
-        two-step way, so that its half and end are spans of their own."""
+        False when it did not (the two-step way then runs). A traced pass records its
+        ``half`` and ``end`` spans over that one round trip: both requests were in
+        flight for all of it (attribute ``rocketbox.relay.one_round_trip``)."""
         both = getattr(self.publisher, "send_and_end", None)
         if both is None or len(need_half) != len(rows) or any(
                 r.message_group is not None for r in rows):
             return False
+        started = time.time_ns()
         results = both(messages, [STATES.get(r.state, "UNKNOWN") for r in rows])
         if results is None:
             return False
+        if trace:
+            headers = [r.headers for r in rows]
+            for name in ("half", "end"):
+                record_relay_span(name, headers, start_time=started,
+                                  attributes={"rocketbox.relay.one_round_trip": True})
         for row, (half, end) in zip(rows, results, strict=True):
             if not isinstance(half, HalfStored):
                 ended.outcomes[row.tx_id] = half

@@ -6,11 +6,16 @@ answer, an end that found no half sent again by offset, and the relay's choice o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.orm import Session
 
@@ -160,8 +165,19 @@ class _Counting(PassThrough):
         return super().send_halves(messages)
 
 
+def _span_exporter() -> InMemorySpanExporter:
+    """An in-memory exporter on the global tracer provider (set once per process)."""
+    if not isinstance(trace.get_tracer_provider(), TracerProvider):
+        trace.set_tracer_provider(TracerProvider())
+    provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider)
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return exporter
+
+
 @pytest.mark.timeout(90)
-def test_the_relay_takes_one_round_trip_only_for_untraced_passes_of_ungrouped_rows(
+def test_the_relay_takes_one_round_trip_for_passes_of_ungrouped_rows_traced_or_not(
         pg_engine: Engine, broker: BrokerLiteServer, monkeypatch: pytest.MonkeyPatch) -> None:
     outbox = Outbox(engine=pg_engine, broker=broker.native, relay=fast_relay())
     publisher = _Counting(BrokerLitePublisher(outbox))
@@ -173,24 +189,48 @@ def test_the_relay_takes_one_round_trip_only_for_untraced_passes_of_ungrouped_ro
         # whether spans are exported is process-wide (another test may have installed a
         # tracer provider): each pass here says which it is
         monkeypatch.setattr(relay_module, "tracing_exported", lambda: traced)
-        with Session(pg_engine) as session, session.begin():
-            published.extend(publish(session, "Orders", {"n": n}, outbox=outbox,
-                                     message_group=group) for n in range(3))
+        with contextlib.ExitStack() as request:
+            if traced:  # each row carries the trace context of the request that wrote it
+                request.enter_context(trace.get_tracer(__name__).start_as_current_span("req"))
+            with Session(pg_engine) as session, session.begin():
+                published.extend(publish(session, "Orders", {"n": n}, outbox=outbox,
+                                         message_group=group) for n in range(3))
         before = dict(publisher.calls)
         relayed = relay.run_once().relayed
         calls.append({k: publisher.calls[k] - before[k] for k in before})
         return relayed
 
     try:
-        relayed = [one_pass(False, None), one_pass(False, "cart-7"), one_pass(True, None)]
+        relayed = [one_pass(False, None), one_pass(False, "cart-7")]
+        exporter = _span_exporter()
+        try:
+            relayed.append(one_pass(True, None))
+            finished = exporter.get_finished_spans()
+        finally:
+            exporter.shutdown()  # it keeps nothing of later tests' spans
     finally:
         publisher.close()
     assert relayed == [3, 3, 3]
     assert calls == [
         {"send_and_end": 1, "send_halves": 0},  # ungrouped: one round trip
         {"send_and_end": 0, "send_halves": 1},  # a message group ends in waves: two steps
-        {"send_and_end": 0, "send_halves": 1},  # traced: its half and end are spans apart
+        {"send_and_end": 1, "send_halves": 0},  # traced: one round trip as well
     ]
+    # the traced pass's half and end spans both cover its one round trip, inside the pass
+    spans = {s.name: s for s in finished}
+    request = spans["req"]
+    half, end, whole = (spans["rocketbox.relay half"], spans["rocketbox.relay end"],
+                        spans["rocketbox.relay"])
+    for span in (half, end):
+        assert span.attributes is not None
+        assert span.attributes.get("rocketbox.relay.one_round_trip") is True
+        assert span.parent is not None and span.parent.span_id == whole.context.span_id
+        # linked to the context the rows carry (the three share one request's span)
+        assert [link.context.span_id for link in span.links] == [request.context.span_id]
+        assert whole.start_time is not None and whole.end_time is not None
+        assert span.start_time is not None and span.end_time is not None
+        assert whole.start_time <= span.start_time <= span.end_time <= whole.end_time
+    assert half.start_time == end.start_time
     assert set(published) <= relayed_ids(pg_engine)
     commits = commit_counts(broker_records(broker.data_dir))
     assert [commits[tx_id] for tx_id in published] == [1] * 9
