@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+import msgspec
 from _relay_common import SIDES
 
 __all__ = ["SAVED_SIDES", "parse_args"]
@@ -48,14 +49,19 @@ def parse_args(argv: Sequence[str] | None, doc: str | None) -> argparse.Namespac
                         help="our Celery worker's threads (default 4)")
     parser.add_argument("--batch-size", type=int, default=None,
                         help="our relay's batch_size (default: the target's own, else the "
-                             "library's, 200; the nats side's: NatsTarget.relay_tuning)")
+                             "library's, 200; the ours side's: BrokerLiteTarget.relay_tuning, "
+                             "the nats side's: NatsTarget.relay_tuning)")
     parser.add_argument("--drain-lanes", type=int, default=None,
                         help="our relay's drain_lanes: passes the sweep runs at once "
-                             "(default: the target's own, else the library's, 3)")
+                             "(default: the target's own, else the library's, 3; the ours "
+                             "side's: BrokerLiteTarget.relay_tuning)")
+    parser.add_argument("--sweep", default="",
+                        help="only throughput runs of one of our worker sides (the first of "
+                             "--sides among ours, nats, rocketmq), one per comma-separated "
+                             "LANES/BATCH setting (drain_lanes/batch_size) in each "
+                             "repetition, in rotating order; prints medians")
     parser.add_argument("--nats-sweep", default="",
-                        help="with --sides nats: only throughput runs of the nats side, one "
-                             "per comma-separated LANES/BATCH setting (drain_lanes/batch_size) "
-                             "in each repetition, in rotating order; prints medians")
+                        help="--sweep for the nats side (the same as --sides nats --sweep)")
     parser.add_argument("--floors", action=argparse.BooleanOptionalAction, default=True,
                         help="after each SQL-only bound, also measure the floors: our relay "
                              "with the broker answered in-process, and broker_lite alone "
@@ -123,9 +129,11 @@ def parse_args(argv: Sequence[str] | None, doc: str | None) -> argparse.Namespac
     # given: what our workers are told (None: the target's or the library's default);
     # batch_size and drain_lanes: the library's where not given (the ours side, reports)
     args.batch_given, args.lanes_given = args.batch_size, args.drain_lanes
-    library = RelaySettings()
-    args.batch_size = args.batch_size or int(library.batch_size)
-    args.drain_lanes = args.drain_lanes or int(library.drain_lanes)
+    from outbox.targets.broker_lite import BrokerLiteTarget
+
+    ours = RelaySettings().tuned(**msgspec.structs.asdict(BrokerLiteTarget.relay_tuning))
+    args.batch_size = args.batch_size or int(ours.batch_size)
+    args.drain_lanes = args.drain_lanes or int(ours.drain_lanes)
     args.sides = [c for c in str(args.sides).split(",") if c]
     if args.cases is None:
         args.cases = "throughput" if args.sides == ["rocketmq"] else "throughput,latency"

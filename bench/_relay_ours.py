@@ -34,6 +34,7 @@ from _relay_common import (
 )
 
 __all__ = [
+    "WORKER_SIDES",
     "celery_settings",
     "consume_ours",
     "ours_celery_app",

@@ -86,6 +86,7 @@ from _relay_nats import (
     sql_bound_cpu,
 )
 from _relay_ours import (
+    WORKER_SIDES,
     ours_celery_app,
     ours_listen,
     ours_relay_main,
@@ -165,8 +166,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             say(f"peer setting used: {best.label} (max_workers/fetch_batch_size/"
                 f"terminal_flush_batch_size)")
             try:
-                if args.nats_sweep:  # the nats side's settings in alternation, and only that
-                    nats_sweep(args, env, best, say)
+                if args.sweep or args.nats_sweep:  # one side's settings in alternation
+                    lane_sweep(args, env, best, say)
                     return {}
                 tp, lat, raw, bound = run_sides(args, env, best, say)
             finally:
@@ -408,19 +409,23 @@ def nats_numbers(args: argparse.Namespace) -> tuple[int, int]:
             args.lanes_given or int(tuned.drain_lanes))
 
 
-def nats_sweep(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any) -> None:
-    """Throughput runs of the nats side, one per ``LANES/BATCH`` setting of
-    ``--nats-sweep`` in each repetition, the order rotating every repetition (settings
-    compared in alternation on a noisy machine); prints each run and each setting's
-    median."""
-    settings = [tuple(int(x) for x in s.split("/")) for s in args.nats_sweep.split(",")]
+def lane_sweep(args: argparse.Namespace, env: Env, best: PeerConfig, say: Any) -> None:
+    """Throughput runs of one of our worker sides (nats for ``--nats-sweep``, else the
+    first of ``--sides`` that has a worker), one per ``LANES/BATCH`` setting in each
+    repetition, the order rotating every repetition (settings compared in alternation
+    on a noisy machine); prints each run and each setting's median."""
+    side = "nats" if args.nats_sweep else next(
+        (s for s in args.sides if s in WORKER_SIDES), "ours")
+    sweep = args.nats_sweep or args.sweep
+    settings = [tuple(int(x) for x in s.split("/")) for s in sweep.split(",")]
     runs: dict[tuple[int, ...], list[float]] = {s: [] for s in settings}
+    say(f"sweep of the {side} side's drain_lanes/batch_size: {sweep}")
     for rep in range(args.repeat):
         shift = rep % len(settings)
         for lanes, batch in settings[shift:] + settings[:shift]:
-            stop_ours_worker(env, "nats")
-            use_ours_worker(env, "nats", args.concurrency, batch, lanes)
-            r = asyncio.run(throughput_once(env, "nats", args.rows, best, args.timeout))
+            stop_ours_worker(env, side)
+            use_ours_worker(env, side, args.concurrency, batch, lanes)
+            r = asyncio.run(throughput_once(env, side, args.rows, best, args.timeout))
             runs[(lanes, batch)].append(r["per_s"])
             say(f"  sweep rep {rep + 1} lanes {lanes:2} batch {batch:4}: {r['per_s']:8,.0f} "
                 f"rows/s ({r['seconds']:.2f} s, missing {r['missing']}, duplicates "

@@ -1,8 +1,8 @@
 """A target's own relay defaults (``relay_tuning``) meet the user's settings.
 
-``RelaySettings.tuned`` fills only what the user left unset; a target
-without a tuning (broker_lite here, real, on real PostgreSQL) keeps the
-library's defaults: a pass claims 200 rows and a drain runs 3 lanes.
+``RelaySettings.tuned`` fills only what the user left unset; broker_lite
+(real, on real PostgreSQL) declares its own: a pass claims 500 rows and a
+drain runs 2 lanes, where the library's defaults are 200 and 3.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from outbox import BrokerLitePublisher, Outbox, Relay, RelaySettings, publish
 from outbox.errors import ConfigurationError
 from outbox.targets.base import RelayTuning, relay_tuning
+from outbox.targets.broker_lite import BrokerLiteTarget
 from tests.support import BrokerLiteServer
 
 
@@ -54,21 +55,25 @@ def test_relay_tuning_reads_the_publishers_target() -> None:
 
 
 @pytest.mark.timeout(60)
-def test_broker_lite_keeps_the_library_defaults(pg_engine: Engine,
-                                                broker: BrokerLiteServer) -> None:
+def test_broker_lite_relays_with_its_own_tuning_where_the_user_set_none(
+        pg_engine: Engine, broker: BrokerLiteServer) -> None:
     outbox = Outbox(engine=pg_engine, broker=broker.native,
                     relay=RelaySettings(lease_seconds=10.0, broker_timeout=5.0))
-    library = RelaySettings()
+    own = BrokerLiteTarget.relay_tuning
+    assert (own.batch_size, own.drain_lanes) == (500, 2)
+    assert (RelaySettings().batch_size, RelaySettings().drain_lanes) == (200, 3)
     with Session(pg_engine) as session, session.begin():
-        ids = [publish(session, "Tune", {"i": i}, outbox=outbox)
-               for i in range(library.batch_size + 20)]
+        ids = [publish(session, "Tune", {"i": i}, outbox=outbox) for i in range(520)]
     publisher = BrokerLitePublisher(outbox)
     try:
         relay = Relay(outbox, publisher)
-        assert (relay.settings.batch_size, relay.settings.drain_lanes) == \
-            (library.batch_size, library.drain_lanes)
+        assert (relay.settings.batch_size, relay.settings.drain_lanes) == (500, 2)
         first = relay.run_once()
-        assert (first.claimed, first.relayed) == (library.batch_size, library.batch_size)
-        assert relay.drain().relayed == len(ids) - library.batch_size
+        assert (first.claimed, first.relayed) == (500, 500)
+        assert relay.drain().relayed == len(ids) - 500
+        # a value the user sets wins, even the library's own
+        mine = Relay(Outbox(engine=pg_engine, broker=broker.native,
+                            relay=RelaySettings(batch_size=200)), publisher)
+        assert (mine.settings.batch_size, mine.settings.drain_lanes) == (200, 2)
     finally:
         publisher.close()
