@@ -127,7 +127,8 @@ def parse_args(argv: Sequence[str] | None, doc: str | None) -> argparse.Namespac
     from outbox import RelaySettings
 
     # given: what our workers are told (None: the target's or the library's default);
-    # batch_size and drain_lanes: the library's where not given (the ours side, reports)
+    # batch_size and drain_lanes: the ours side's where not given (broker_lite's own
+    # relay_tuning over the library's; the SQL bound, the floors and the reports use them)
     args.batch_given, args.lanes_given = args.batch_size, args.drain_lanes
     from outbox.targets.broker_lite import BrokerLiteTarget
 
