@@ -220,7 +220,8 @@ class Relay:
                 r.message_group is not None for r in rows):
             return False
         started = time.time_ns()
-        results = both(messages, [STATES.get(r.state, "UNKNOWN") for r in rows])
+        states = [STATES.get(r.state, "UNKNOWN") for r in rows]
+        results = both(messages, states)
         if results is None:
             return False
         if trace:
@@ -228,13 +229,13 @@ class Relay:
             for name in ("half", "end"):
                 record_relay_span(name, headers, start_time=started,
                                   attributes={"rocketbox.relay.one_round_trip": True})
-        for row, (half, end) in zip(rows, results, strict=True):
+        for row, state, (half, end) in zip(rows, states, results, strict=True):
             if not isinstance(half, HalfStored):
                 ended.outcomes[row.tx_id] = half
             else:
                 halves[row.tx_id] = half
                 if end is not None:
-                    ended.take(TxEnd(half, STATES.get(row.state, "UNKNOWN")), end)
+                    ended.take(TxEnd(half, state), end)
         return True
 
     def _half_then_end(self, rows: list[ClaimedRow], need_half: list[ClaimedRow],

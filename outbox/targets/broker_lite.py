@@ -209,7 +209,7 @@ class BrokerLiteTarget:
             for msg, result in zip(messages, sent, strict=True)]
         answers: list[TransactionEndResult | BrokerError | None] = \
             list(answered) if not isinstance(answered, BaseException) else [None] * len(ends)
-        outcomes: dict[int, EndOutcome] = {}
+        done: list[tuple[int, TxEnd, TransactionEndResult]] = []
         again: list[tuple[int, TxEnd]] = []
         for i, (half, state, answer) in enumerate(zip(stored, states, answers, strict=True)):
             if not isinstance(half, HalfStored):
@@ -218,7 +218,11 @@ class BrokerLiteTarget:
             if answer is None or isinstance(answer, BrokerError):
                 again.append((i, end))
             else:
-                outcomes[i] = end_outcomes([end], [answer], self.description)[0]
+                done.append((i, end, answer))
+        outcomes: dict[int, EndOutcome] = dict(zip(
+            (i for i, _, _ in done),
+            end_outcomes([end for _, end, _ in done], [answer for _, _, answer in done],
+                         self.description), strict=True))
         if again:
             redone = await self.end_transactions([end for _, end in again])
             outcomes.update((i, outcome) for (i, _), outcome in zip(again, redone, strict=True))
