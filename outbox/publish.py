@@ -22,8 +22,9 @@ the loop's default executor, never on the loop. docs/async.md has the rest.
 Wake-up: when ``outbox.on_commit`` wakes the relays through PostgreSQL
 (``CelerySettings.listen``, the default there: its hook has a
 ``wake_channel``), the row's ``INSERT`` also calls ``pg_notify`` on that
-channel, which PostgreSQL delivers with the commit, and the hook is not
-called for the row (:func:`_wake_channel`).
+channel, its payload naming the row (:mod:`outbox.notified`), which
+PostgreSQL delivers with the commit, and the hook is not called for the row
+(:func:`_wake_channel`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from outbox.at_commit import hold
 from outbox.config import Outbox
 from outbox.errors import NoTransactionError
 from outbox.models import transaction_table
+from outbox.notified import wake_payload
 from outbox.serializers import to_body
 from outbox.sqla_core_commit import call_hooks
 from outbox.sqla_core_commit import remember as remember_on_connection
@@ -87,7 +89,7 @@ PARAMETERS = ("tx_id", "producer_group", "topic", "tag", "keys", "message_group"
               "headers", "state", "created_at", "next_attempt_at")
 _PG_INSERT = _pg_insert_sql()
 #: the same, waking the listening relays when the transaction commits (:func:`_wake_channel`)
-_PG_INSERT_WAKE = _PG_INSERT + " RETURNING pg_notify(%(wake_channel)s, '')"
+_PG_INSERT_WAKE = _PG_INSERT + " RETURNING pg_notify(%(wake_channel)s, %(wake_payload)s)"
 
 
 def new_tx_id() -> str:
@@ -220,7 +222,8 @@ def _wake_channel(conn: Connection, outbox: Outbox) -> str | None:
 
 
 def _insert(conn: Connection, values: dict[str, Any], *, wake: str | None = None) -> None:
-    """Write the row now, with its own ``INSERT`` (calling ``pg_notify(wake)`` in it)."""
+    """Write the row now, with its own ``INSERT`` (calling ``pg_notify(wake)`` in it, the
+    payload naming the row: :mod:`outbox.notified`)."""
     if conn.dialect.name == "postgresql":
         if values["message_group"] is not None:
             conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:g))"),
@@ -231,7 +234,9 @@ def _insert(conn: Connection, values: dict[str, Any], *, wake: str | None = None
             if wake is None:
                 conn.exec_driver_sql(_PG_INSERT, values)
             else:
-                conn.exec_driver_sql(_PG_INSERT_WAKE, {**values, "wake_channel": wake}).close()
+                conn.exec_driver_sql(_PG_INSERT_WAKE, {
+                    **values, "wake_channel": wake,
+                    "wake_payload": wake_payload(values["tx_id"])}).close()
         else:
             # computed inside the INSERT: no extra round trip per message
             values["pg_xid"] = _XID
@@ -240,7 +245,8 @@ def _insert(conn: Connection, values: dict[str, Any], *, wake: str | None = None
             if wake is None:
                 conn.execute(statement)
             else:
-                conn.execute(statement.returning(func.pg_notify(wake, ""))).close()
+                conn.execute(statement.returning(
+                    func.pg_notify(wake, wake_payload(values["tx_id"])))).close()
     else:
         values["seq"] = select(func.coalesce(func.max(transaction_table.c.seq), 0) + 1) \
             .scalar_subquery()

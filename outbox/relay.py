@@ -51,6 +51,7 @@ from sqlalchemy import (
     cast,
     func,
     literal_column,
+    or_,
     select,
     update,
 )
@@ -72,7 +73,7 @@ from outbox.targets.base import (
 from outbox.tracing import exported as tracing_exported
 from outbox.tracing import record_relay_span, relay_span
 
-__all__ = ["Relay", "RelayReport", "backoff_seconds", "worker_id"]
+__all__ = ["ReadPass", "Relay", "RelayReport", "backoff_seconds", "worker_id"]
 
 log = logging.getLogger("rocketbox.relay")
 
@@ -137,6 +138,27 @@ _RECORD_PG = update(t).where(_BY_ID, t.c.tx_id == _FIELD[0],
 #: the same, with where the broker put each row (a target that names positions: TxEnded)
 _RECORD_PG_POSITIONS = _RECORD_PG.values(broker_position=_FIELD[3])
 _encode_rows = msgspec.json.Encoder().encode
+#: the record of rows relayed unclaimed (:meth:`Relay.relay_read`): fenced on no live claim
+#: (a relay that claimed the row since records it itself). A row another relay recorded
+#: first keeps its time; its offsets are the same (one half and one commit per tx_id).
+#: No ``relayed_at IS NULL`` in the WHERE: it matches a partial index's predicate, which
+#: PostgreSQL then walked, dead entries and all, instead of the primary key
+_RECORD_PG_READ = update(t).where(
+    _BY_ID, t.c.tx_id == _FIELD[0],
+    or_(t.c.claimed_until.is_(None), t.c.claimed_until < bindparam("b_now"))).values(
+    relayed_at=func.coalesce(t.c.relayed_at, bindparam("b_now")), claimed_by=None,
+    claimed_until=None, last_error=None,
+    half_offset=cast(_FIELD[1], BigInteger), commit_offset=cast(_FIELD[2], BigInteger))
+_RECORD_PG_READ_POSITIONS = _RECORD_PG_READ.values(broker_position=_FIELD[3])
+
+
+@dataclass(frozen=True, slots=True)
+class ReadPass:
+    """What :meth:`Relay.relay_read` did: its report, and whether some of its rows are still
+    due (a claiming pass takes them)."""
+
+    report: RelayReport
+    left_due: bool
 
 
 class Relay:
@@ -191,6 +213,71 @@ class Relay:
                 raise
         broker_health.pass_went_through(self.outbox)
         return report
+
+    def can_relay_read(self) -> bool:
+        """Whether rows can go unclaimed (:meth:`relay_read`): the target sends a pass in
+        one round trip and keeps one half and one commit per ``tx_id``, so a row two
+        relays send at once is still one message."""
+        target = getattr(self.publisher, "target", None)
+        return bool(getattr(target, "halves_deduplicated", False)) \
+            and getattr(self.publisher, "send_and_end", None) is not None
+
+    def relay_read(self, rows: list[ClaimedRow]) -> ReadPass:
+        """Relay ungrouped rows read without a claim (:mod:`outbox.notified`) in one round
+        trip, and record those relayed, fenced on no live claim; the rest, and every row
+        when the target would not take the round trip, is left due for a claiming pass
+        (which counts the attempt). Only where :meth:`can_relay_read`; raises
+        :class:`RelayError` when the broker cannot be reached (nothing is written)."""
+        report = RelayReport()
+        if not rows:
+            return ReadPass(report, False)
+        started = time.time_ns()
+        trace = tracing_exported()
+        headers = [row.headers for row in rows] if trace else []
+        halves: dict[str, HalfStored] = {}
+        ended = Ended()
+        _note_new_topics(rows, self.seen_topics)
+        with relay_span("", headers, start_time=started,
+                        attributes={"messaging.batch.message_count": len(rows)}):
+            try:
+                sent = self._send_and_end(rows, rows, [outgoing(r) for r in rows], halves,
+                                          ended, trace)
+            except RelayError as exc:
+                broker_health.pass_failed(self.outbox, exc)
+                raise
+            if not sent:
+                return ReadPass(report, True)
+            relayed = [r for r in rows if r.tx_id in ended.outcomes
+                       and ended.outcomes[r.tx_id] is None]
+            if relayed:
+                self._record_read(relayed, halves, ended)
+        broker_health.pass_went_through(self.outbox)
+        _observe_relayed(relayed, ended.outcomes)
+        report.relayed = len(relayed)
+        return ReadPass(report, len(relayed) < len(rows))
+
+    def _record_read(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
+                     ended: Ended) -> None:
+        """:meth:`relay_read`'s record: one ``UPDATE``, as :meth:`_record_relayed`'s."""
+        positions = ended.positions
+        relayed: list[tuple[Any, ...]] = [
+            (r.tx_id, halves[r.tx_id].half_offset, ended.commit_offsets.get(r.tx_id))
+            for r in rows]
+        if positions:
+            relayed = [(*r, positions.get(r[0])) for r in relayed]
+        self._run_record(_RECORD_PG_READ_POSITIONS if positions else _RECORD_PG_READ,
+                         {"b_now": datetime.now(UTC), "b_rows": _encode_rows(relayed).decode()})
+
+    def _run_record(self, statement: Any, params: dict[str, Any]) -> None:
+        """One record statement, planned for its values in one round trip through psycopg
+        3 (:func:`outbox.claims.run_pipelined`), else in autocommit."""
+        engine = self.outbox.engine
+        compiled = pipeline_sql(engine.dialect, statement)
+        if compiled is not None:
+            run_pipelined(engine, compiled[0], {**compiled[1], **params})
+        else:
+            with engine.connect() as conn:
+                conn.execution_options(isolation_level="AUTOCOMMIT").execute(statement, params)
 
     def _send(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
               report: RelayReport, trace: bool = False) -> None:
@@ -395,14 +482,7 @@ class Relay:
             relayed = [(*r, positions.get(r[0])) for r in relayed]
         params = {"b_me": self.name, "b_now": now,
                   "b_rows": _encode_rows(relayed).decode()}
-        statement = _RECORD_PG_POSITIONS if positions else _RECORD_PG
-        engine = self.outbox.engine
-        compiled = pipeline_sql(engine.dialect, statement)
-        if compiled is not None:  # planned for its values, in one round trip (claims.py)
-            run_pipelined(engine, compiled[0], {**compiled[1], **params})
-        else:
-            with engine.connect() as conn:
-                conn.execution_options(isolation_level="AUTOCOMMIT").execute(statement, params)
+        self._run_record(_RECORD_PG_POSITIONS if positions else _RECORD_PG, params)
         report.relayed += len(rows)
         report.relayed_grouped += sum(row.message_group is not None for row in rows)
 

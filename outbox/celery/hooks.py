@@ -85,13 +85,14 @@ class WakeHook:
     """The hook with ``CelerySettings.listen`` on PostgreSQL: the listening relays are woken.
 
     :func:`outbox.publish.publish` reads :attr:`wake_channel`: a row written
-    with its own ``INSERT`` carries ``pg_notify(wake_channel, '')`` in that
-    statement, so PostgreSQL delivers the wake-up with the commit itself (no
-    statement and no second connection after it; nothing to lose if the
-    process dies right after the commit), and that row's id never reaches
-    this hook. A row sent with the ``COMMIT`` (:mod:`outbox.at_commit`) or a
-    caller handing ids on by itself (the Flask and Django units) calls the
-    hook, which sends ``NOTIFY`` after the commit (:func:`notify`).
+    with its own ``INSERT`` carries ``pg_notify(wake_channel, payload)`` in
+    that statement (the payload names the row: :mod:`outbox.notified`), so
+    PostgreSQL delivers the wake-up with the commit itself (no statement and
+    no second connection after it; nothing to lose if the process dies right
+    after the commit), and that row's id never reaches this hook. A row sent
+    with the ``COMMIT`` (:mod:`outbox.at_commit`) or a caller handing ids on
+    by itself (the Flask and Django units) calls the hook, which sends
+    ``NOTIFY`` after the commit, naming the ids (:func:`notify`).
     """
 
     #: the channel :func:`outbox.publish.publish` notifies inside the transaction
@@ -102,7 +103,8 @@ class WakeHook:
 
     def __call__(self, tx_ids: Sequence[str]) -> None:
         if tx_ids:
-            notify(self._engine)  # the listening workers relay at once (outbox.celery.listen)
+            # the listening workers relay at once (outbox.celery.listen)
+            notify(self._engine, tx_ids)
 
 
 class CoalescingHook:

@@ -45,17 +45,20 @@ from __future__ import annotations
 import importlib.util
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from celery import bootsteps
-from sqlalchemy import Engine
+from sqlalchemy import Engine, func, select
 
 from outbox.celery.state import RocketboxState, rocketbox_state
 from outbox.celery.tasks import TRANSIENT_ERRORS
 from outbox.errors import ConfigurationError
+from outbox.notified import parse_wake, read_due, wake_payloads
 
-__all__ = ["CHANNEL", "ListenStep", "Listener", "can_listen", "notify"]
+__all__ = ["CHANNEL", "FOLLOWER_GRACE", "LEADER_LOCK", "ListenStep", "Listener", "NamedRows",
+           "can_listen", "notify"]
 
 log = logging.getLogger("rocketbox.celery")
 
@@ -63,6 +66,11 @@ log = logging.getLogger("rocketbox.celery")
 CHANNEL = "rocketbox_relay"
 #: the claim names of a worker's listener lanes (``host:pid:listener-1``, ...)
 LISTENER_RUN_ID = "listener"
+#: the advisory lock (per database) whose holder leads: it relays named rows unclaimed
+LEADER_LOCK = 0x726F636B6574626F  # "rocketbo"
+#: a listener that does not lead claims only rows committed this long ago (seconds), those
+#: the leader has not reached: under a burst every worker helps
+FOLLOWER_GRACE = 0.2
 _NOTIFY = f"NOTIFY {CHANNEL}"
 
 
@@ -73,11 +81,16 @@ def can_listen(engine: Engine) -> bool:
     return engine.dialect.name == "postgresql" and importlib.util.find_spec("psycopg") is not None
 
 
-def notify(engine: Engine) -> None:
-    """Wake the listening relays (after a commit; never raises: a lost wake-up only waits)."""
+def notify(engine: Engine, tx_ids: Sequence[str] = ()) -> None:
+    """Wake the listening relays for ``tx_ids`` (after a commit; never raises: a lost
+    wake-up only waits). No ids: a wake-up that names none (a claiming pass)."""
     try:
         with engine.connect() as conn:
-            conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(_NOTIFY)
+            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+            if not tx_ids:
+                conn.exec_driver_sql(_NOTIFY)
+            for payload in wake_payloads(tx_ids):
+                conn.execute(select(func.pg_notify(CHANNEL, payload)))
     except Exception as exc:  # never into the commit: the task or the sweeper relays the rows
         log.warning("could not notify %s, the relay task or the sweeper relays the rows: %s",
                     CHANNEL, exc)
@@ -144,13 +157,14 @@ class Listener:
             self._woken = True
             self._due.notify()
 
-    def relay_due(self, lane: int = 1) -> int:
-        """Passes over due rows until a claim comes back short; the rows relayed."""
+    def relay_due(self, lane: int = 1, *, older_than: float | None = None) -> int:
+        """Passes over due rows (committed ``older_than`` seconds ago, if given) until a
+        claim comes back short; the rows relayed."""
         relay = self.state.relay(f"{LISTENER_RUN_ID}-{lane}")
         limit = relay.settings.batch_size  # the target's own where the user set none
         relayed = 0
         while not self._stop.is_set():
-            report = relay.run_once()
+            report = relay.run_once(older_than=older_than)
             relayed += report.relayed
             if report.claimed < limit or report.relayed == 0:
                 return relayed
@@ -204,23 +218,126 @@ class Listener:
                     self.wake()
 
     def _listen_and_relay(self, conn: Any) -> None:
-        """One lane: relay on this thread whenever woken (notified, or :meth:`wake`)."""
+        """One lane: relay on this thread whenever woken (notified, or :meth:`wake`).
+
+        Where the target allows it (:meth:`~outbox.relay.Relay.can_relay_read`),
+        the listener holding the leader lock relays the rows a wake-up names
+        without claiming them (:class:`NamedRows`); the others claim only rows
+        the leader has left for :data:`FOLLOWER_GRACE` seconds.
+        """
+        named_rows = NamedRows(self.state, conn) if self.state.relay(
+            f"{LISTENER_RUN_ID}-1").can_relay_read() else None
         while not self._stop.is_set():
             with self._due:
                 woken, self._woken = self._woken, False
+            named: list[str] = []
             if not woken:
-                # the first notification ends the wait; those read with it (all that
+                # the first notification ends the wait; those already come (all that
                 # came during the last pass) are taken by the same pass
-                for _ in conn.notifies(timeout=self._wait, stop_after=1):
+                for note in conn.notifies(timeout=self._wait, stop_after=1):
+                    woken |= _take(note.payload, named)
+                if woken or named:
+                    for note in conn.notifies(timeout=0.0):
+                        woken |= _take(note.payload, named)
+            if self._stop.is_set():
+                return
+            older_than = None
+            if named_rows is not None:
+                if named_rows.lead():  # now leading: rows the last leader left go first
                     woken = True
-            if woken and not self._stop.is_set():
-                self._relay_here()
+                if named and not woken:
+                    if named_rows.leads:
+                        woken = named_rows.relay(named)
+                    else:
+                        woken, older_than = True, FOLLOWER_GRACE
+            elif named:
+                woken = True
+            if woken:
+                self._relay_here(older_than)
 
-    def _relay_here(self) -> None:
+    def _relay_here(self, older_than: float | None = None) -> None:
         try:
-            self.relay_due()
+            self.relay_due(older_than=older_than)
         except TRANSIENT_ERRORS as exc:  # the broker or the database is away: swept later
             log.warning("relay after a wake-up failed: %s", exc)
+
+
+def _take(payload: str, named: list[str]) -> bool:
+    """Add the ids ``payload`` names to ``named``; True when it names none (a wake-up
+    from a writer of an earlier version: a claiming pass)."""
+    ids = parse_wake(payload)
+    if ids is None:
+        return True
+    named.extend(ids)
+    return False
+
+
+class NamedRows:
+    """The leading listener's relay of the rows a wake-up names, without a claim.
+
+    One listener per database leads: the one whose listening connection holds
+    the advisory lock :data:`LEADER_LOCK` (a session lock: a leader that dies
+    or loses its connection frees it, and a follower takes it at its next try,
+    within ``wait_seconds``, then claims what was left). The leader reads the
+    named rows on its listening connection (:func:`outbox.notified.read_due`:
+    one ``SELECT``, only due rows) and relays them in one round trip
+    (:meth:`outbox.relay.Relay.relay_read`); no claim, so no ``UPDATE`` and
+    no commit before the broker is called. Two relays sending a row at once
+    still make one message: only on a target that keeps one half and one
+    commit per ``tx_id`` (broker_lite). A followers claims only rows older than
+    :data:`FOLLOWER_GRACE`: under a burst the leader's lag is shared out.
+    docs/outbox.md, "The notified rows, read without a claim".
+    """
+
+    def __init__(self, state: RocketboxState, conn: Any, *, retry_seconds: float = 0.5
+                 ) -> None:
+        self.state = state
+        self._conn = conn
+        self._retry = retry_seconds
+        self._next_try = 0.0
+        self._off = False  # the read failed for a reason a retry does not mend
+        #: whether this listener holds the leader lock (on this connection)
+        self.leads = False
+
+    def lead(self) -> bool:
+        """Try for the leader lock (at most once per ``retry_seconds``); True when this
+        listener has just become the leader."""
+        if self.leads or self._off or time.monotonic() < self._next_try:
+            return False
+        self._next_try = time.monotonic() + self._retry
+        self.leads = bool(self._conn.execute("SELECT pg_try_advisory_lock(%s)",
+                                             (LEADER_LOCK,)).fetchone()[0])
+        if self.leads:
+            log.info("this worker's listener leads: it relays the rows a wake-up names "
+                     "without claiming them")
+        return self.leads
+
+    def relay(self, tx_ids: list[str]) -> bool:
+        """Relay the due rows among ``tx_ids``; True when a claiming pass must follow (a due
+        row that cannot go unclaimed, a row not relayed, or more rows than a pass)."""
+        import psycopg
+
+        relay = self.state.relay(f"{LISTENER_RUN_ID}-1")
+        if len(tx_ids) > relay.settings.batch_size:  # a burst: the claiming passes drain it
+            return True
+        try:
+            due = read_due(self._conn, tx_ids)
+        except psycopg.OperationalError:
+            raise  # the connection: the listener listens again
+        except psycopg.Error as exc:
+            self._off, self.leads = True, False
+            self._conn.execute("SELECT pg_advisory_unlock(%s)", (LEADER_LOCK,))
+            log.warning("this listener cannot read the rows a wake-up names (%s); it claims "
+                        "them instead, as the other workers' listeners do", exc)
+            return True
+        if not due.rows:
+            return due.need_claim
+        try:
+            done = relay.relay_read(due.rows)
+        except TRANSIENT_ERRORS as exc:  # the broker is away: the claims retry, and back off
+            log.warning("relay after a wake-up failed: %s", exc)
+            return False
+        return due.need_claim or done.left_due
 
 
 class ListenStep(bootsteps.StartStopStep):  # type: ignore[misc]

@@ -119,6 +119,10 @@ class BrokerLiteTarget:
     #: passes in fewer lanes cost less per row (1.20x the library's 200 and 3 in
     #: interleaved runs on the 2-core benchmark machine)
     relay_tuning = RelayTuning(batch_size=500, drain_lanes=2)
+    #: broker_lite keeps one half and one commit per ``tx_id`` (a second is answered as the
+    #: first): the leading listener may relay the rows a wake-up names without claiming
+    #: them (outbox.notified; docs/outbox.md, "The notified rows, read without a claim")
+    halves_deduplicated = True
 
     def __init__(self, outbox: Outbox, *, client_id: str | None = None) -> None:
         self.description = f"broker_lite at {outbox.broker_display}"
