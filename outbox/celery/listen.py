@@ -57,8 +57,8 @@ from outbox.celery.tasks import TRANSIENT_ERRORS
 from outbox.errors import ConfigurationError
 from outbox.notified import parse_wake, read_due, wake_payloads
 
-__all__ = ["CHANNEL", "FOLLOWER_GRACE", "LEADER_LOCK", "ListenStep", "Listener", "NamedRows",
-           "can_listen", "notify"]
+__all__ = ["APPLICATION_NAME", "CHANNEL", "FOLLOWER_GRACE", "LEADER_LOCK", "ListenStep",
+           "Listener", "NamedRows", "can_listen", "notify"]
 
 log = logging.getLogger("rocketbox.celery")
 
@@ -66,6 +66,8 @@ log = logging.getLogger("rocketbox.celery")
 CHANNEL = "rocketbox_relay"
 #: the claim names of a worker's listener lanes (``host:pid:listener-1``, ...)
 LISTENER_RUN_ID = "listener"
+#: the listening connection's ``application_name`` (``pg_stat_activity`` shows it)
+APPLICATION_NAME = "rocketbox-listener"
 #: the advisory lock (per database) whose holder leads: it relays named rows unclaimed
 LEADER_LOCK = 0x726F636B6574626F  # "rocketbo"
 #: a listener that does not lead claims only rows committed this long ago (seconds), those
@@ -206,7 +208,8 @@ class Listener:
             self.listening.clear()
 
     def _listen(self, psycopg: Any) -> None:
-        with psycopg.connect(_conninfo(self.state.outbox.engine), autocommit=True) as conn:
+        with psycopg.connect(_conninfo(self.state.outbox.engine), autocommit=True,
+                             application_name=APPLICATION_NAME) as conn:
             conn.execute(f"LISTEN {CHANNEL}")
             self.listening.set()
             self.wake()  # rows committed while nobody listened: relay them now
@@ -243,13 +246,7 @@ class Listener:
                 return
             older_than = None
             if named_rows is not None:
-                if named_rows.lead():  # now leading: rows the last leader left go first
-                    woken = True
-                if named and not woken:
-                    if named_rows.leads:
-                        woken = named_rows.relay(named)
-                    else:
-                        woken, older_than = True, FOLLOWER_GRACE
+                woken, older_than = named_rows.take(named, woken=woken)
             elif named:
                 woken = True
             if woken:
@@ -295,6 +292,7 @@ class NamedRows:
         self._conn = conn
         self._retry = retry_seconds
         self._next_try = 0.0
+        self._next_catch_up = 0.0
         self._off = False  # the read failed for a reason a retry does not mend
         #: whether this listener holds the leader lock (on this connection)
         self.leads = False
@@ -311,6 +309,31 @@ class NamedRows:
             log.info("this worker's listener leads: it relays the rows a wake-up names "
                      "without claiming them")
         return self.leads
+
+    def take(self, named: list[str], *, woken: bool) -> tuple[bool, float | None]:
+        """A wake-up naming ``named`` (``woken``: and one naming none): relay the named rows
+        now where this listener leads. Returns whether a claiming pass follows, and over
+        rows committed how long ago (None: every due row).
+
+        A claiming pass follows where a wake-up named no row, where this listener
+        has just become the leader (the rows the last one left), where a named row
+        could not go unclaimed, and after a named pass at most once per
+        ``retry_seconds`` (the rows of a lost wake-up: they would otherwise wait
+        for the sweeper). A follower claims only rows older than
+        :data:`FOLLOWER_GRACE`.
+        """
+        if self.lead():
+            return True, None
+        if woken or not named:
+            return woken, None
+        if not self.leads:
+            return True, FOLLOWER_GRACE
+        must_claim = self.relay(named)
+        now = time.monotonic()
+        if must_claim or now >= self._next_catch_up:
+            self._next_catch_up = now + self._retry
+            return True, None
+        return False, None
 
     def relay(self, tx_ids: list[str]) -> bool:
         """Relay the due rows among ``tx_ids``; True when a claiming pass must follow (a due

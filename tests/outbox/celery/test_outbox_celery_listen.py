@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 from outbox import BrokerLitePublisher, Outbox, RelaySettings, metadata, migrate
 from outbox.celery import CelerySettings, celery_on_commit, make_celery, rocketbox_state
 from outbox.celery.hooks import WakeHook
-from outbox.celery.listen import CHANNEL, Listener, ListenStep
+from outbox.celery.listen import APPLICATION_NAME, CHANNEL, Listener, ListenStep
 from outbox.errors import ConfigurationError
 from outbox.publish import publish
 from outbox.targets import HalfOutcome, OutgoingMessage, Publisher
@@ -65,8 +65,8 @@ def listen_worker(name: str, stack: CeleryStack, broker: str, *,
 def listening_backends(stack: CeleryStack) -> list[int]:
     with stack.engine.connect() as conn:
         return list(conn.execute(text(
-            "SELECT pid FROM pg_stat_activity WHERE query = :q AND pid <> pg_backend_pid()"),
-            {"q": f"LISTEN {CHANNEL}"}).scalars())
+            "SELECT pid FROM pg_stat_activity WHERE application_name = :a "
+            "AND pid <> pg_backend_pid()"), {"a": APPLICATION_NAME}).scalars())
 
 
 @pytest.mark.timeout(120)
@@ -85,7 +85,8 @@ def test_a_wake_up_relays_at_once_without_a_task_or_a_sweep(
         assert relayed_ids(engine) == set()
         started = time.monotonic()
         woken = commit(engine, waking, 3, "Woken")
-        # the next wake-up relays every due row, the lost one's too
+        # the next wake-up relays its rows, and the leader's catch-up claim after its
+        # first pass every due row, the lost one's too
         wait_relayed(engine, {*lost, *woken}, worker, timeout=20)
         took = time.monotonic() - started
     assert commit_counts(broker_records(broker.data_dir)) == {tx: 1 for tx in [*lost, *woken]}
@@ -167,9 +168,12 @@ class RecordingWake(WakeHook):
         super().__call__(tx_ids)
 
 
-def notifications(conn: psycopg.Connection[Any], timeout: float) -> list[tuple[str, int]]:
-    """``(channel, sending backend pid)`` of what ``conn`` receives within ``timeout`` s."""
-    return [(n.channel, n.pid) for n in conn.notifies(timeout=timeout)]
+def notifications(conn: psycopg.Connection[Any], timeout: float, *, until: int = 0
+                  ) -> list[tuple[str, int, str]]:
+    """``(channel, sending backend pid, payload)`` of what ``conn`` receives within
+    ``timeout`` s (or until ``until`` have come)."""
+    return [(n.channel, n.pid, n.payload)
+            for n in conn.notifies(timeout=timeout, stop_after=until or None)]
 
 
 @pytest.fixture
@@ -201,9 +205,10 @@ def test_by_default_on_postgresql_the_commit_itself_wakes_the_relays(migrated: E
             pid = session.connection().exec_driver_sql("SELECT pg_backend_pid()").scalar()
             ids = [publish(session, "Woken", {"n": n}, outbox=hooked) for n in range(3)]
             assert notifications(listening, 0.3) == []  # nothing before the commit
-        # one wake-up (PostgreSQL folds a transaction's repeats), sent by the committing
-        # session itself: no statement and no connection after the commit
-        assert notifications(listening, 5.0)[:1] == [(CHANNEL, pid)]
+        # one wake-up per row, naming it, sent by the committing session itself: no
+        # statement and no connection after the commit
+        assert notifications(listening, 5.0, until=3) == [
+            (CHANNEL, pid, json.dumps([tx_id], separators=(",", ":"))) for tx_id in ids]
         assert notifications(listening, 0.3) == []
         assert hook.calls == []
         # a rolled-back transaction wakes nobody
@@ -215,7 +220,9 @@ def test_by_default_on_postgresql_the_commit_itself_wakes_the_relays(migrated: E
         with Session(engine) as session, session.begin():
             held = publish(session, "Woken", {"n": 10}, outbox=hooked, at_commit=True)
         assert hook.calls == [[held]]
-        assert [channel for channel, _pid in notifications(listening, 5.0)][:1] == [CHANNEL]
+        # RecordingWake notifies as WakeHook does: after the commit, naming the ids
+        assert [(channel, json.loads(payload)) for channel, _pid, payload
+                in notifications(listening, 5.0, until=1)] == [(CHANNEL, [held])]
     with engine.connect() as conn:
         stored = set(conn.execute(text("SELECT tx_id FROM rocketbox_transaction")).scalars())
     assert stored == {*ids, held}
