@@ -118,11 +118,15 @@ class Listener:
 
     def __init__(self, state: RocketboxState, *, on_fatal: Callable[[str], None],
                  retry_seconds: float = 1.0, wait_seconds: float = 0.5,
-                 lanes: int | None = None) -> None:
+                 lanes: int | None = None, catch_up_seconds: float | None = None,
+                 follower_grace: float = FOLLOWER_GRACE) -> None:
         self.state = state
         self._on_fatal = on_fatal
         self._retry = retry_seconds
         self._wait = wait_seconds  # how often the threads look at their stop flag
+        #: the leader's catch-up claim after a named pass: at most this often (seconds)
+        self._catch_up = wait_seconds if catch_up_seconds is None else catch_up_seconds
+        self._grace = follower_grace
         self._lanes = state.settings.listen_lanes if lanes is None else lanes
         if self._lanes < 1:
             raise ConfigurationError(f"listen_lanes must be >= 1, got {self._lanes}",
@@ -228,7 +232,9 @@ class Listener:
         without claiming them (:class:`NamedRows`); the others claim only rows
         the leader has left for :data:`FOLLOWER_GRACE` seconds.
         """
-        named_rows = NamedRows(self.state, conn) if self.state.relay(
+        named_rows = NamedRows(self.state, conn, try_seconds=self._wait,
+                               catch_up_seconds=self._catch_up,
+                               follower_grace=self._grace) if self.state.relay(
             f"{LISTENER_RUN_ID}-1").can_relay_read() else None
         while not self._stop.is_set():
             with self._due:
@@ -281,16 +287,20 @@ class NamedRows:
     (:meth:`outbox.relay.Relay.relay_read`); no claim, so no ``UPDATE`` and
     no commit before the broker is called. Two relays sending a row at once
     still make one message: only on a target that keeps one half and one
-    commit per ``tx_id`` (broker_lite). A followers claims only rows older than
-    :data:`FOLLOWER_GRACE`: under a burst the leader's lag is shared out.
+    commit per ``tx_id`` (broker_lite). A follower claims only rows older than
+    ``follower_grace`` (:data:`FOLLOWER_GRACE`): under a burst the leader's lag
+    is shared out. The leader's record is fenced on no live claim.
     docs/outbox.md, "The notified rows, read without a claim".
     """
 
-    def __init__(self, state: RocketboxState, conn: Any, *, retry_seconds: float = 0.5
+    def __init__(self, state: RocketboxState, conn: Any, *, try_seconds: float = 0.5,
+                 catch_up_seconds: float = 0.5, follower_grace: float = FOLLOWER_GRACE
                  ) -> None:
         self.state = state
         self._conn = conn
-        self._retry = retry_seconds
+        self._try = try_seconds
+        self._catch_up = catch_up_seconds
+        self._grace = follower_grace
         self._next_try = 0.0
         self._next_catch_up = 0.0
         self._off = False  # the read failed for a reason a retry does not mend
@@ -298,11 +308,11 @@ class NamedRows:
         self.leads = False
 
     def lead(self) -> bool:
-        """Try for the leader lock (at most once per ``retry_seconds``); True when this
+        """Try for the leader lock (at most once per ``try_seconds``); True when this
         listener has just become the leader."""
         if self.leads or self._off or time.monotonic() < self._next_try:
             return False
-        self._next_try = time.monotonic() + self._retry
+        self._next_try = time.monotonic() + self._try
         self.leads = bool(self._conn.execute("SELECT pg_try_advisory_lock(%s)",
                                              (LEADER_LOCK,)).fetchone()[0])
         if self.leads:
@@ -318,7 +328,7 @@ class NamedRows:
         A claiming pass follows where a wake-up named no row, where this listener
         has just become the leader (the rows the last one left), where a named row
         could not go unclaimed, and after a named pass at most once per
-        ``retry_seconds`` (the rows of a lost wake-up: they would otherwise wait
+        ``catch_up_seconds`` (the rows of a lost wake-up: they would otherwise wait
         for the sweeper). A follower claims only rows older than
         :data:`FOLLOWER_GRACE`.
         """
@@ -327,11 +337,11 @@ class NamedRows:
         if woken or not named:
             return woken, None
         if not self.leads:
-            return True, FOLLOWER_GRACE
+            return True, self._grace
         must_claim = self.relay(named)
         now = time.monotonic()
         if must_claim or now >= self._next_catch_up:
-            self._next_catch_up = now + self._retry
+            self._next_catch_up = now + self._catch_up
             return True, None
         return False, None
 
