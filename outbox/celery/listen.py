@@ -303,6 +303,7 @@ class NamedRows:
         self._grace = follower_grace
         self._next_try = 0.0
         self._next_catch_up = 0.0
+        self._named_since = False  # named rows relayed since the last catch-up
         self._off = False  # the read failed for a reason a retry does not mend
         #: whether this listener holds the leader lock (on this connection)
         self.leads = False
@@ -326,22 +327,26 @@ class NamedRows:
         rows committed how long ago (None: every due row).
 
         A claiming pass follows where a wake-up named no row, where this listener
-        has just become the leader (the rows the last one left), where a named row
-        could not go unclaimed, and after a named pass at most once per
-        ``catch_up_seconds`` (the rows of a lost wake-up: they would otherwise wait
-        for the sweeper). A follower claims only rows older than
-        :data:`FOLLOWER_GRACE`.
+        has just become the leader (the rows the last one left), and where a named
+        row could not go unclaimed. A leader that relayed named rows also catches
+        up: one claiming pass once ``catch_up_seconds`` have gone by since its last
+        (the rows of a lost wake-up, which would otherwise wait for the sweeper;
+        ``named`` is empty when the wait for a wake-up timed out). A follower
+        claims only rows older than ``follower_grace``.
         """
         if self.lead():
+            self._next_catch_up = time.monotonic() + self._catch_up
             return True, None
-        if woken or not named:
-            return woken, None
-        if not self.leads:
+        if woken:
+            return True, None
+        if named and not self.leads:
             return True, self._grace
-        must_claim = self.relay(named)
-        now = time.monotonic()
-        if must_claim or now >= self._next_catch_up:
-            self._next_catch_up = now + self._catch_up
+        if named and self.relay(named):
+            return True, None
+        self._named_since |= bool(named)
+        if self._named_since and time.monotonic() >= self._next_catch_up:
+            self._named_since = False
+            self._next_catch_up = time.monotonic() + self._catch_up
             return True, None
         return False, None
 
