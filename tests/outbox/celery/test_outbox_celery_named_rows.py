@@ -198,13 +198,19 @@ def test_a_forged_wake_up_relays_nothing_the_status_table_does_not_say_is_due(
                                  autocommit=True) as forger:
                 with pytest.raises(psycopg.errors.InsufficientPrivilege):
                     forger.execute("SELECT tx_id FROM rocketbox_transaction")
-                for payload in [json.dumps(["NOT-A-ROW"]), json.dumps([pending]),
-                                json.dumps([done[0]]), json.dumps(parked), "not json",
-                                json.dumps({"tx_id": pending}), json.dumps([1, 2]),
-                                json.dumps([f"X{n}" for n in range(600)])[:MAX_PAYLOAD]]:
-                    forger.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
-                # the owner's work still goes, once
-                owner = commit(engine, waking, 2, "Forged")
+                # names: read by the leader (and found not due); the owner's wake-up
+                # comes after them, so once its row is relayed they were taken
+                for payload in [["NOT-A-ROW"], [pending], done, parked]:
+                    forger.execute("SELECT pg_notify(%s, %s)", (CHANNEL, json.dumps(payload)))
+                owner = commit(engine, waking, 1, "Forged")
+                wait_until(lambda: relayed_ids(engine) == {*done, *owner}, timeout=20,
+                           message=lambda: f"relayed {relayed_ids(engine)}")
+                # payloads that name no row (claiming passes), and more names than a pass
+                for text_payload in ["not json", json.dumps({"tx_id": pending}),
+                                     json.dumps([1, 2]),
+                                     json.dumps([f"X{n}" for n in range(600)])]:
+                    forger.execute("SELECT pg_notify(%s, %s)", (CHANNEL, text_payload))
+                owner += commit(engine, waking, 1, "Forged")
                 wait_until(lambda: relayed_ids(engine) == {*done, *owner}, timeout=20,
                            message=lambda: f"relayed {relayed_ids(engine)}")
             records = broker_records(broker.data_dir)
@@ -212,6 +218,8 @@ def test_a_forged_wake_up_relays_nothing_the_status_table_does_not_say_is_due(
             open_session.commit()
         wait_until(lambda: relayed_ids(engine) == {*done, *owner, pending}, timeout=20)
     assert run.fatal == []
+    # nothing was sent for a name the status table did not hold as due
+    assert sorted(run.sent()) == sorted([*done, *owner, pending])
     assert commit_counts(broker_records(broker.data_dir)) == {
         tx: 1 for tx in [*done, *owner, pending]}
     with engine.connect() as conn:
