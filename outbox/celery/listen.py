@@ -27,10 +27,15 @@ thread woken through a condition also waits for the GIL); the
 notifications that arrive during a pass are read after it, all at once, and
 taken by one more pass.
 
-This changes no guarantee. The status table stays the truth: the listener
-is one more relay racing the tasks and the sweeper, kept apart by the same
-claims (``SKIP LOCKED`` and the lease), and it relays nothing the status
-table does not say is due. PostgreSQL delivers a notification only after its
+Each notification names its rows (:mod:`outbox.notified`). On a target that
+keeps one half and one commit per ``tx_id`` (broker_lite), the one listener
+per database that holds the leader lock relays the named rows that are due
+without claiming them (:class:`NamedRows`); the others claim only what it
+left. This changes no guarantee. The status table stays the truth: the
+listener relays nothing the status table does not say is due (a name is
+only a hint), a row two relays send at once is one message, and the other
+relays (tasks, sweeper, followers) are kept apart by the same claims
+(``SKIP LOCKED`` and the lease). PostgreSQL delivers a notification only after its
 transaction commits, to sessions listening then; one that is lost (the
 listener reconnecting, the notifying statement failing, a worker restarted)
 only leaves its rows to the next sweep (the sweeper lane, as for a task lost
