@@ -97,11 +97,21 @@ class DueRows(msgspec.Struct, frozen=True):
     need_claim: bool
 
 
-def read_due(conn: psycopg.Connection[Any], tx_ids: Sequence[str]) -> DueRows:
-    """Read the due rows among ``tx_ids`` on ``conn`` (autocommit): one ``SELECT``."""
+def read_due(conn: psycopg.Connection[Any], tx_ids: Sequence[str], *,
+             record: tuple[str, dict[str, Any]] | None = None) -> DueRows:
+    """Read the due rows among ``tx_ids`` on ``conn`` (autocommit): one ``SELECT``. A
+    ``record`` (the last pass's, :class:`~outbox.relay.ReadPass`) goes first, in the same
+    pipeline: one round trip for both, each statement atomic by itself."""
+    if record is None:
+        found = conn.execute(_READ, (list(tx_ids),), prepare=False).fetchall()
+    else:
+        with conn.pipeline():
+            conn.execute(record[0], record[1], prepare=False)
+            cursor = conn.execute(_READ, (list(tx_ids),), prepare=False)
+        found = cursor.fetchall()
     rows: list[ClaimedRow] = []
     need_claim = False
-    for columns in conn.execute(_READ, (list(tx_ids),), prepare=False):
+    for columns in found:
         row = ClaimedRow(*columns)
         if row.message_group is not None or row.half_offset is not None \
                 or row.half_message_id is not None:

@@ -30,6 +30,7 @@ the same claims.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import random
@@ -159,6 +160,9 @@ class ReadPass:
 
     report: RelayReport
     left_due: bool
+    #: the record, not yet written (``relay_read(..., hold_record=True)``): its SQL for
+    #: psycopg 3 and its parameters (:func:`outbox.notified.read_due` sends it)
+    record: tuple[str, dict[str, Any]] | None = None
 
 
 class Relay:
@@ -222,12 +226,14 @@ class Relay:
         return bool(getattr(target, "halves_deduplicated", False)) \
             and getattr(self.publisher, "send_and_end", None) is not None
 
-    def relay_read(self, rows: list[ClaimedRow]) -> ReadPass:
+    def relay_read(self, rows: list[ClaimedRow], *, hold_record: bool = False) -> ReadPass:
         """Relay ungrouped rows read without a claim (:mod:`outbox.notified`) in one round
         trip, and record those relayed, fenced on no live claim; the rest, and every row
         when the target would not take the round trip, is left due for a claiming pass
         (which counts the attempt). Only where :meth:`can_relay_read`; raises
-        :class:`RelayError` when the broker cannot be reached (nothing is written)."""
+        :class:`RelayError` when the broker cannot be reached (nothing is written).
+        ``hold_record``: the record is not written but handed back in the result (the
+        leading listener sends it with its next read, :class:`ReadPass`)."""
         report = RelayReport()
         if not rows:
             return ReadPass(report, False)
@@ -249,24 +255,14 @@ class Relay:
                 return ReadPass(report, True)
             relayed = [r for r in rows if r.tx_id in ended.outcomes
                        and ended.outcomes[r.tx_id] is None]
-            if relayed:
-                self._record_read(relayed, halves, ended)
+            record = _read_record(relayed, halves, ended) if relayed else None
+            if record is not None and not hold_record:
+                self._run_record(*record)
         broker_health.pass_went_through(self.outbox)
         _observe_relayed(relayed, ended.outcomes)
         report.relayed = len(relayed)
-        return ReadPass(report, len(relayed) < len(rows))
-
-    def _record_read(self, rows: list[ClaimedRow], halves: dict[str, HalfStored],
-                     ended: Ended) -> None:
-        """:meth:`relay_read`'s record: one ``UPDATE``, as :meth:`_record_relayed`'s."""
-        positions = ended.positions
-        relayed: list[tuple[Any, ...]] = [
-            (r.tx_id, halves[r.tx_id].half_offset, ended.commit_offsets.get(r.tx_id))
-            for r in rows]
-        if positions:
-            relayed = [(*r, positions.get(r[0])) for r in relayed]
-        self._run_record(_RECORD_PG_READ_POSITIONS if positions else _RECORD_PG_READ,
-                         {"b_now": datetime.now(UTC), "b_rows": _encode_rows(relayed).decode()})
+        held = _psycopg_record(*record) if record is not None and hold_record else None
+        return ReadPass(report, len(relayed) < len(rows), held)
 
     def _run_record(self, statement: Any, params: dict[str, Any]) -> None:
         """One record statement, planned for its values in one round trip through psycopg
@@ -545,6 +541,34 @@ class Relay:
                 total.add(report)
             if report.claimed == 0 or report.relayed == 0:
                 break
+
+
+def _read_record(rows: list[ClaimedRow], halves: dict[str, HalfStored], ended: Ended
+                 ) -> tuple[Any, dict[str, Any]]:
+    """:meth:`Relay.relay_read`'s record: one ``UPDATE`` (as :meth:`Relay._record_relayed`'s)
+    and its parameters."""
+    positions = ended.positions
+    relayed: list[tuple[Any, ...]] = [
+        (r.tx_id, halves[r.tx_id].half_offset, ended.commit_offsets.get(r.tx_id))
+        for r in rows]
+    if positions:
+        relayed = [(*r, positions.get(r[0])) for r in relayed]
+    return (_RECORD_PG_READ_POSITIONS if positions else _RECORD_PG_READ,
+            {"b_now": datetime.now(UTC), "b_rows": _encode_rows(relayed).decode()})
+
+
+@functools.cache
+def _psycopg_sql(statement: Any) -> tuple[str, dict[str, Any]]:
+    """``statement`` compiled for psycopg 3 (the listener's own connection), once."""
+    from sqlalchemy.dialects.postgresql.psycopg import dialect
+
+    compiled = statement.compile(dialect=dialect())  # type: ignore[no-untyped-call]
+    return str(compiled), dict(compiled.params)
+
+
+def _psycopg_record(statement: Any, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    sql, compiled = _psycopg_sql(statement)
+    return sql, {**compiled, **params}
 
 
 class _Budget:

@@ -245,7 +245,13 @@ class Listener:
             with self._due:
                 woken, self._woken = self._woken, False
             named: list[str] = []
-            if not woken:
+            if not woken and named_rows is not None and named_rows.held:
+                # what has come already rides with the last pass's record; else it goes now
+                for note in conn.notifies(timeout=0.0):
+                    woken |= _take(note.payload, named)
+                if not (woken or named):
+                    named_rows.write_record()
+            if not (woken or named):
                 # the first notification ends the wait; those already come (all that
                 # came during the last pass) are taken by the same pass
                 for note in conn.notifies(timeout=self._wait, stop_after=1):
@@ -254,6 +260,8 @@ class Listener:
                     for note in conn.notifies(timeout=0.0):
                         woken |= _take(note.payload, named)
             if self._stop.is_set():
+                if named_rows is not None:
+                    named_rows.write_record()
                 return
             older_than = None
             if named_rows is not None:
@@ -312,6 +320,9 @@ class NamedRows:
         self._off = False  # the read failed for a reason a retry does not mend
         #: whether this listener holds the leader lock (on this connection)
         self.leads = False
+        #: the last named pass's record, not written yet: it goes with the next read, in
+        #: one round trip, or alone before the lane waits or claims
+        self.held: tuple[str, dict[str, Any]] | None = None
 
     def lead(self) -> bool:
         """Try for the leader lock (at most once per ``try_seconds``); True when this
@@ -326,7 +337,29 @@ class NamedRows:
                      "without claiming them")
         return self.leads
 
+    def write_record(self) -> None:
+        """Write the last named pass's record now, if it is held (:attr:`held`)."""
+        import psycopg
+
+        held, self.held = self.held, None
+        if held is None:
+            return
+        try:
+            self._conn.execute(held[0], held[1], prepare=False)
+        except psycopg.OperationalError:
+            raise  # the connection: its rows stay due, and go again as one message each
+        except psycopg.Error as exc:
+            log.warning("recording a pass of named rows failed (%s); they stay due, and a "
+                        "claiming pass sends them again as one message each", exc)
+
     def take(self, named: list[str], *, woken: bool) -> tuple[bool, float | None]:
+        """:meth:`_take_named`; the held record is written before any claiming pass."""
+        claim, older_than = self._take_named(named, woken=woken)
+        if claim:
+            self.write_record()
+        return claim, older_than
+
+    def _take_named(self, named: list[str], *, woken: bool) -> tuple[bool, float | None]:
         """A wake-up naming ``named`` (``woken``: and one naming none): relay the named rows
         now where this listener leads. Returns whether a claiming pass follows, and over
         rows committed how long ago (None: every due row).
@@ -364,7 +397,8 @@ class NamedRows:
         if len(tx_ids) > relay.settings.batch_size:  # a burst: the claiming passes drain it
             return True
         try:
-            due = read_due(self._conn, tx_ids)
+            held, self.held = self.held, None
+            due = read_due(self._conn, tx_ids, record=held)
         except psycopg.OperationalError:
             raise  # the connection: the listener listens again
         except psycopg.Error as exc:
@@ -376,10 +410,11 @@ class NamedRows:
         if not due.rows:
             return due.need_claim
         try:
-            done = relay.relay_read(due.rows)
+            done = relay.relay_read(due.rows, hold_record=True)
         except TRANSIENT_ERRORS as exc:  # the broker is away: the claims retry, and back off
             log.warning("relay after a wake-up failed: %s", exc)
             return False
+        self.held = done.record
         return due.need_claim or done.left_due
 
 
