@@ -30,7 +30,6 @@ the same claims.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import random
@@ -44,19 +43,10 @@ from typing import Any
 
 import msgspec
 from sqlalchemy import (
-    BigInteger,
-    Text,
     and_,
-    any_,
     bindparam,
-    cast,
-    func,
-    literal_column,
-    or_,
-    select,
     update,
 )
-from sqlalchemy.dialects.postgresql import JSON
 
 from outbox import broker_health
 from outbox.claims import ClaimedRow, claim, pipeline_sql, run_pipelined
@@ -64,6 +54,13 @@ from outbox.config import Outbox
 from outbox.errors import RelayError
 from outbox.models import transaction_table as t
 from outbox.relay_ends import STATES, Ended, outgoing, recorded_half, waves
+from outbox.relay_records import (
+    RECORD_PG,
+    RECORD_PG_POSITIONS,
+    encode_rows,
+    psycopg_record,
+    read_record,
+)
 from outbox.targets.base import (
     HalfStored,
     OutgoingMessage,
@@ -113,44 +110,6 @@ class RelayReport:
         self.held_back += other.held_back
         self.relayed_grouped += other.relayed_grouped
         self.errors.extend(other.errors)
-
-
-#: a pass's relayed rows, one JSON array of ``[tx_id, half offset, commit offset(,
-#: position)]`` each: msgspec encodes it in C, where psycopg dumps a Python list into an
-#: array parameter item by item in Python (a tenth of the relay worker's time, with three
-#: such arrays a pass; bench/relay.py --profile)
-_ROWS_JSON = cast(bindparam("b_rows", type_=Text), JSON)
-_RELAYED = func.json_array_elements(_ROWS_JSON).table_valued("value").render_derived(
-    name="relayed")
-_FIELD = [_RELAYED.c.value.op("->>")(literal_column(str(i))) for i in range(4)]
-_IDS = func.json_array_elements(_ROWS_JSON).table_valued("value").render_derived(name="ids")
-#: the rows' ids as an array: ``tx_id = ANY(...)`` walks the primary key. Without it,
-#: where the statistics say no row is claimed (most rows relayed: an analyzed production
-#: table), PostgreSQL read the whole table for ``claimed_by`` and compared every one of
-#: the pass's rows against each: 40,000 comparisons for a pass of 200 (EXPLAIN ANALYZE on
-#: 20,000 rows: 47-70 ms for the record, 8 ms with it)
-_BY_ID = t.c.tx_id == any_(func.array(
-    select(_IDS.c.value.op("->>")(literal_column("0"))).scalar_subquery()))
-#: PostgreSQL: mark a pass's relayed rows in one statement, fenced on ``claimed_by``
-_RECORD_PG = update(t).where(_BY_ID, t.c.tx_id == _FIELD[0],
-                             t.c.claimed_by == bindparam("b_me")).values(
-    relayed_at=bindparam("b_now"), claimed_by=None, claimed_until=None, last_error=None,
-    half_offset=cast(_FIELD[1], BigInteger), commit_offset=cast(_FIELD[2], BigInteger))
-#: the same, with where the broker put each row (a target that names positions: TxEnded)
-_RECORD_PG_POSITIONS = _RECORD_PG.values(broker_position=_FIELD[3])
-_encode_rows = msgspec.json.Encoder().encode
-#: the record of rows relayed unclaimed (:meth:`Relay.relay_read`): fenced on no live claim
-#: (a relay that claimed the row since records it itself). A row another relay recorded
-#: first keeps its time; its offsets are the same (one half and one commit per tx_id).
-#: No ``relayed_at IS NULL`` in the WHERE: it matches a partial index's predicate, which
-#: PostgreSQL then walked, dead entries and all, instead of the primary key
-_RECORD_PG_READ = update(t).where(
-    _BY_ID, t.c.tx_id == _FIELD[0],
-    or_(t.c.claimed_until.is_(None), t.c.claimed_until < bindparam("b_now"))).values(
-    relayed_at=func.coalesce(t.c.relayed_at, bindparam("b_now")), claimed_by=None,
-    claimed_until=None, last_error=None,
-    half_offset=cast(_FIELD[1], BigInteger), commit_offset=cast(_FIELD[2], BigInteger))
-_RECORD_PG_READ_POSITIONS = _RECORD_PG_READ.values(broker_position=_FIELD[3])
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,13 +214,13 @@ class Relay:
                 return ReadPass(report, True)
             relayed = [r for r in rows if r.tx_id in ended.outcomes
                        and ended.outcomes[r.tx_id] is None]
-            record = _read_record(relayed, halves, ended) if relayed else None
+            record = read_record(relayed, halves, ended) if relayed else None
             if record is not None and not hold_record:
                 self._run_record(*record)
         broker_health.pass_went_through(self.outbox)
         _observe_relayed(relayed, ended.outcomes)
         report.relayed = len(relayed)
-        held = _psycopg_record(*record) if record is not None and hold_record else None
+        held = psycopg_record(*record) if record is not None and hold_record else None
         return ReadPass(report, len(relayed) < len(rows), held)
 
     def _run_record(self, statement: Any, params: dict[str, Any]) -> None:
@@ -449,9 +408,9 @@ class Relay:
             if relayed and conn.dialect.name == "postgresql":
                 # one UPDATE joined to the rows' JSON: less work for PostgreSQL and for
                 # Python (no parameter set per row) than an executemany
-                rows_json = _encode_rows([(r["b_tx"], r["b_half"], r["b_commit"],
+                rows_json = encode_rows([(r["b_tx"], r["b_half"], r["b_commit"],
                                            r["b_position"]) for r in relayed]).decode()
-                conn.execute(_RECORD_PG_POSITIONS if positions else _RECORD_PG,
+                conn.execute(RECORD_PG_POSITIONS if positions else RECORD_PG,
                              {"b_me": self.name, "b_now": now, "b_rows": rows_json})
             elif relayed:
                 extra: dict[str, Any] = ({"broker_position": bindparam("b_position")}
@@ -477,8 +436,8 @@ class Relay:
         if positions:
             relayed = [(*r, positions.get(r[0])) for r in relayed]
         params = {"b_me": self.name, "b_now": now,
-                  "b_rows": _encode_rows(relayed).decode()}
-        self._run_record(_RECORD_PG_POSITIONS if positions else _RECORD_PG, params)
+                  "b_rows": encode_rows(relayed).decode()}
+        self._run_record(RECORD_PG_POSITIONS if positions else RECORD_PG, params)
         report.relayed += len(rows)
         report.relayed_grouped += sum(row.message_group is not None for row in rows)
 
@@ -541,34 +500,6 @@ class Relay:
                 total.add(report)
             if report.claimed == 0 or report.relayed == 0:
                 break
-
-
-def _read_record(rows: list[ClaimedRow], halves: dict[str, HalfStored], ended: Ended
-                 ) -> tuple[Any, dict[str, Any]]:
-    """:meth:`Relay.relay_read`'s record: one ``UPDATE`` (as :meth:`Relay._record_relayed`'s)
-    and its parameters."""
-    positions = ended.positions
-    relayed: list[tuple[Any, ...]] = [
-        (r.tx_id, halves[r.tx_id].half_offset, ended.commit_offsets.get(r.tx_id))
-        for r in rows]
-    if positions:
-        relayed = [(*r, positions.get(r[0])) for r in relayed]
-    return (_RECORD_PG_READ_POSITIONS if positions else _RECORD_PG_READ,
-            {"b_now": datetime.now(UTC), "b_rows": _encode_rows(relayed).decode()})
-
-
-@functools.cache
-def _psycopg_sql(statement: Any) -> tuple[str, dict[str, Any]]:
-    """``statement`` compiled for psycopg 3 (the listener's own connection), once."""
-    from sqlalchemy.dialects.postgresql.psycopg import dialect
-
-    compiled = statement.compile(dialect=dialect())  # type: ignore[no-untyped-call]
-    return str(compiled), dict(compiled.params)
-
-
-def _psycopg_record(statement: Any, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    sql, compiled = _psycopg_sql(statement)
-    return sql, {**compiled, **params}
 
 
 class _Budget:
