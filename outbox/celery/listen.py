@@ -75,8 +75,9 @@ LISTENER_RUN_ID = "listener"
 APPLICATION_NAME = "rocketbox-listener"
 #: the advisory lock (per database) whose holder leads: it relays named rows unclaimed
 LEADER_LOCK = 0x726F636B6574626F  # "rocketbo"
-#: a listener that does not lead claims only rows committed this long ago (seconds), those
-#: the leader has not reached: under a burst every worker helps
+#: a listener that does not lead claims, this long after a wake-up named rows, the rows
+#: committed this long ago (seconds): those the leader has not reached (under a burst
+#: every worker helps), or every one when no listener leads
 FOLLOWER_GRACE = 0.2
 _NOTIFY = f"NOTIFY {CHANNEL}"
 
@@ -254,7 +255,8 @@ class Listener:
             if not (woken or named):
                 # the first notification ends the wait; those already come (all that
                 # came during the last pass) are taken by the same pass
-                for note in conn.notifies(timeout=self._wait, stop_after=1):
+                wait = self._wait if named_rows is None else named_rows.wait(self._wait)
+                for note in conn.notifies(timeout=wait, stop_after=1):
                     woken |= _take(note.payload, named)
                 if woken or named:
                     for note in conn.notifies(timeout=0.0):
@@ -317,6 +319,8 @@ class NamedRows:
         self._next_try = 0.0
         self._next_catch_up = 0.0
         self._named_since = False  # named rows relayed since the last catch-up
+        self._follow_at: float | None = None  # a follower's next claim (monotonic time)
+        self._follow_last = 0.0  # when the rows of the last naming wake-up pass the grace
         self._off = False  # the read failed for a reason a retry does not mend
         #: whether this listener holds the leader lock (on this connection)
         self.leads = False
@@ -370,15 +374,18 @@ class NamedRows:
         up: one claiming pass once ``catch_up_seconds`` have gone by since its last
         (the rows of a lost wake-up, which would otherwise wait for the sweeper;
         ``named`` is empty when the wait for a wake-up timed out). A follower
-        claims only rows older than ``follower_grace``.
+        claims the rows committed more than ``follower_grace`` ago, once that much
+        time has gone by since a wake-up named rows: what the leader has not taken
+        by then, or all of it when no listener leads (a lock held by a session that
+        is not a listener: the rows go a grace later, through claims).
         """
         if self.lead():
             self._next_catch_up = time.monotonic() + self._catch_up
             return True, None
         if woken:
             return True, None
-        if named and not self.leads:
-            return True, self._grace
+        if not self.leads:
+            return self._follow(named)
         if named and self.relay(named):
             return True, None
         self._named_since |= bool(named)
@@ -386,6 +393,26 @@ class NamedRows:
             self._named_since = False
             self._next_catch_up = time.monotonic() + self._catch_up
             return True, None
+        return False, None
+
+    def wait(self, longest: float) -> float:
+        """How long the lane may wait for a wake-up: at most until a follower's claim."""
+        if self._follow_at is None:
+            return longest
+        return max(0.0, min(longest, self._follow_at - time.monotonic()))
+
+    def _follow(self, named: list[str]) -> tuple[bool, float | None]:
+        """A follower's answer: a claim of the rows older than the grace, once the grace
+        has gone by since the first wake-up naming rows that no claim has covered yet."""
+        now = time.monotonic()
+        if named:
+            self._follow_last = now + self._grace  # when the last named rows are old enough
+            if self._follow_at is None:
+                self._follow_at = self._follow_last
+        if self._follow_at is not None and now >= self._follow_at:
+            # rows named after the first are younger: one more claim for them, later
+            self._follow_at = self._follow_last if self._follow_last > now else None
+            return True, self._grace
         return False, None
 
     def relay(self, tx_ids: list[str]) -> bool:

@@ -192,10 +192,7 @@ def test_the_leader_relays_the_rows_a_wake_up_names_without_claiming_them(
 @pytest.mark.timeout(120)
 def test_a_forged_wake_up_relays_nothing_the_status_table_does_not_say_is_due(
         engine: Engine, broker: BrokerLiteServer, waking: Outbox, stack: CeleryStack) -> None:
-    role = f"intruder_{uuid.uuid4().hex[:8]}"
-    with engine.begin() as conn:  # a login with no privilege on any table
-        conn.exec_driver_sql(f"CREATE ROLE {role} LOGIN")
-    intruder = engine.url.set(drivername="postgresql", username=role, password=None)
+    intruder = intruder_url(engine)
     with listening(engine, broker, catch_up_seconds=600) as run:
         wait_until(lambda: leaders(engine), timeout=20)
         done = commit(engine, waking, 1, "Forged")  # relayed once already
@@ -209,8 +206,7 @@ def test_a_forged_wake_up_relays_nothing_the_status_table_does_not_say_is_due(
             # its INSERT notifies as every row does: delivered with the commit, not before
             pending = publish(open_session, "Forged", {"open": True}, outbox=waking)
             open_session.flush()
-            with psycopg.connect(intruder.render_as_string(hide_password=False),
-                                 autocommit=True) as forger:
+            with psycopg.connect(intruder, autocommit=True) as forger:
                 with pytest.raises(psycopg.errors.InsufficientPrivilege):
                     forger.execute("SELECT tx_id FROM rocketbox_transaction")
                 # names: read by the leader (and found not due); the owner's wake-up
@@ -241,6 +237,38 @@ def test_a_forged_wake_up_relays_nothing_the_status_table_does_not_say_is_due(
         assert conn.execute(text("SELECT parked, relayed_at FROM rocketbox_transaction "
                                  "WHERE tx_id = :t"), {"t": parked[0]}).one() == (True, None)
     assert leaders(engine) == []  # the listener stopped: its lock went with its connection
+
+
+def intruder_url(engine: Engine) -> str:
+    """A new login with no privilege on any table: its libpq URL."""
+    role = f"intruder_{uuid.uuid4().hex[:8]}"
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"CREATE ROLE {role} LOGIN")
+    return engine.url.set(drivername="postgresql", username=role,
+                          password=None).render_as_string(hide_password=False)
+
+
+@pytest.mark.timeout(120)
+def test_a_session_that_takes_the_leader_lock_only_delays_the_rows(
+        engine: Engine, broker: BrokerLiteServer, waking: Outbox) -> None:
+    with psycopg.connect(intruder_url(engine), autocommit=True) as squatter:
+        # advisory locks need no privilege: another role's session can hold the lock
+        squatter.execute("SELECT pg_advisory_lock(%s)", (LEADER_LOCK,))
+        with listening(engine, broker) as run:
+            wait_until(lambda: listeners(engine), timeout=20)
+            # no listener leads: the follower claims the rows once the grace has passed
+            squatted = commit(engine, waking, 3, "Squatted")
+            wait_until(lambda: relayed_ids(engine) == set(squatted), timeout=20,
+                       message=lambda: f"relayed {relayed_ids(engine)}")
+            assert leaders(engine) == []
+            assert claimed(engine) == set(squatted)
+            squatter.execute("SELECT pg_advisory_unlock(%s)", (LEADER_LOCK,))
+            wait_until(lambda: leaders(engine), timeout=20)
+            forget_claims(engine)
+            led = commit(engine, waking, 2, "Squatted")
+            wait_until(lambda: relayed_ids(engine) == {*squatted, *led}, timeout=20)
+    assert run.fatal == []
+    assert commit_counts(broker_records(broker.data_dir)) == {tx: 1 for tx in [*squatted, *led]}
 
 
 @pytest.mark.timeout(150)
