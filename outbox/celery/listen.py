@@ -61,6 +61,7 @@ from outbox.celery.state import RocketboxState, rocketbox_state
 from outbox.celery.tasks import TRANSIENT_ERRORS
 from outbox.errors import ConfigurationError
 from outbox.notified import parse_wake, read_due, wake_payloads
+from outbox.relay import Relay
 
 __all__ = ["APPLICATION_NAME", "CHANNEL", "FOLLOWER_GRACE", "LEADER_LOCK", "ListenStep",
            "Listener", "NamedRows", "can_listen", "notify"]
@@ -238,10 +239,10 @@ class Listener:
         without claiming them (:class:`NamedRows`); the others claim only rows
         the leader has left for :data:`FOLLOWER_GRACE` seconds.
         """
-        named_rows = NamedRows(self.state, conn, try_seconds=self._wait,
+        relay = self.state.relay(f"{LISTENER_RUN_ID}-1")
+        named_rows = NamedRows(relay, conn, try_seconds=self._wait,
                                catch_up_seconds=self._catch_up,
-                               follower_grace=self._grace) if self.state.relay(
-            f"{LISTENER_RUN_ID}-1").can_relay_read() else None
+                               follower_grace=self._grace) if relay.can_relay_read() else None
         while not self._stop.is_set():
             with self._due:
                 woken, self._woken = self._woken, False
@@ -308,10 +309,11 @@ class NamedRows:
     docs/outbox.md, "The notified rows, read without a claim".
     """
 
-    def __init__(self, state: RocketboxState, conn: Any, *, try_seconds: float = 0.5,
+    def __init__(self, relay: Relay, conn: Any, *, try_seconds: float = 0.5,
                  catch_up_seconds: float = 0.5, follower_grace: float = FOLLOWER_GRACE
                  ) -> None:
-        self.state = state
+        #: the relay of the named rows (made once: a pass needs no new one)
+        self.relay_of_named = relay
         self._conn = conn
         self._try = try_seconds
         self._catch_up = catch_up_seconds
@@ -420,7 +422,7 @@ class NamedRows:
         row that cannot go unclaimed, a row not relayed, or more rows than a pass)."""
         import psycopg
 
-        relay = self.state.relay(f"{LISTENER_RUN_ID}-1")
+        relay = self.relay_of_named
         if len(tx_ids) > relay.settings.batch_size:  # a burst: the claiming passes drain it
             return True
         try:

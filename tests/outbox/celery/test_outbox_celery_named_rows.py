@@ -71,6 +71,17 @@ def forget_claims(engine: Engine) -> None:
         conn.execute(text("DELETE FROM claims_seen"))
 
 
+def warm_leader(engine: Engine, waking: Outbox, topic: str) -> list[str]:
+    """Wait for the listener to lead, have it relay one row (the claiming passes of a new
+    leader may take that one) and forget the claims seen so far; the row's id. With
+    ``catch_up_seconds`` long, no claim follows unless a named row needs one."""
+    wait_until(lambda: leaders(engine), timeout=20)
+    first = commit(engine, waking, 1, topic)
+    wait_until(lambda: relayed_ids(engine) == set(first), timeout=20)
+    forget_claims(engine)
+    return first
+
+
 def libpq(engine: Engine) -> str:
     return engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
 
@@ -168,12 +179,7 @@ def listening(engine: Engine, broker: BrokerLiteServer, **options: Any) -> Itera
 def test_the_leader_relays_the_rows_a_wake_up_names_without_claiming_them(
         engine: Engine, broker: BrokerLiteServer, waking: Outbox) -> None:
     with listening(engine, broker, catch_up_seconds=600) as run:
-        wait_until(lambda: leaders(engine), timeout=20)
-        # the claiming passes of a new leader may take this one; no claim after it (the
-        # catch-up claim waits catch_up_seconds)
-        first = commit(engine, waking, 1, "Named")
-        wait_until(lambda: relayed_ids(engine) == set(first), timeout=20)
-        forget_claims(engine)
+        first = warm_leader(engine, waking, "Named")
         named = commit(engine, waking, 5, "Named")
         wait_until(lambda: relayed_ids(engine) == {*first, *named}, timeout=20,
                    message=lambda: f"relayed {relayed_ids(engine)}")
@@ -307,10 +313,7 @@ def test_one_listener_leads_each_row_goes_once_and_a_follower_takes_over(
 def test_named_rows_of_a_message_group_go_through_a_claim_in_order(
         engine: Engine, broker: BrokerLiteServer, waking: Outbox) -> None:
     with listening(engine, broker, catch_up_seconds=600) as run:
-        wait_until(lambda: leaders(engine), timeout=20)
-        plain = commit(engine, waking, 1, "Grouped")
-        wait_until(lambda: relayed_ids(engine) == set(plain), timeout=20)
-        forget_claims(engine)
+        plain = warm_leader(engine, waking, "Grouped")
         grouped = commit(engine, waking, 4, "Grouped", message_group="g-1")
         wait_until(lambda: relayed_ids(engine) == {*plain, *grouped}, timeout=20)
     assert run.fatal == []
